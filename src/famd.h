@@ -1,0 +1,288 @@
+/*
+ * famd.h - private declarations shared by famd's modules and famctl.
+ *
+ * Lock order (whole daemon): the control loop owns configuration, the admin
+ * socket and the role's control state; data-path threads take only their own
+ * locks and publish counters with relaxed atomics, so no lock is ever held
+ * across a call into another module.
+ */
+#ifndef FAMD_H
+#define FAMD_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <syslog.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include <jansson.h>
+
+struct event_base;
+
+/* Exit codes (sysexits.h values, spelled out so famctl and famd agree). */
+#define FAMD_EX_OK          0
+#define FAMD_EX_FAIL        1
+#define FAMD_EX_USAGE       64
+#define FAMD_EX_UNAVAILABLE 69
+#define FAMD_EX_SOFTWARE    70
+#define FAMD_EX_OSERR       71
+#define FAMD_EX_NOPERM      77
+#define FAMD_EX_CONFIG      78
+
+#define FAMD_DEFAULT_CONFIG  SYSCONFDIR "/famd.conf"
+#define FAMD_DEFAULT_ADMIN   "/run/famd/famd.sock"
+#define FAMD_DEFAULT_SESSION "/run/famd/session.sock"
+
+#define nitems(a) (sizeof(a) / sizeof((a)[0]))
+
+#define printflike(a, b) __attribute__((format(printf, a, b)))
+
+/* ---- log.c -------------------------------------------------------------- */
+
+enum log_dest {
+	LOG_DEST_STDERR,  /* timestamped lines for a terminal or a test log */
+	LOG_DEST_SYSTEMD, /* "<N>" priority prefixes, read by journald */
+	LOG_DEST_SYSLOG,  /* a daemonised famd without a terminal */
+};
+
+void log_open(enum log_dest dest, int level);
+void log_set_level(int level);
+int log_get_level(void);
+const char *log_level_name(int level);
+int log_level_parse(const char *name);
+void log_msg(int pri, const char *fmt, ...) printflike(2, 3);
+void log_vmsg(int pri, const char *fmt, va_list ap);
+__attribute__((noreturn)) void fatal(const char *fmt, ...) printflike(1, 2);
+__attribute__((noreturn)) void fatalx(const char *fmt, ...) printflike(1, 2);
+
+#define log_err(...)    log_msg(LOG_ERR, __VA_ARGS__)
+#define log_warn(...)   log_msg(LOG_WARNING, __VA_ARGS__)
+#define log_notice(...) log_msg(LOG_NOTICE, __VA_ARGS__)
+#define log_info(...)   log_msg(LOG_INFO, __VA_ARGS__)
+#define log_debug(...)  log_msg(LOG_DEBUG, __VA_ARGS__)
+
+/* ---- cfg.c, cfg-table.c ------------------------------------------------- */
+
+enum famd_role {
+	ROLE_HOST,
+	ROLE_DPU,
+	ROLE_MEMORY,
+	ROLE_COUNT,
+};
+
+#define CFG_ROLE_BIT(r) (1u << (r))
+#define CFG_ROLES_ALL   ((1u << ROLE_COUNT) - 1)
+
+enum cfg_type {
+	CFG_T_BOOL,     /* yes|no|true|false|on|off|1|0 */
+	CFG_T_INT,      /* decimal integer within [min, max] */
+	CFG_T_SIZE,     /* bytes, with an optional K/M/G/T suffix (powers of 2) */
+	CFG_T_DURATION, /* milliseconds; suffix ms, s, m or h (default s) */
+	CFG_T_STRING,   /* free text */
+	CFG_T_PATH,     /* an absolute path */
+	CFG_T_ENUM,     /* one of choices[]; stored as its index */
+	CFG_T_ADDR,     /* host:port */
+	CFG_T_ADDRLIST, /* comma-separated host:port list */
+};
+
+struct cfg_key_def {
+	const char *section;
+	const char *name;
+	enum cfg_type type;
+	int64_t min; /* numeric types: smallest value, in base units */
+	int64_t max; /* numeric types: largest; ADDRLIST: most entries */
+	const char *const *choices; /* CFG_T_ENUM: NULL-terminated */
+	const char *def;     /* default as text, NULL when required */
+	bool reloadable;     /* SIGHUP applies it without a restart */
+	unsigned roles;      /* roles that read it (CFG_ROLE_BIT mask) */
+	const char *example; /* value set in the shipped example, or NULL */
+	const char *help;    /* one or more sentences, no trailing newline */
+};
+
+/* Every key famd knows; the order is the order of the examples and man page. */
+enum cfg_key {
+	CFG_ROLE,
+	CFG_NODE_NAME,
+	CFG_ADMIN_SOCKET,
+	CFG_ADMIN_GROUP,
+	CFG_ADMIN_MAX_CLIENTS,
+	CFG_ADMIN_IDLE_TIMEOUT,
+	CFG_LOG_LEVEL,
+	CFG_NKEYS,
+};
+
+extern const struct cfg_key_def cfg_keys[CFG_NKEYS];
+extern const char *const cfg_role_names[];
+
+struct cfg_value {
+	bool set;      /* given in the file or on the command line */
+	unsigned line; /* line of the file that set it, 0 if not from a file */
+	int64_t i;     /* BOOL, INT, SIZE, DURATION, ENUM */
+	char *s;       /* STRING, PATH, ADDR, ADDRLIST (always the text) */
+};
+
+struct cfg {
+	char *path;
+	struct cfg_value v[CFG_NKEYS];
+};
+
+/* Collected configuration errors, each "file:line: message". */
+struct cfg_errors {
+	char **msg;
+	size_t count;
+};
+
+int cfg_load(struct cfg *cfg, const char *path, char *const *overrides,
+    size_t noverrides, struct cfg_errors *errs);
+void cfg_free(struct cfg *cfg);
+void cfg_errors_free(struct cfg_errors *errs);
+int64_t cfg_int(const struct cfg *cfg, enum cfg_key key);
+const char *cfg_str(const struct cfg *cfg, enum cfg_key key);
+int cfg_find(const char *section, const char *name);
+int cfg_parse_value(enum cfg_key key, const char *text, struct cfg_value *out,
+    char **cause);
+char *cfg_format_value(enum cfg_key key, const struct cfg_value *v);
+json_t *cfg_to_json(const struct cfg *cfg);
+bool cfg_equal(enum cfg_key key, const struct cfg_value *a,
+    const struct cfg_value *b);
+void cfg_write_example(FILE *f, enum famd_role role);
+void cfg_write_man_keys(FILE *f);
+
+/* ---- notify.c ----------------------------------------------------------- */
+
+int notify_send(const char *state);
+void notify_ready(void);
+void notify_reloading(void);
+void notify_stopping(void);
+void notify_status(const char *fmt, ...) printflike(1, 2);
+
+/* ---- famd.c ------------------------------------------------------------- */
+
+struct role_ops;
+
+/* The daemon: one per process, owned by the control loop. */
+struct famd {
+	struct event_base *base;
+	struct cfg *cfg;
+	const char *cfg_path;
+	char *const *overrides;
+	size_t noverrides;
+	enum famd_role role;
+	const struct role_ops *ops;
+	void *role_state;
+	time_t started;
+	struct timespec started_mono;
+	uint64_t reloads;
+	uint64_t reload_failures;
+};
+
+extern struct famd *famd;
+
+/* What each role implements; the control loop calls these in order. */
+struct role_ops {
+	const char *name;
+	int (*start)(struct famd *d);
+	void (*reload)(struct famd *d, const struct cfg *old);
+	void (*status)(struct famd *d, json_t *status);
+	void (*stats_reset)(struct famd *d);
+	void (*stop)(struct famd *d);
+};
+
+extern const struct role_ops role_host_ops;
+extern const struct role_ops role_dpu_ops;
+extern const struct role_ops role_memory_ops;
+
+int famd_reload(char **cause);
+double famd_uptime(void);
+void famd_shutdown(const char *why);
+
+/* ---- admin.c ------------------------------------------------------------ */
+
+/* JSON-RPC 2.0 error codes: the standard ones and famd's own. */
+#define ADMIN_ERR_PARSE          (-32700)
+#define ADMIN_ERR_INVALID        (-32600)
+#define ADMIN_ERR_NO_METHOD      (-32601)
+#define ADMIN_ERR_PARAMS         (-32602)
+#define ADMIN_ERR_INTERNAL       (-32603)
+#define ADMIN_ERR_PERMISSION     (-32000)
+#define ADMIN_ERR_TOO_LARGE      (-32001)
+#define ADMIN_ERR_TOO_MANY       (-32002)
+#define ADMIN_ERR_FAILED         (-32003)
+
+#define ADMIN_MAX_REQUEST (64 * 1024)
+
+/* Who sent a request, from SO_PEERCRED. */
+struct admin_peer {
+	pid_t pid;
+	uid_t uid;
+	gid_t gid;
+};
+
+struct admin_req {
+	const struct admin_peer *peer;
+	json_t *params;  /* always an object (empty when absent) */
+	bool may_change; /* the peer may run changing commands */
+	int err_code;    /* set by admin_fail() */
+	char *err_msg;
+};
+
+enum admin_ptype {
+	ADMIN_P_STRING,
+	ADMIN_P_INT,
+	ADMIN_P_BOOL,
+	ADMIN_P_OBJECT,
+	ADMIN_P_ANY,
+};
+
+struct admin_param {
+	const char *name;
+	enum admin_ptype type;
+	bool required;
+};
+
+#define ADMIN_F_CHANGE 0x1 /* changes the daemon: root only */
+
+/*
+ * A command. The handler returns the result (a new reference) or NULL after
+ * calling admin_fail().
+ */
+struct admin_cmd {
+	const char *name;
+	const char *help;
+	const struct admin_param *params; /* terminated by a NULL name */
+	unsigned flags;
+	json_t *(*handler)(struct admin_req *req);
+};
+
+void admin_register(const struct admin_cmd *cmds, size_t n);
+void admin_unregister_all(void);
+const struct admin_cmd *admin_cmd_at(size_t i);
+json_t *admin_fail(struct admin_req *req, int code, const char *fmt, ...)
+    printflike(3, 4);
+bool admin_require_change(struct admin_req *req);
+char *admin_process(const char *line, size_t len, const struct admin_peer *peer,
+    bool may_change);
+char *admin_error_line(json_t *id, int code, const char *msg);
+int admin_open(struct famd *d, char **cause);
+int admin_lock(const char *socket_path, char **cause);
+void admin_reconfigure(const struct cfg *cfg);
+void admin_close(void);
+unsigned admin_clients(void);
+void admin_status(json_t *status);
+void admin_stats_reset(void);
+
+/* admin-cmds.c: the commands every role has. */
+void admin_cmds_register(void);
+
+/* ---- util.c ------------------------------------------------------------- */
+
+char *xasprintf(const char *fmt, ...) printflike(1, 2);
+uint64_t mono_ns(void);
+int fd_set_nonblock(int fd);
+int fd_set_cloexec(int fd);
+char *fmt_bytes(char *buf, size_t len, uint64_t bytes);
+
+#endif /* FAMD_H */

@@ -1,0 +1,28 @@
+#!/bin/bash
+# The man pages are clean under mandoc -Tlint; the systemd unit verifies.
+. "$(dirname "$0")/lib.sh"
+require_cmd mandoc
+
+out=$(mandoc -Tlint -W warning "$top_srcdir/man/famd.8" "$top_srcdir/man/famctl.8" \
+	"$top_builddir/man/famd.conf.5" 2>&1)
+[ -z "$out" ] || fail "mandoc -Tlint: $out"
+# Style notes other than cross references to pages not installed yet.
+out=$(mandoc -Tlint "$top_srcdir/man/famd.8" "$top_srcdir/man/famctl.8" \
+	"$top_builddir/man/famd.conf.5" 2>&1 | grep -v 'referenced manual not found')
+[ -z "$out" ] || fail "mandoc -Tlint style: $out"
+pass "man pages lint clean"
+
+if command -v systemd-analyze >/dev/null 2>&1; then
+	sed -e "s|^ExecStartPre=.*|ExecStartPre=$FAMD -t -c $CONFDIR/famd-host.conf|" \
+		-e "s|^ExecStart=.*|ExecStart=$FAMD -f -c $CONFDIR/famd-host.conf|" \
+		"$top_builddir/systemd/famd.service" >"$T/famd.service"
+	out=$(systemd-analyze verify --man=no "$T/famd.service" 2>&1)
+	[ -z "$out" ] || fail "systemd-analyze verify: $out"
+	pass "famd.service verifies"
+else
+	echo "note: systemd-analyze not installed; unit not verified"
+fi
+grep -q '^Type=notify$' "$top_builddir/systemd/famd.service" || fail "unit is not Type=notify"
+grep -q '^LimitMEMLOCK=infinity$' "$top_builddir/systemd/famd.service" || fail "no LimitMEMLOCK"
+grep -q '^RuntimeDirectory=famd$' "$top_builddir/systemd/famd.service" || fail "no RuntimeDirectory"
+pass "unit has Type=notify, LimitMEMLOCK=infinity, RuntimeDirectory"
