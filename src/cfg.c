@@ -224,6 +224,10 @@ cfg_parse_value(enum cfg_key key, const char *text, struct cfg_value *out,
 	case CFG_T_INT: {
 		char *end;
 
+		if (d->auto_ok && strcmp(text, "auto") == 0) {
+			v = -1;
+			goto store;
+		}
 		errno = 0;
 		v = strtoll(text, &end, 10);
 		if (*text == '\0' || *end != '\0' || errno != 0) {
@@ -280,6 +284,8 @@ cfg_parse_value(enum cfg_key key, const char *text, struct cfg_value *out,
 			}
 		break;
 	case CFG_T_PATH:
+		if (text[0] == '\0' && d->empty_ok)
+			break;
 		if (text[0] != '/') {
 			*cause = xasprintf("'%s' is not an absolute path", text);
 			return -EINVAL;
@@ -302,7 +308,7 @@ cfg_parse_value(enum cfg_key key, const char *text, struct cfg_value *out,
 		const char *p = text;
 		int64_t n = 0;
 
-		while (*p != '\0') {
+		for (;;) {
 			const char *e = strchr(p, ',');
 			size_t len = e != NULL ? (size_t)(e - p) : strlen(p);
 			const char *why;
@@ -346,7 +352,12 @@ cfg_parse_value(enum cfg_key key, const char *text, struct cfg_value *out,
 			free(hi);
 			return -EINVAL;
 		}
+		if (d->pow2 && (v & (v - 1)) != 0) {
+			*cause = xasprintf("'%s' is not a power of two", text);
+			return -EINVAL;
+		}
 	}
+store:
 	free(out->s);
 	out->s = strdup(text);
 	if (out->s == NULL)
@@ -366,6 +377,9 @@ cfg_format_value(enum cfg_key key, const struct cfg_value *v)
 	case CFG_T_BOOL:
 		return strdup(v->i ? "yes" : "no");
 	case CFG_T_INT:
+		if (d->auto_ok && v->i == -1)
+			return strdup("auto");
+		return cfg_format_number(d, v->i);
 	case CFG_T_SIZE:
 	case CFG_T_DURATION:
 		return cfg_format_number(d, v->i);
@@ -544,6 +558,23 @@ cfg_override(struct cfg *cfg, const char *o, struct cfg_errors *errs)
 	cfg->v[k].line = 0;
 }
 
+/* Checks the rules that tie several keys together. */
+static void
+cfg_check(struct cfg *cfg, const char *path, struct cfg_errors *errs)
+{
+	const struct cfg_value *lo = &cfg->v[CFG_HOST_LOW_WATERMARK];
+	const struct cfg_value *hi = &cfg->v[CFG_HOST_HIGH_WATERMARK];
+
+	if (lo->i >= hi->i)
+		cfg_error(errs, "%s:%u: [host] low_watermark (%lld) must be "
+		    "below high_watermark (%lld)", path,
+		    lo->line != 0 ? lo->line : hi->line, (long long)lo->i,
+		    (long long)hi->i);
+	if (cfg->v[CFG_HOST_CHUNK_SIZE].i > cfg->v[CFG_HOST_BUFFER_SIZE].i / 4)
+		cfg_error(errs, "%s:%u: [host] buffer_size must hold at least "
+		    "4 chunks", path, cfg->v[CFG_HOST_BUFFER_SIZE].line);
+}
+
 /*
  * Loads path, then the overrides, then the defaults of keys not given.
  * Returns 0, or -EINVAL with every problem in errs.
@@ -587,8 +618,10 @@ cfg_load(struct cfg *cfg, const char *path, char *const *overrides,
 		if (cfg->v[k].line != 0)
 			continue; /* given but invalid: already reported */
 		if (d->def == NULL) {
-			cfg_error(errs, "%s: [%s] %s is required", path,
-			    d->section, d->name);
+			if (k == CFG_ROLE || (cfg->v[CFG_ROLE].set &&
+			    (d->roles & CFG_ROLE_BIT(cfg->v[CFG_ROLE].i))))
+				cfg_error(errs, "%s: [%s] %s is required", path,
+				    d->section, d->name);
 			continue;
 		}
 		if (cfg_parse_value(k, d->def, &cfg->v[k], &cause) < 0) {
@@ -598,6 +631,8 @@ cfg_load(struct cfg *cfg, const char *path, char *const *overrides,
 		}
 		cfg->v[k].set = false;
 	}
+	if (errs->count == before)
+		cfg_check(cfg, path, errs);
 	return errs->count == before ? 0 : -EINVAL;
 }
 
@@ -765,7 +800,7 @@ cfg_type_arg(const struct cfg_key_def *d)
 {
 	switch (d->type) {
 	case CFG_T_BOOL: return "yes | no";
-	case CFG_T_INT: return "number";
+	case CFG_T_INT: return d->auto_ok ? "auto | number" : "number";
 	case CFG_T_SIZE: return "size";
 	case CFG_T_DURATION: return "duration";
 	case CFG_T_STRING: return "text";

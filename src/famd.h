@@ -99,6 +99,9 @@ struct cfg_key_def {
 	bool reloadable;     /* SIGHUP applies it without a restart */
 	unsigned roles;      /* roles that read it (CFG_ROLE_BIT mask) */
 	const char *example; /* value set in the shipped example, or NULL */
+	bool auto_ok;        /* CFG_T_INT: "auto" is accepted, stored as -1 */
+	bool pow2;           /* CFG_T_SIZE: must be a power of two */
+	bool empty_ok;       /* CFG_T_PATH: empty means "none" */
 	const char *help;    /* one or more sentences, no trailing newline */
 };
 
@@ -111,6 +114,25 @@ enum cfg_key {
 	CFG_ADMIN_MAX_CLIENTS,
 	CFG_ADMIN_IDLE_TIMEOUT,
 	CFG_LOG_LEVEL,
+	CFG_TRANSPORT,
+	CFG_SECRET_FILE,
+	CFG_OP_TIMEOUT,
+	CFG_MEMORY_LISTEN,
+	CFG_MEMORY_CAPACITY,
+	CFG_MEMORY_PRELOAD_DIR,
+	CFG_MEMORY_SESSION_GRACE,
+	CFG_HOST_SESSION_SOCKET,
+	CFG_HOST_SESSION_GROUP,
+	CFG_HOST_MEMORY_NODES,
+	CFG_HOST_BUFFER_SIZE,
+	CFG_HOST_CHUNK_SIZE,
+	CFG_HOST_ARENA_SIZE,
+	CFG_HOST_HIGH_WATERMARK,
+	CFG_HOST_LOW_WATERMARK,
+	CFG_HOST_PREFETCH,
+	CFG_HOST_MAX_FETCHES,
+	CFG_HOST_EVICTION,
+	CFG_HOST_NUMA_NODE,
 	CFG_NKEYS,
 };
 
@@ -133,6 +155,16 @@ struct cfg {
 struct cfg_errors {
 	char **msg;
 	size_t count;
+};
+
+enum cfg_transport {
+	CFG_TRANSPORT_TCP,
+	CFG_TRANSPORT_VERBS,
+};
+
+enum cfg_eviction {
+	CFG_EVICTION_CLOCK,
+	CFG_EVICTION_FIFO,
 };
 
 int cfg_load(struct cfg *cfg, const char *path, char *const *overrides,

@@ -188,14 +188,14 @@ END_TEST
 
 START_TEST(test_error_unknown_section)
 {
-	assert_one_error("[famd]\nrole = host\n[nosuch]\nx = 1\n",
+	assert_one_error("[famd]\nrole = dpu\n[nosuch]\nx = 1\n",
 	    ":3: unknown section [nosuch]");
 }
 END_TEST
 
 START_TEST(test_error_unknown_key)
 {
-	assert_one_error("[famd]\nrole = host\nrolez = 1\n",
+	assert_one_error("[famd]\nrole = dpu\nrolez = 1\n",
 	    ":3: unknown key 'rolez' in [famd]");
 }
 END_TEST
@@ -209,36 +209,36 @@ END_TEST
 
 START_TEST(test_error_integer_malformed)
 {
-	assert_one_error("[famd]\nrole = host\nadmin_max_clients = 12a\n",
+	assert_one_error("[famd]\nrole = dpu\nadmin_max_clients = 12a\n",
 	    ":3: [famd] admin_max_clients: '12a' is not an integer");
 }
 END_TEST
 
 START_TEST(test_error_integer_out_of_range)
 {
-	assert_one_error("[famd]\nrole = host\nadmin_max_clients = 5000\n",
+	assert_one_error("[famd]\nrole = dpu\nadmin_max_clients = 5000\n",
 	    "out of range (1 to 1024)");
-	assert_one_error("[famd]\nrole = host\nadmin_max_clients = -1\n",
+	assert_one_error("[famd]\nrole = dpu\nadmin_max_clients = -1\n",
 	    "out of range");
-	assert_one_error("[famd]\nrole = host\n"
+	assert_one_error("[famd]\nrole = dpu\n"
 	    "admin_max_clients = 99999999999999999999999\n", "not an integer");
 }
 END_TEST
 
 START_TEST(test_error_duration_malformed_and_range)
 {
-	assert_one_error("[famd]\nrole = host\nadmin_idle_timeout = 5 days\n",
+	assert_one_error("[famd]\nrole = dpu\nadmin_idle_timeout = 5 days\n",
 	    "is not a duration");
-	assert_one_error("[famd]\nrole = host\nadmin_idle_timeout = 10ms\n",
+	assert_one_error("[famd]\nrole = dpu\nadmin_idle_timeout = 10ms\n",
 	    "out of range (100ms to 24h)");
-	assert_one_error("[famd]\nrole = host\nadmin_idle_timeout = -5\n",
+	assert_one_error("[famd]\nrole = dpu\nadmin_idle_timeout = -5\n",
 	    "is not a duration");
 }
 END_TEST
 
 START_TEST(test_error_path_not_absolute)
 {
-	assert_one_error("[famd]\nrole = host\nadmin_socket = run/x.sock\n",
+	assert_one_error("[famd]\nrole = dpu\nadmin_socket = run/x.sock\n",
 	    "'run/x.sock' is not an absolute path");
 }
 END_TEST
@@ -247,17 +247,17 @@ START_TEST(test_error_string_too_long_or_control)
 {
 	char buf[256];
 
-	snprintf(buf, sizeof buf, "[famd]\nrole = host\nnode_name = %s\n",
+	snprintf(buf, sizeof buf, "[famd]\nrole = dpu\nnode_name = %s\n",
 	    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
 	assert_one_error(buf, "longer than 63 characters");
-	assert_one_error("[famd]\nrole = host\nnode_name = a\x01" "b\n",
+	assert_one_error("[famd]\nrole = dpu\nnode_name = a\x01" "b\n",
 	    "control character");
 }
 END_TEST
 
 START_TEST(test_error_duplicate_key)
 {
-	assert_one_error("[famd]\nrole = host\nlog_level = info\n\n"
+	assert_one_error("[famd]\nrole = dpu\nlog_level = info\n\n"
 	    "log_level = debug\n", ":5: [famd] log_level set twice (first on "
 	    "line 3)");
 }
@@ -265,18 +265,18 @@ END_TEST
 
 START_TEST(test_error_key_outside_section)
 {
-	assert_one_error("role = host\n[famd]\nrole = host\n",
+	assert_one_error("role = dpu\n[famd]\nrole = dpu\n",
 	    ":1: key 'role' outside any section");
 }
 END_TEST
 
 START_TEST(test_error_line_without_equals)
 {
-	assert_one_error("[famd]\nrole = host\nlog_level debug\n",
+	assert_one_error("[famd]\nrole = dpu\nlog_level debug\n",
 	    ":3: expected key = value");
-	assert_one_error("[famd]\nrole = host\n= debug\n",
+	assert_one_error("[famd]\nrole = dpu\n= debug\n",
 	    ":3: expected key = value");
-	assert_one_error("[famd]\nrole = host\nlog_level: debug\n",
+	assert_one_error("[famd]\nrole = dpu\nlog_level: debug\n",
 	    ":3: expected key = value");
 }
 END_TEST
@@ -284,16 +284,16 @@ END_TEST
 START_TEST(test_error_malformed_section_header)
 {
 	/* Keys under a broken header are not blamed as well. */
-	assert_one_error("[famd]\nrole = host\n[famd\nlog_level = x\n",
+	assert_one_error("[famd]\nrole = dpu\n[famd\nlog_level = x\n",
 	    ":3: malformed section header");
-	assert_one_error("[famd]\nrole = host\n[famd] junk\nlog_level = x\n",
+	assert_one_error("[famd]\nrole = dpu\n[famd] junk\nlog_level = x\n",
 	    ":3: malformed section header");
 }
 END_TEST
 
 START_TEST(test_error_continuation_line)
 {
-	assert_one_error("[famd]\nrole = host\nlog_level = info\n  debug\n",
+	assert_one_error("[famd]\nrole = dpu\nlog_level = info\n  debug\n",
 	    ":4: indented line");
 }
 END_TEST
@@ -302,14 +302,14 @@ START_TEST(test_error_line_too_long)
 {
 	char buf[600];
 
-	snprintf(buf, sizeof buf, "[famd]\nrole = host\n# %0400d\n", 0);
+	snprintf(buf, sizeof buf, "[famd]\nrole = dpu\n# %0400d\n", 0);
 	assert_one_error(buf, ":3: line longer than");
 }
 END_TEST
 
 START_TEST(test_error_nul_byte)
 {
-	const char text[] = "[famd]\nrole = host\nlog_level = in\0fo\n";
+	const char text[] = "[famd]\nrole = dpu\nlog_level = in\0fo\n";
 	struct cfg cfg;
 	struct cfg_errors errs = { 0 };
 	FILE *f;
@@ -392,7 +392,7 @@ START_TEST(test_to_json)
 	struct cfg_errors errs = { 0 };
 	json_t *j, *k;
 
-	ck_assert_int_eq(load_text("[famd]\nrole = host\n"
+	ck_assert_int_eq(load_text("[famd]\nrole = dpu\n"
 	    "admin_idle_timeout = 2m\n", &cfg, &errs), 0);
 	j = cfg_to_json(&cfg);
 	k = json_object_get(json_object_get(j, "famd"), "admin_idle_timeout");
@@ -403,6 +403,81 @@ START_TEST(test_to_json)
 	ck_assert(json_is_true(json_object_get(k, "reloadable")));
 	json_decref(j);
 	cfg_free(&cfg);
+}
+END_TEST
+
+
+START_TEST(test_error_size_malformed_range_pow2)
+{
+	assert_one_error("[famd]\nrole = host\n[host]\nmemory_nodes = a:1\n"
+	    "chunk_size = 64Q\n", ":5: [host] chunk_size: '64Q' is not a size");
+	assert_one_error("[famd]\nrole = host\n[host]\nmemory_nodes = a:1\n"
+	    "chunk_size = 48K\n", "'48K' is not a power of two");
+	assert_one_error("[famd]\nrole = host\n[host]\nmemory_nodes = a:1\n"
+	    "chunk_size = 4M\n", "out of range (4K to 2M)");
+	assert_one_error("[famd]\nrole = host\n[host]\nmemory_nodes = a:1\n"
+	    "buffer_size = 99999999999T\n", "buffer_size");
+}
+END_TEST
+
+START_TEST(test_error_addresses)
+{
+	assert_one_error("[famd]\nrole = memory\n[memory]\nlisten = 7700\n",
+	    "'7700': expected host:port");
+	assert_one_error("[famd]\nrole = memory\n[memory]\nlisten = a:0\n",
+	    "port must be 1 to 65535");
+	assert_one_error("[famd]\nrole = memory\n[memory]\nlisten = a:99999\n",
+	    "port must be 1 to 65535");
+	assert_one_error("[famd]\nrole = memory\n[memory]\nlisten = [::1\n",
+	    "expected [address]:port");
+	assert_one_error("[famd]\nrole = host\n[host]\n"
+	    "memory_nodes = a:1, b:2,\n", "'': empty address");
+	assert_one_error("[famd]\nrole = host\n[host]\n"
+	    "memory_nodes = a:1,:2\n", "missing host");
+}
+END_TEST
+
+START_TEST(test_addresses_and_auto)
+{
+	struct cfg cfg;
+	struct cfg_errors errs = { 0 };
+
+	ck_assert_int_eq(load_text("[famd]\nrole = host\nsecret_file =\n"
+	    "[host]\nmemory_nodes = 10.0.0.1:7700, [fe80::1]:7701\n"
+	    "numa_node = 1\n", &cfg, &errs), 0);
+	ck_assert_int_eq(cfg_int(&cfg, CFG_HOST_MEMORY_NODES), 2);
+	ck_assert_int_eq(cfg_int(&cfg, CFG_HOST_NUMA_NODE), 1);
+	ck_assert_str_eq(cfg_str(&cfg, CFG_SECRET_FILE), "");
+	cfg_free(&cfg);
+	ck_assert_int_eq(load_text("[famd]\nrole = host\n[host]\n"
+	    "memory_nodes = m:1\n", &cfg, &errs), 0);
+	ck_assert_int_eq(cfg_int(&cfg, CFG_HOST_NUMA_NODE), -1);
+	ck_assert_int_eq(cfg_int(&cfg, CFG_HOST_CHUNK_SIZE), 65536);
+	cfg_free(&cfg);
+	assert_one_error("[famd]\nrole = host\n[host]\nmemory_nodes = m:1\n"
+	    "numa_node = near\n", "'near' is not an integer");
+}
+END_TEST
+
+START_TEST(test_error_required_only_for_its_role)
+{
+	struct cfg cfg;
+	struct cfg_errors errs = { 0 };
+
+	assert_one_error("[famd]\nrole = host\n",
+	    "[host] memory_nodes is required");
+	ck_assert_int_eq(load_text("[famd]\nrole = memory\n", &cfg, &errs), 0);
+	cfg_free(&cfg);
+}
+END_TEST
+
+START_TEST(test_error_watermarks_crossed)
+{
+	assert_one_error("[famd]\nrole = host\n[host]\nmemory_nodes = m:1\n"
+	    "high_watermark = 80\nlow_watermark = 90\n",
+	    ":6: [host] low_watermark (90) must be below high_watermark (80)");
+	assert_one_error("[famd]\nrole = host\n[host]\nmemory_nodes = m:1\n"
+	    "buffer_size = 1M\nchunk_size = 512K\n", "at least 4 chunks");
 }
 END_TEST
 
@@ -444,6 +519,11 @@ cfg_suite(void)
 	tcase_add_test(t, test_error_role_required);
 	tcase_add_test(t, test_error_missing_file);
 	tcase_add_test(t, test_every_error_reported_at_once);
+	tcase_add_test(t, test_error_size_malformed_range_pow2);
+	tcase_add_test(t, test_error_addresses);
+	tcase_add_test(t, test_addresses_and_auto);
+	tcase_add_test(t, test_error_required_only_for_its_role);
+	tcase_add_test(t, test_error_watermarks_crossed);
 	suite_add_tcase(s, t);
 	return s;
 }

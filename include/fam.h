@@ -1,0 +1,68 @@
+/*
+ * fam.h - libfam: fabric-attached memory for programs.
+ *
+ * Memory from fam_alloc() lives on a memory node and is paged into this
+ * node's buffer by the host famd as the program touches it. It is ordinary
+ * memory to the program: any thread may read and write it, and pointers into
+ * it may be passed to system calls.
+ *
+ * If famd cannot serve a page (the memory node is lost, the host famd
+ * died), the thread touching it gets SIGBUS: never wrong data.
+ *
+ * The library finds the host famd at $FAM_SOCKET, else
+ * /run/famd/session.sock. Functions return NULL or -1 and set errno.
+ */
+#ifndef FAM_H
+#define FAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FAM_API_VERSION 1
+
+/* fam_alloc_file() modes. */
+#define FAM_FILE_SHARED  0x1 /* read-only, one copy shared by every user */
+#define FAM_FILE_PRIVATE 0x2 /* a private, writable copy of the file */
+
+/* fam_stat() flags. */
+#define FAM_STAT_FILE     0x1
+#define FAM_STAT_READONLY 0x2
+
+struct fam_stat {
+	size_t size;       /* bytes reserved (a multiple of the chunk size) */
+	size_t resident;   /* bytes in this node's buffer now */
+	size_t dirty;      /* resident bytes not yet written back */
+	unsigned flags;    /* FAM_STAT_* */
+	uint64_t handle;   /* famd's name for the region */
+};
+
+/* Zero-filled memory of at least size bytes, aligned to the chunk size. */
+void *fam_alloc(size_t size);
+
+/*
+ * Memory holding the file `path` (relative to the memory node's
+ * preload_dir), loaded there, not here. *size receives its length.
+ */
+void *fam_alloc_file(const char *path, int mode, size_t *size);
+
+/* Releases memory from fam_alloc() or fam_alloc_file(). */
+int fam_free(void *ptr);
+
+/* Describes the region holding ptr. */
+int fam_stat(const void *ptr, struct fam_stat *st);
+
+/* Returns 1 if ptr lies in fabric-attached memory of this process. */
+int fam_owns(const void *ptr);
+
+/* Bytes usable from ptr, the start of a region; 0 if not one. */
+size_t fam_usable_size(const void *ptr);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FAM_H */

@@ -1,0 +1,82 @@
+/*
+ * fam-session.h - the protocol between a program (libfam, libfamshim) and
+ * the host famd, over the Unix stream socket `session_socket`.
+ *
+ * Both ends are on one machine, so integers are in host byte order; famd
+ * still validates every field, and takes the program's pid and uid from
+ * SO_PEERCRED, never from a message. Every message is one struct fam_smsg,
+ * followed by `len` bytes (a path) for FAM_S_ALLOC of a file, and may carry
+ * one descriptor (SCM_RIGHTS) where noted. Requests are answered in order.
+ *
+ * A session:
+ *   1. program -> HELLO                 famd -> HELLO reply, carrying a
+ *                                       descriptor of /dev/userfaultfd when
+ *                                       famd could open it
+ *   2. program creates its userfaultfd (the syscall, or USERFAULTFD_IOC_NEW
+ *      on that descriptor when the syscall is refused) and keeps a copy
+ *      program -> UFFD + descriptor      famd -> reply (UFFDIO_API done)
+ *   3. program -> ALLOC                 famd -> reply; with FAM_S_NEW_ARENA
+ *                                       and the arena's memfd attached the
+ *                                       program maps it (MAP_SHARED, and
+ *                                       MADV_DONTFORK) and sends
+ *      program -> MAP (arena, address)  famd -> reply, once the range is
+ *                                       registered for faults
+ *   4. program -> FREE / STAT / ...
+ * The session ends when the socket closes: famd then releases every region
+ * of the program on the host and on the memory nodes.
+ */
+#ifndef FAM_SESSION_H
+#define FAM_SESSION_H
+
+#include <stdint.h>
+
+#define FAM_SESSION_MAGIC   0x46414d53u /* "FAMS" */
+#define FAM_SESSION_VERSION 1
+#define FAM_SESSION_MAX_DATA 1024u       /* longest path */
+
+enum fam_smsg_type {
+	/* a: API version; reply a: chunk_size, b: arena_size, c: features */
+	FAM_S_HELLO = 1,
+	/* descriptor: the program's userfaultfd; reply: status only */
+	FAM_S_UFFD = 2,
+	/*
+	 * a: size, b: FAM_S_ALLOC_* flags, c: alignment (0 or a power of
+	 * two), data: path of a file under the memory node's preload_dir.
+	 * reply a: arena id, b: offset of the region in the arena, c: bytes
+	 * reserved, d: region handle; flags FAM_S_NEW_ARENA with the arena's
+	 * memfd attached (the program then sends MAP).
+	 */
+	FAM_S_ALLOC = 3,
+	/* a: arena id, b: address where the program mapped it; reply: status */
+	FAM_S_MAP = 4,
+	/* a: region handle; reply: status */
+	FAM_S_FREE = 5,
+	/*
+	 * a: address inside a region; reply a: region handle, b: size,
+	 * c: resident bytes, d: dirty bytes, flags: FAM_S_ALLOC_* of the region
+	 */
+	FAM_S_STAT = 6,
+	FAM_S_TYPE_MAX = 6,
+};
+
+#define FAM_S_ALLOC_FILE     0x01u /* preload `data` from the memory node */
+#define FAM_S_ALLOC_SHARED   0x02u /* ... read-only, shared by every user */
+#define FAM_S_ALLOC_ALL      0x03u
+
+#define FAM_S_NEW_ARENA      0x01u /* reply flag: memfd attached, send MAP */
+
+#define FAM_S_FEAT_DEVFD     0x01u /* HELLO reply carries /dev/userfaultfd */
+
+struct fam_smsg {
+	uint32_t magic;   /* FAM_SESSION_MAGIC */
+	uint16_t version; /* FAM_SESSION_VERSION */
+	uint16_t type;    /* enum fam_smsg_type */
+	uint32_t len;     /* bytes of data after the message */
+	int32_t status;   /* replies: 0 or a positive errno */
+	uint32_t flags;   /* by type */
+	uint32_t reserved;
+	uint64_t seq;     /* request number, echoed by the reply */
+	uint64_t a, b, c, d;
+};
+
+#endif /* FAM_SESSION_H */

@@ -1,0 +1,207 @@
+/*
+ * proto.h - famd's wire protocol between nodes (host, dpu, memory), shared
+ * by every transport and role.
+ *
+ * Every message is a 24-byte header followed by `len` bytes of payload. All
+ * integers on the wire are big-endian. A request carries an id chosen by the
+ * sender; its response echoes the id with FAM_F_RESPONSE set, so many
+ * requests can be outstanding on one connection and complete in any order.
+ *
+ * Nothing read from the network is used before proto_check_hdr() and the
+ * matching proto_get_*() have validated it: magic, version, type, flags,
+ * payload length against the type's bounds and the receiver's limit, and
+ * every field of the payload.
+ */
+#ifndef FAM_PROTO_H
+#define FAM_PROTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define FAM_PROTO_MAGIC   0x46414d44u /* "FAMD" */
+#define FAM_PROTO_VERSION 1
+
+/* Largest payload any message may carry: one chunk (2 MiB) plus slack. */
+#define FAM_PROTO_MAX_PAYLOAD ((2u << 20) + 4096u)
+#define FAM_PROTO_HDR_LEN     24u
+#define FAM_NAME_MAX          64u  /* node names and region names */
+#define FAM_SECRET_MAX        64u
+#define FAM_PATH_MAX          1024u
+
+/* Message types. A response has the request's type and FAM_F_RESPONSE. */
+enum fam_msg_type {
+	FAM_MSG_HELLO = 1,         /* first message on a connection */
+	FAM_MSG_REGION_CREATE = 2, /* reserve a region on a memory node */
+	FAM_MSG_REGION_FREE = 3,   /* release a region */
+	FAM_MSG_READ = 4,          /* chunk read (Table I (a)) */
+	FAM_MSG_WRITE = 5,         /* chunk write (Table I (b)) */
+	FAM_MSG_STATS = 6,         /* the peer's counters, as JSON text */
+	FAM_MSG_TYPE_MAX = 6,
+};
+
+#define FAM_F_RESPONSE 0x0001u /* this is the response to request `id` */
+#define FAM_F_ALL      0x0001u /* every flag bit defined so far */
+
+/* The header, decoded into host byte order. */
+struct fam_hdr {
+	uint32_t magic;   /* FAM_PROTO_MAGIC */
+	uint8_t version;  /* FAM_PROTO_VERSION */
+	uint8_t type;     /* enum fam_msg_type */
+	uint16_t flags;   /* FAM_F_* */
+	uint32_t len;     /* payload bytes after the header */
+	int32_t status;   /* responses: 0 or a positive errno; requests: 0 */
+	uint64_t id;      /* request id, echoed by the response */
+};
+
+enum fam_role_wire {
+	FAM_WIRE_ROLE_HOST = 1,
+	FAM_WIRE_ROLE_DPU = 2,
+	FAM_WIRE_ROLE_MEMORY = 3,
+};
+
+/*
+ * HELLO request (client -> server), 144 bytes:
+ *   u8  role            enum fam_role_wire of the sender
+ *   u8  reserved[3]     zero
+ *   u32 features        FAM_FEAT_* the sender understands
+ *   u64 resume          session token from an earlier HELLO response, to
+ *                       keep that session's regions after a reconnect; 0
+ *   char node[64]       sender's node name, NUL-padded
+ *   char secret[64]     shared secret from the config, NUL-padded
+ * HELLO response, 88 bytes:
+ *   u8  role, u8 reserved[3], u32 features
+ *   u64 session         token naming this session (for resume)
+ *   u64 instance        random per server start: a new value means the
+ *                       server restarted and every old region is gone
+ *   char node[64]
+ * A refused hello is answered with status EACCES (bad secret) or
+ * EPROTONOSUPPORT (version) and the connection is closed.
+ */
+struct fam_hello {
+	uint8_t role;
+	uint32_t features;
+	uint64_t resume;
+	char node[FAM_NAME_MAX + 1];
+	char secret[FAM_SECRET_MAX + 1];
+};
+
+struct fam_hello_resp {
+	uint8_t role;
+	uint32_t features;
+	uint64_t session;
+	uint64_t instance;
+	char node[FAM_NAME_MAX + 1];
+};
+
+#define FAM_HELLO_LEN      144u
+#define FAM_HELLO_RESP_LEN 88u
+
+/* Region flags (REGION_CREATE). */
+#define FAM_RF_FILE       0x01u /* preload from `path` under preload_dir */
+#define FAM_RF_SHARED     0x02u /* read-only, shared by `name` */
+#define FAM_RF_PERSISTENT 0x04u /* survives the end of the creating session */
+#define FAM_RF_ALL        0x07u
+
+/*
+ * REGION_CREATE request, 24 + name_len + path_len bytes:
+ *   u64 size            bytes; for FAM_RF_FILE, 0 means the file's size
+ *   u32 flags           FAM_RF_*
+ *   u16 name_len        <= FAM_NAME_MAX; required with FAM_RF_SHARED
+ *   u16 path_len        <= FAM_PATH_MAX; required with FAM_RF_FILE
+ *   u64 reserved        zero
+ *   name, path          not NUL-terminated
+ * A shared region whose name exists is opened (not created) and its size
+ * returned. REGION_CREATE response, 32 bytes:
+ *   u32 region          id, never reused by this server instance
+ *   u32 rkey            verbs: remote key of the lease; tcp: 0
+ *   u64 size            bytes actually reserved
+ *   u64 addr            verbs: remote address of byte 0; tcp: 0
+ *   u32 flags           FAM_RF_* in effect
+ *   u32 reserved
+ * Errors: ENOSPC (capacity), EBUSY (a second writer), ENOENT (file),
+ * EACCES (path escapes preload_dir), EINVAL (bad fields), EMFILE (limit).
+ */
+struct fam_region_create {
+	uint64_t size;
+	uint32_t flags;
+	char name[FAM_NAME_MAX + 1];
+	char path[FAM_PATH_MAX + 1];
+};
+
+struct fam_region_info {
+	uint32_t region;
+	uint32_t rkey;
+	uint64_t size;
+	uint64_t addr;
+	uint32_t flags;
+};
+
+#define FAM_REGION_CREATE_MIN 24u
+#define FAM_REGION_INFO_LEN   32u
+
+/*
+ * REGION_FREE request, 8 bytes: u32 region, u32 reserved. Response: empty.
+ * Errors: ENOENT (unknown region or not this session's).
+ */
+#define FAM_REGION_FREE_LEN 8u
+
+/*
+ * READ request (Table I (a)), 32 bytes:
+ *   u32 region, u32 len (bytes, > 0, <= FAM_PROTO_MAX_PAYLOAD - 4096)
+ *   u64 offset          byte offset in the region
+ *   u64 dest_addr       verbs: where to RDMA WRITE the data; tcp: 0
+ *   u32 dest_rkey       verbs: rkey of dest_addr; tcp: 0
+ *   u32 reserved
+ * READ response: `len` bytes of data (tcp), or empty once the data has
+ * been written to dest_addr (verbs). Errors: ENOENT (unknown region), ERANGE
+ * (offset + len past the end), EINVAL.
+ */
+struct fam_rw {
+	uint32_t region;
+	uint32_t len;
+	uint64_t offset;
+	uint64_t dest_addr;
+	uint32_t dest_rkey;
+};
+
+#define FAM_READ_LEN      32u
+/*
+ * WRITE request (Table I (b)), 16 + len bytes:
+ *   u32 region, u32 len, u64 offset, then len bytes of data.
+ * WRITE response: empty, sent once the data is in the memory node's memory.
+ * Errors: as READ, plus EROFS (a shared read-only region).
+ */
+#define FAM_WRITE_HDR_LEN 16u
+
+/* STATS request: empty. Response: JSON object text (not NUL-terminated). */
+
+/* Header encoding and validation. */
+void proto_put_hdr(uint8_t out[FAM_PROTO_HDR_LEN], const struct fam_hdr *h);
+int proto_get_hdr(const uint8_t in[FAM_PROTO_HDR_LEN], struct fam_hdr *h);
+int proto_check_hdr(const struct fam_hdr *h, uint32_t max_payload);
+
+/* Payload encoding (return bytes written) and decoding (0 or -errno). */
+size_t proto_put_hello(uint8_t *out, const struct fam_hello *m);
+int proto_get_hello(const uint8_t *in, size_t len, struct fam_hello *m);
+size_t proto_put_hello_resp(uint8_t *out, const struct fam_hello_resp *m);
+int proto_get_hello_resp(const uint8_t *in, size_t len,
+    struct fam_hello_resp *m);
+size_t proto_put_region_create(uint8_t *out, size_t cap,
+    const struct fam_region_create *m);
+int proto_get_region_create(const uint8_t *in, size_t len,
+    struct fam_region_create *m);
+size_t proto_put_region_info(uint8_t *out, const struct fam_region_info *m);
+int proto_get_region_info(const uint8_t *in, size_t len,
+    struct fam_region_info *m);
+size_t proto_put_region_free(uint8_t *out, uint32_t region);
+int proto_get_region_free(const uint8_t *in, size_t len, uint32_t *region);
+size_t proto_put_read(uint8_t *out, const struct fam_rw *m);
+int proto_get_read(const uint8_t *in, size_t len, struct fam_rw *m);
+size_t proto_put_write_hdr(uint8_t *out, const struct fam_rw *m);
+int proto_get_write_hdr(const uint8_t *in, size_t len, struct fam_rw *m);
+
+const char *proto_type_name(unsigned type);
+bool proto_secret_equal(const char *a, const char *b);
+
+#endif /* FAM_PROTO_H */

@@ -1,0 +1,174 @@
+/*
+ * transport.h - how roles talk to each other, whatever the fabric.
+ *
+ * A transport moves the messages of proto.h between two famd processes and
+ * performs chunk reads and writes against a peer's regions. Roles use only
+ * this interface; `tcp` (transport-tcp.c) and `verbs` (transport-verbs.c)
+ * implement it, chosen by `transport` in famd.conf.
+ *
+ * Operations:
+ *  - fam_conn_call(): a two-sided request; the response payload is handed
+ *    to the completion.
+ *  - fam_conn_read() / fam_conn_write(): a chunk read into, or written from,
+ *    local memory. On verbs these are one-sided RDMA READ/WRITE against the
+ *    region's lease (remote address and rkey); on tcp they are READ/WRITE
+ *    requests that the passive side's loop serves, with the data read from
+ *    the socket straight into `dst` and written straight from `src`.
+ *  - On the passive side, READ and WRITE are served by the transport itself
+ *    through the `resolve` handler (like a NIC serving one-sided verbs), or,
+ *    when `resolve` is NULL, handed to `request` like any other message (the
+ *    dpu does this to look into its cache first).
+ *
+ * Every operation completes exactly once, with 0 or -errno: -ECONNRESET when
+ * the connection is lost, -ETIMEDOUT when its deadline (op_timeout_ms)
+ * passes, or the peer's status negated. When a connection closes, every
+ * pending operation completes with an error before `closed` is called.
+ *
+ * A connection belongs to the event loop it was created on: every callback
+ * runs there, and every call must be made from there.
+ *
+ * Connection states (both transports):
+ *   CONNECTING  socket/rdma_cm connect in progress (active side)
+ *   HELLO       connected; hello sent (active) or awaited (passive); no
+ *               region memory is reachable yet
+ *   OPEN        hello accepted: requests and one-sided access allowed
+ *   CLOSED      torn down; pending operations have completed with errors
+ */
+#ifndef FAM_TRANSPORT_H
+#define FAM_TRANSPORT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "proto.h"
+
+struct event_base;
+struct fam_conn;
+struct fam_listener;
+struct fam_mr;
+
+enum fam_transport_kind {
+	FAM_TP_TCP,
+	FAM_TP_VERBS,
+};
+
+/* A peer's region as one-sided access needs it (from REGION_CREATE). */
+struct fam_remote {
+	uint32_t region;
+	uint32_t rkey;
+	uint64_t addr;
+	uint64_t size;
+};
+
+/*
+ * Completion of an operation: status 0 or -errno; for fam_conn_call() the
+ * response payload (valid only during the callback).
+ */
+typedef void (*fam_done_fn)(void *ctx, int status, const uint8_t *payload,
+    uint32_t len);
+
+/* Called when a reply's payload buffer is no longer needed. */
+typedef void (*fam_sent_fn)(void *ctx);
+
+struct fam_conn_handlers {
+	/*
+	 * Passive side: a hello arrived. The transport has already checked
+	 * the version and compared the secret (constant time); fill `resp`
+	 * and return 0, or -errno to refuse (the peer gets that status).
+	 */
+	int (*hello)(struct fam_conn *c, const struct fam_hello *req,
+	    struct fam_hello_resp *resp, void *arg);
+	/* Active side: the server accepted our hello. */
+	void (*connected)(struct fam_conn *c, const struct fam_hello_resp *resp,
+	    void *arg);
+	/*
+	 * A request arrived (any type but HELLO, and READ/WRITE only when
+	 * `resolve` is NULL). `payload` is valid during the call; answer now
+	 * or later with fam_conn_reply().
+	 */
+	void (*request)(struct fam_conn *c, const struct fam_hdr *h,
+	    const uint8_t *payload, void *arg);
+	/*
+	 * Passive side of READ/WRITE: map region/offset/len to local memory.
+	 * Return 0 with *mem and a *hold token that keeps the memory valid
+	 * until release(hold), or -errno (ENOENT, ERANGE, EROFS, EINVAL),
+	 * which is sent back to the peer.
+	 */
+	int (*resolve)(void *arg, uint32_t region, uint64_t off, uint32_t len,
+	    bool write, void **mem, void **hold);
+	void (*release)(void *arg, void *hold, bool write, uint32_t len);
+	/* The connection is gone (err 0 for an orderly close). */
+	void (*closed)(struct fam_conn *c, int err, void *arg);
+};
+
+struct fam_conn_opts {
+	enum fam_transport_kind kind;
+	struct fam_hello hello;      /* active side: what we send */
+	char secret[FAM_SECRET_MAX + 1]; /* passive side: what we require */
+	uint32_t op_timeout_ms;      /* deadline of every operation */
+	uint32_t max_outstanding;    /* requests in flight per connection */
+	uint32_t max_payload;        /* largest payload accepted */
+	unsigned qps_per_peer;       /* verbs only */
+};
+
+/* Counters of one connection (bytes exclude headers). */
+struct fam_conn_stats {
+	uint64_t msgs_in, msgs_out;
+	uint64_t bytes_in, bytes_out;
+	uint64_t reads, writes, calls;
+	uint64_t bad_frames;  /* protocol violations (connection closed) */
+	uint64_t timeouts;
+	uint32_t outstanding; /* requests awaiting a response now */
+};
+
+typedef void (*fam_accept_fn)(struct fam_listener *l, struct fam_conn *c,
+    const char *peer, void *arg);
+
+/* Passive side: listen on "host:port"; each new connection goes to accept. */
+int fam_listen(struct event_base *base, const char *addr,
+    const struct fam_conn_opts *opts, fam_accept_fn accept, void *arg,
+    struct fam_listener **out, char **cause);
+void fam_listener_free(struct fam_listener *l);
+
+/* Sets the handlers of a new (accepted) connection. */
+void fam_conn_set_handlers(struct fam_conn *c,
+    const struct fam_conn_handlers *h, void *arg);
+
+/* Active side: connect to "host:port" and send opts->hello. */
+int fam_connect(struct event_base *base, const char *addr,
+    const struct fam_conn_opts *opts, const struct fam_conn_handlers *h,
+    void *arg, struct fam_conn **out, char **cause);
+
+int fam_conn_call(struct fam_conn *c, uint8_t type, const void *payload,
+    uint32_t len, fam_done_fn done, void *ctx);
+int fam_conn_read(struct fam_conn *c, const struct fam_remote *r,
+    uint64_t off, uint32_t len, void *dst, struct fam_mr *mr,
+    fam_done_fn done, void *ctx);
+int fam_conn_write(struct fam_conn *c, const struct fam_remote *r,
+    uint64_t off, uint32_t len, const void *src, struct fam_mr *mr,
+    fam_done_fn done, void *ctx);
+
+/*
+ * Answers request `req` with status (0 or positive errno) and a payload,
+ * which must stay valid until sent(ctx) is called (sent may be NULL when
+ * the payload is copied or empty: set copy = true to have it copied).
+ */
+int fam_conn_reply(struct fam_conn *c, const struct fam_hdr *req,
+    int status, const void *payload, uint32_t len, bool copy,
+    fam_sent_fn sent, void *ctx);
+int fam_conn_replyv(struct fam_conn *c, const struct fam_hdr *req,
+    int status, const struct iovec *iov, int iovcnt, fam_sent_fn sent,
+    void *ctx);
+
+/* Registers local memory for read/write (verbs); NULL-safe no-op on tcp. */
+struct fam_mr *fam_mr_register(struct fam_conn *c, void *addr, size_t len);
+void fam_mr_deregister(struct fam_mr *mr);
+
+/* Closes the connection: pending operations fail, `closed` is called. */
+void fam_conn_close(struct fam_conn *c);
+const char *fam_conn_peer(const struct fam_conn *c);
+const struct fam_conn_stats *fam_conn_stats(const struct fam_conn *c);
+bool fam_conn_is_open(const struct fam_conn *c);
+
+#endif /* FAM_TRANSPORT_H */
