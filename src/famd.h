@@ -309,6 +309,10 @@ void admin_stats_reset(void);
 /* admin-cmds.c: the commands every role has. */
 void admin_cmds_register(void);
 
+/* ---- secret.c ----------------------------------------------------------- */
+
+int secret_load(const char *path, char out[65], char **cause);
+
 /* ---- util.c ------------------------------------------------------------- */
 
 char *xasprintf(const char *fmt, ...) printflike(1, 2);

@@ -1,40 +1,434 @@
 /*
- * role-host.c - the host role.
+ * role-host.c - the host role: start and stop, connections to the memory
+ * nodes (reconnected with back-off; resumed when the memory famd kept our
+ * session, regions marked lost when it restarted), status and the
+ * `regions` command.
  */
 #include "config.h"
 
-#include "famd.h"
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "host.h"
+
+#define TICK_MS          50
+#define BACKOFF_FIRST_MS 100
+#define BACKOFF_MAX_MS   5000
+
+static struct host *host_state;
+
+static void node_connect(struct mnode *n);
+
+/* Returns true if the stripe's node is connected to the instance holding it. */
+bool
+host_node_usable(const struct host *h, const struct stripe *s)
+{
+	return s->node->state == MN_UP && s->node->conn != NULL &&
+	    s->node->instance == s->instance;
+}
+
+/* Marks every region with a stripe on n's old instance as lost. */
+void
+host_node_lost(struct host *h, struct mnode *n)
+{
+	uint64_t lost = 0;
+
+	for (struct host_client *cl = h->clients; cl != NULL; cl = cl->next)
+		for (struct region *r = cl->regions; r != NULL; r = r->next)
+			for (unsigned i = 0; i < r->nstripes; i++)
+				if (r->stripes[i].node == n && !r->lost &&
+				    r->stripes[i].instance != n->instance) {
+					r->lost = true;
+					lost++;
+				}
+	if (lost > 0)
+		log_err("memory node %s restarted: the data of %llu regions "
+		    "is gone; their programs get SIGBUS when they touch it",
+		    n->addr, (unsigned long long)lost);
+	host_fetch_unpark(h);
+}
+
+/* The memory node accepted our hello. */
+static void
+node_connected(struct fam_conn *c, const struct fam_hello_resp *resp,
+    void *arg)
+{
+	struct mnode *n = arg;
+	struct host *h = n->h;
+	bool resumed = n->instance != 0 && resp->instance == n->instance &&
+	    resp->session == n->session;
+	uint64_t old = n->instance;
+
+	n->state = MN_UP;
+	n->backoff_ms = 0;
+	n->connects++;
+	snprintf(n->name, sizeof n->name, "%s", resp->node);
+	n->session = resp->session;
+	n->instance = resp->instance;
+	free(n->last_error);
+	n->last_error = NULL;
+	log_notice("memory node %s (%s) %s", n->addr, n->name,
+	    old == 0 ? "connected" : resumed ? "reconnected; session resumed" :
+	    "reconnected as a new instance");
+	if (old != 0 && !resumed)
+		host_node_lost(h, n);
+	host_fetch_unpark(h);
+}
+
+/* Retries the connection after the back-off. */
+static void
+node_retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	node_connect(arg);
+}
+
+/* Schedules the next connection attempt, backing off up to 5 s. */
+static void
+node_schedule(struct mnode *n)
+{
+	struct timeval tv;
+
+	n->backoff_ms = n->backoff_ms == 0 ? BACKOFF_FIRST_MS :
+	    n->backoff_ms * 2;
+	if (n->backoff_ms > BACKOFF_MAX_MS)
+		n->backoff_ms = BACKOFF_MAX_MS;
+	tv.tv_sec = n->backoff_ms / 1000;
+	tv.tv_usec = (n->backoff_ms % 1000) * 1000;
+	evtimer_add(n->retry, &tv);
+}
+
+/* The connection to a memory node is gone. */
+static void
+node_closed(struct fam_conn *c, int err, void *arg)
+{
+	struct mnode *n = arg;
+	bool was_up = n->state == MN_UP;
+
+	n->conn = NULL;
+	n->state = MN_DOWN;
+	if (was_up) {
+		n->disconnects++;
+		log_warn("memory node %s lost: %s; reconnecting", n->addr,
+		    err != 0 ? strerror(err < 0 ? -err : err) : "closed");
+	} else if (n->backoff_ms >= BACKOFF_MAX_MS) {
+		log_debug("memory node %s: still unreachable: %s", n->addr,
+		    strerror(err < 0 ? -err : err));
+	} else if (n->backoff_ms == 0) {
+		log_warn("memory node %s unreachable: %s; retrying", n->addr,
+		    strerror(err < 0 ? -err : err));
+	}
+	free(n->last_error);
+	n->last_error = strdup(err != 0 ? strerror(err < 0 ? -err : err) :
+	    "closed");
+	if (n->h->stopping)
+		return;
+	node_schedule(n);
+}
+
+static const struct fam_conn_handlers node_handlers = {
+	.connected = node_connected,
+	.closed = node_closed,
+};
+
+/* Starts connecting to memory node n. */
+static void
+node_connect(struct mnode *n)
+{
+	struct host *h = n->h;
+	struct fam_conn_opts opts = { 0 };
+	char host[256] = "";
+	char *cause = NULL;
+	const char *name = cfg_str(h->d->cfg, CFG_NODE_NAME);
+
+	if (*name == '\0') {
+		gethostname(host, sizeof host - 1);
+		name = host;
+	}
+	opts.kind = (enum fam_transport_kind)cfg_int(h->d->cfg, CFG_TRANSPORT);
+	opts.hello.role = FAM_WIRE_ROLE_HOST;
+	opts.hello.resume = n->session;
+	snprintf(opts.hello.node, sizeof opts.hello.node, "%s", name);
+	memcpy(opts.hello.secret, h->secret, sizeof opts.hello.secret);
+	opts.op_timeout_ms = (uint32_t)cfg_int(h->d->cfg, CFG_OP_TIMEOUT);
+	opts.max_outstanding = 1024;
+	opts.max_payload = FAM_PROTO_MAX_PAYLOAD;
+	n->state = MN_CONNECTING;
+	if (fam_connect(h->base, n->addr, &opts, &node_handlers, n, &n->conn,
+	    &cause) < 0) {
+		n->state = MN_DOWN;
+		n->conn = NULL;
+		if (n->backoff_ms == 0)
+			log_warn("memory node %s: %s; retrying", n->addr, cause);
+		free(n->last_error);
+		n->last_error = cause;
+		node_schedule(n);
+	}
+}
+
+/* Runs background work: parked fetches, eviction above the watermark. */
+static void
+host_tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct host *h = arg;
+
+	if (h->parked != NULL)
+		host_fetch_unpark(h);
+	host_evict_background(h);
+	host_fetch_kick(h);
+}
+
+/* Reads the reloadable keys. */
+static void
+host_configure(struct host *h)
+{
+	h->high_pct = (unsigned)cfg_int(h->d->cfg, CFG_HOST_HIGH_WATERMARK);
+	h->low_pct = (unsigned)cfg_int(h->d->cfg, CFG_HOST_LOW_WATERMARK);
+}
+
+/* Splits a comma-separated address list into the node table. */
+static int
+host_parse_nodes(struct host *h, const char *list)
+{
+	const char *p = list;
+
+	while (*p != '\0' && h->nnodes < HOST_MAX_NODES) {
+		const char *e = strchr(p, ',');
+		size_t len = e != NULL ? (size_t)(e - p) : strlen(p);
+		struct mnode *n = &h->nodes[h->nnodes];
+
+		while (len > 0 && *p == ' ') {
+			p++;
+			len--;
+		}
+		while (len > 0 && p[len - 1] == ' ')
+			len--;
+		n->addr = strndup(p, len);
+		if (n->addr == NULL)
+			return -1;
+		n->h = h;
+		n->index = h->nnodes++;
+		if (e == NULL)
+			break;
+		p = e + 1;
+	}
+	return 0;
+}
 
 /* Starts the host role. */
 static int
 role_host_start(struct famd *d)
 {
+	struct host *h = calloc(1, sizeof *h);
+	char *cause = NULL;
+
+	if (h == NULL)
+		return -1;
+	host_state = h;
+	d->role_state = h;
+	h->d = d;
+	h->base = d->base;
+	h->listen_fd = -1;
+	h->chunk = (uint64_t)cfg_int(d->cfg, CFG_HOST_CHUNK_SIZE);
+	h->chunk_shift = (unsigned)__builtin_ctzll(h->chunk);
+	h->arena_size = (uint64_t)cfg_int(d->cfg, CFG_HOST_ARENA_SIZE);
+	host_configure(h);
+
+	if (secret_load(cfg_str(d->cfg, CFG_SECRET_FILE), h->secret,
+	    &cause) < 0)
+		goto fail;
+	if (host_uffd_probe(h, &cause) < 0)
+		goto fail;
+	if (host_parse_nodes(h, cfg_str(d->cfg, CFG_HOST_MEMORY_NODES)) < 0) {
+		cause = xasprintf("out of memory");
+		goto fail;
+	}
+	h->numa_node = host_numa_pick(h, h->nodes[0].addr);
+	if (host_buffer_init(h, (uint64_t)cfg_int(d->cfg, CFG_HOST_BUFFER_SIZE),
+	    &cause) < 0)
+		goto fail;
+	if (host_session_open(h, &cause) < 0)
+		goto fail;
+	for (unsigned i = 0; i < h->nnodes; i++) {
+		h->nodes[i].retry = evtimer_new(h->base, node_retry_cb,
+		    &h->nodes[i]);
+		node_connect(&h->nodes[i]);
+	}
+	h->tick = event_new(h->base, -1, EV_PERSIST, host_tick_cb, h);
+	if (h->tick != NULL) {
+		struct timeval tv = { 0, TICK_MS * 1000 };
+
+		event_add(h->tick, &tv);
+	}
+	host_admin_register();
+	log_info("host: buffer %llu frames of %llu bytes, %u memory node(s), "
+	    "sessions on %s", (unsigned long long)h->nframes,
+	    (unsigned long long)h->chunk, h->nnodes, h->session_path);
 	return 0;
+fail:
+	log_err("host: %s", cause != NULL ? cause : "cannot start");
+	free(cause);
+	return -1;
 }
 
-/* Applies reloadable keys of the host role. */
+/* Applies the reloadable host keys. */
 static void
 role_host_reload(struct famd *d, const struct cfg *old)
 {
+	host_configure(d->role_state);
+	host_evict_background(d->role_state);
+}
+
+/* Returns the p-th percentile of the fault latency, in microseconds. */
+static uint64_t
+host_latency_pct(const struct host *h, unsigned p)
+{
+	uint64_t want = (h->stats.lat_count * p + 99) / 100, seen = 0;
+
+	if (h->stats.lat_count == 0)
+		return 0;
+	for (unsigned b = 0; b < 32; b++) {
+		seen += h->stats.lat_hist[b];
+		if (seen >= want)
+			return (uint64_t)1 << (b + 1);
+	}
+	return (uint64_t)1 << 32;
 }
 
 /* Adds the host role's state and counters to a status object. */
 static void
 role_host_status(struct famd *d, json_t *st)
 {
-	json_object_set_new(st, "counters", json_object());
+	struct host *h = d->role_state;
+	struct host_stats *s = &h->stats;
+	json_t *peers = json_object_get(st, "peers");
+	uint64_t clients = 0, regions = 0, bytes = 0;
+
+	for (unsigned i = 0; i < h->nnodes; i++) {
+		struct mnode *n = &h->nodes[i];
+		const struct fam_conn_stats *cs = n->conn != NULL ?
+		    fam_conn_stats(n->conn) : NULL;
+
+		json_array_append_new(peers, json_pack(
+		    "{s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:s}",
+		    "role", "memory", "address", n->addr, "name", n->name,
+		    "state", n->state == MN_UP ? "up" :
+		    n->state == MN_CONNECTING ? "connecting" : "down",
+		    "connects", (json_int_t)n->connects,
+		    "disconnects", (json_int_t)n->disconnects,
+		    "outstanding", (json_int_t)(cs != NULL ? cs->outstanding : 0),
+		    "last_error", n->last_error != NULL ? n->last_error : ""));
+	}
+	for (struct host_client *cl = h->clients; cl != NULL; cl = cl->next) {
+		clients++;
+		regions += cl->nregions;
+		bytes += cl->bytes;
+	}
+	json_object_set_new(st, "buffer", json_pack(
+	    "{s:I,s:I,s:I,s:I,s:I,s:I,s:s,s:i}",
+	    "size_bytes", (json_int_t)(h->nframes << h->chunk_shift),
+	    "chunk_bytes", (json_int_t)h->chunk,
+	    "used_bytes", (json_int_t)(h->used << h->chunk_shift),
+	    "dirty_bytes", (json_int_t)(h->dirty << h->chunk_shift),
+	    "fetches_in_flight", (json_int_t)h->inflight,
+	    "writebacks_in_flight", (json_int_t)h->writebacks_inflight,
+	    "eviction", cfg_int(d->cfg, CFG_HOST_EVICTION) ==
+	    CFG_EVICTION_CLOCK ? "clock" : "fifo",
+	    "numa_node", h->numa_node));
+	json_object_set_new(st, "programs", json_pack("{s:I,s:I,s:I}",
+	    "sessions", (json_int_t)clients, "regions", (json_int_t)regions,
+	    "bytes", (json_int_t)bytes));
+	json_object_set_new(st, "counters", json_pack(
+	    "{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
+	    "s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+	    "faults_missing", (json_int_t)s->faults_missing,
+	    "faults_write", (json_int_t)s->faults_wp,
+	    "faults_stale", (json_int_t)s->faults_stale,
+	    "faults_invalid", (json_int_t)s->faults_invalid,
+	    "zero_fills", (json_int_t)s->zero_fills,
+	    "fetches", (json_int_t)s->fetches,
+	    "ondemand_bytes", (json_int_t)s->fetch_bytes,
+	    "fetch_errors", (json_int_t)s->fetch_errors,
+	    "prefetches", (json_int_t)s->prefetches,
+	    "prefetch_zero_fills", (json_int_t)s->prefetch_zero,
+	    "background_read_bytes", (json_int_t)s->prefetch_bytes,
+	    "evictions_clean", (json_int_t)s->evictions_clean,
+	    "evictions_dirty", (json_int_t)s->evictions_dirty,
+	    "evictions_cancelled", (json_int_t)s->evictions_cancelled,
+	    "writebacks", (json_int_t)s->writebacks,
+	    "background_write_bytes", (json_int_t)s->writeback_bytes,
+	    "writeback_errors", (json_int_t)s->writeback_errors,
+	    "fault_waits_for_room", (json_int_t)s->fault_waits_for_room,
+	    "sigbus", (json_int_t)s->sigbus,
+	    "sessions", (json_int_t)s->sessions,
+	    "bad_messages", (json_int_t)s->bad_messages,
+	    "allocs", (json_int_t)s->allocs,
+	    "alloc_errors", (json_int_t)s->alloc_errors,
+	    "frees", (json_int_t)s->frees,
+	    "faults_served", (json_int_t)s->lat_count));
+	json_object_set_new(st, "fault_latency_us", json_pack("{s:I,s:I}",
+	    "p50", (json_int_t)host_latency_pct(h, 50),
+	    "p99", (json_int_t)host_latency_pct(h, 99)));
 }
 
 /* Zeroes the host role's counters. */
 static void
 role_host_stats_reset(struct famd *d)
 {
+	struct host *h = d->role_state;
+
+	memset(&h->stats, 0, sizeof h->stats);
 }
 
-/* Stops the host role. */
+/* Stops the host role: sessions end, connections close, memory is freed. */
 static void
 role_host_stop(struct famd *d)
 {
+	struct host *h = d->role_state;
+
+	if (h == NULL)
+		return;
+	h->stopping = true;
+	host_session_close(h);
+	if (h->tick != NULL)
+		event_free(h->tick);
+	for (unsigned i = 0; i < h->nnodes; i++) {
+		struct mnode *n = &h->nodes[i];
+
+		if (n->conn != NULL)
+			fam_conn_close(n->conn);
+		if (n->retry != NULL)
+			event_free(n->retry);
+		free(n->addr);
+		free(n->last_error);
+	}
+	host_fetch_unpark(h);
+	host_buffer_fini(h);
+	free(h);
+	d->role_state = NULL;
+	host_state = NULL;
+}
+
+/* regions: every program using fabric-attached memory. */
+static json_t *
+cmd_regions(struct admin_req *req)
+{
+	return host_clients_json(host_state);
+}
+
+static const struct admin_cmd host_cmds[] = {
+	{ "regions", "programs using fabric-attached memory: pid, regions, "
+	    "bytes, resident and dirty bytes", NULL, 0, cmd_regions },
+};
+
+/* Registers the host role's admin commands. */
+void
+host_admin_register(void)
+{
+	admin_register(host_cmds, nitems(host_cmds));
 }
 
 const struct role_ops role_host_ops = {

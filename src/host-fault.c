@@ -1,0 +1,527 @@
+/*
+ * host-fault.c - serves the page faults of programs: reads fault messages
+ * in batches, brings each chunk in once however many threads fault on it
+ * (zero-filled locally if it was never written, else read from its memory
+ * node), reads ahead of sequential runs, and sends SIGBUS to a thread whose
+ * fault cannot be served. A fault never gets wrong data.
+ *
+ * Fetches wait in two queues (faults first, then read-ahead) for a buffer
+ * frame, a staging buffer and a slot under max_fetches; a fetch whose
+ * memory node is unreachable is parked until the node returns or its
+ * deadline (op_timeout) passes.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "host.h"
+#include "uffd.h"
+
+#define FAULT_BATCH 64
+#define PAGE        4096u
+
+/* Returns the program's address of chunk c of r. */
+static uint64_t
+chunk_uaddr(const struct host *h, const struct region *r, uint64_t c)
+{
+	return r->ar->uaddr + r->off + (c << h->chunk_shift);
+}
+
+/* Probes the kernel's userfaultfd and chooses the features famd asks for. */
+int
+host_uffd_probe(struct host *h, char **cause)
+{
+	uint64_t have = uffd_kernel_features(cause);
+	uint64_t need = UFFD_FEATURE_MISSING_SHMEM | UFFD_FEATURE_THREAD_ID |
+	    UFFD_FEATURE_PAGEFAULT_FLAG_WP | UFFD_FEATURE_WP_HUGETLBFS_SHMEM;
+
+	if (have == 0)
+		return -1;
+	if ((have & need) != need) {
+		*cause = xasprintf("this kernel's userfaultfd lacks features "
+		    "famd needs (have %#llx, need %#llx: shmem missing faults, "
+		    "thread ids and write protection of shmem, Linux 5.19 or "
+		    "later)", (unsigned long long)have,
+		    (unsigned long long)need);
+		return -1;
+	}
+	h->uffd_features = need;
+	h->wp_ok = true;
+	log_info("userfaultfd: kernel features %#llx; using %#llx",
+	    (unsigned long long)have, (unsigned long long)need);
+	return 0;
+}
+
+/* Does the API handshake on a program's userfaultfd. */
+int
+host_uffd_setup(struct host *h, int uffd, char **cause)
+{
+	int rc = uffd_api(uffd, h->uffd_features);
+
+	if (rc < 0) {
+		*cause = xasprintf("UFFDIO_API on the program's userfaultfd: %s",
+		    strerror(-rc));
+		return -1;
+	}
+	if (fd_set_nonblock(uffd) < 0) {
+		*cause = xasprintf("userfaultfd: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* Sends SIGBUS to a thread whose fault famd cannot serve, and says why. */
+void
+host_sigbus(struct host *h, struct host_client *cl, pid_t tid,
+    const char *why)
+{
+	h->stats.sigbus++;
+	log_warn("pid %ld thread %ld: SIGBUS: %s", (long)cl->pid, (long)tid,
+	    why);
+	if (tid > 0) {
+		if (syscall(SYS_tgkill, cl->pid, tid, SIGBUS) == 0)
+			return;
+	}
+	kill(cl->pid, SIGBUS);
+}
+
+/* Records a fault service time in the log2-microseconds histogram. */
+static void
+fault_latency(struct host *h, uint64_t ns)
+{
+	uint64_t us = ns / 1000;
+	unsigned b = 0;
+
+	while (us > 1 && b < 31) {
+		us >>= 1;
+		b++;
+	}
+	h->stats.lat_hist[b]++;
+	h->stats.lat_count++;
+}
+
+/* Appends f to a queue. */
+static void
+queue_push(struct fetch **head, struct fetch **tail, struct fetch *f)
+{
+	f->next = NULL;
+	if (*tail != NULL)
+		(*tail)->next = f;
+	else
+		*head = f;
+	*tail = f;
+}
+
+/* Finishes a fetch: installs the chunk or fails its waiters. */
+static void
+fetch_complete(struct host *h, struct fetch *f, int status)
+{
+	struct region *r = f->r;
+	struct host_client *cl = r->cl;
+	struct chunk *ch = &r->chunks[f->chunk];
+
+	if (r->dying || cl->dead) {
+		if (f->frame >= 0)
+			host_frame_put(h, (uint32_t)f->frame);
+		goto out;
+	}
+	if (status == 0) {
+		const void *src = f->zero ? h->zero : f->staging;
+
+		status = uffd_copy(cl->uffd, chunk_uaddr(h, r, f->chunk), src,
+		    h->chunk, true);
+	}
+	if (status == 0) {
+		ch->state = CH_RESIDENT;
+		ch->frame = (uint32_t)f->frame;
+		ch->fetch = NULL;
+		ch->flags |= f->prefetch && f->nwaiters == 0 ? CH_PREFETCH :
+		    CH_REF;
+		r->resident++;
+		if (f->fault_ns != 0)
+			fault_latency(h, mono_ns() - f->fault_ns);
+		goto out;
+	}
+	/* Not served: the chunk stays absent; waiting threads get SIGBUS. */
+	ch->state = CH_ABSENT;
+	ch->fetch = NULL;
+	if (f->frame >= 0)
+		host_frame_put(h, (uint32_t)f->frame);
+	if (status != -ESRCH) {
+		char why[160];
+
+		h->stats.fetch_errors += !f->zero && status != -ENOSPC;
+		snprintf(why, sizeof why, "cannot bring in chunk %llu of region "
+		    "%llu: %s", (unsigned long long)f->chunk,
+		    (unsigned long long)r->handle, strerror(-status));
+		for (unsigned i = 0; i < f->nwaiters; i++)
+			host_sigbus(h, cl, f->waiters[i], why);
+		if (f->nwaiters == 0 && status != -ENOSPC)
+			log_info("pid %ld: read-ahead failed: %s",
+			    (long)cl->pid, why);
+	}
+out:
+	r->busy--;
+	host_region_idle(r);
+	free(f);
+}
+
+/* Returns true if a failed read of f should wait for its node to return. */
+static bool
+fetch_may_park(struct host *h, struct fetch *f, int status)
+{
+	uint64_t limit = (uint64_t)cfg_int(h->d->cfg, CFG_OP_TIMEOUT) * 1000000u;
+
+	return (status == -ECONNRESET || status == -EHOSTDOWN ||
+	    status == -ENOTCONN) && !f->r->dying && !f->r->lost &&
+	    !f->r->cl->dead && mono_ns() - f->start_ns < limit;
+}
+
+/* Completion of a chunk read from a memory node. */
+static void
+fetch_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
+{
+	struct fetch *f = ctx;
+	struct host *h = f->r->cl->h;
+
+	h->inflight--;
+	h->staging_free[h->nstaging_free++] = f->staging;
+	if (status < 0 && fetch_may_park(h, f, status)) {
+		f->staging = NULL;
+		queue_push(&h->parked, &h->parked_tail, f);
+		return;
+	}
+	if (status == 0) {
+		if (f->prefetch && f->nwaiters == 0) {
+			h->stats.prefetches++;
+			h->stats.prefetch_bytes += h->chunk;
+		} else {
+			h->stats.fetches++;
+			h->stats.fetch_bytes += h->chunk;
+		}
+	}
+	fetch_complete(h, f, status);
+	f = NULL;
+	host_fetch_kick(h);
+}
+
+/*
+ * Starts what the queues allow: frames for waiting fetches (evicting for
+ * faults, never for read-ahead), zero-fills at once, reads up to
+ * max_fetches.
+ */
+void
+host_fetch_kick(struct host *h)
+{
+	unsigned max = (unsigned)cfg_int(h->d->cfg, CFG_HOST_MAX_FETCHES);
+
+	if (max > h->nstaging)
+		max = h->nstaging;
+	for (;;) {
+		struct fetch *f;
+		bool demand = h->demandq != NULL, urgent;
+		struct stripe *s;
+		unsigned si;
+		uint64_t off;
+		int rc;
+
+		f = demand ? h->demandq : h->prefetchq;
+		if (f == NULL)
+			return;
+		urgent = demand || f->nwaiters > 0; /* a thread waits for it */
+		if (f->r->dying || f->r->cl->dead) {
+			goto dequeue_complete;
+		}
+		if (f->frame < 0) {
+			int64_t fr = host_frame_get(h);
+
+			if (fr < 0 && !urgent)
+				goto dequeue_complete; /* no room to read ahead */
+			while (fr < 0 && host_evict_for_room(h))
+				fr = host_frame_get(h);
+			if (fr < 0) {
+				if (!f->counted_wait) {
+					h->stats.fault_waits_for_room++;
+					f->counted_wait = true;
+				}
+				return; /* a write-back will make room */
+			}
+			f->frame = fr;
+			h->frames[fr].r = f->r;
+			h->frames[fr].chunk = f->chunk;
+		}
+		if (f->zero) {
+			if (urgent)
+				h->stats.zero_fills++;
+			else
+				h->stats.prefetch_zero++;
+			goto dequeue_complete;
+		}
+		if (h->inflight >= max || h->nstaging_free == 0)
+			return;
+		off = host_stripe_offset(h, f->r, f->chunk, &si);
+		s = &f->r->stripes[si];
+		if (!host_node_usable(h, s)) {
+			if (demand ? (h->demandq = f->next) == NULL :
+			    (h->prefetchq = f->next) == NULL) {
+				if (demand)
+					h->demandq_tail = NULL;
+				else
+					h->prefetchq_tail = NULL;
+			}
+			if (f->r->lost)
+				fetch_complete(h, f, -EIO);
+			else
+				queue_push(&h->parked, &h->parked_tail, f);
+			continue;
+		}
+		f->staging = h->staging_free[--h->nstaging_free];
+		rc = fam_conn_read(s->node->conn, &s->remote, off,
+		    (uint32_t)h->chunk, f->staging, NULL, fetch_done, f);
+		if (demand) {
+			if ((h->demandq = f->next) == NULL)
+				h->demandq_tail = NULL;
+		} else if ((h->prefetchq = f->next) == NULL)
+			h->prefetchq_tail = NULL;
+		if (rc < 0) {
+			h->staging_free[h->nstaging_free++] = f->staging;
+			if (fetch_may_park(h, f, rc))
+				queue_push(&h->parked, &h->parked_tail, f);
+			else
+				fetch_complete(h, f, rc);
+			continue;
+		}
+		h->inflight++;
+		continue;
+dequeue_complete:
+		if (demand) {
+			if ((h->demandq = f->next) == NULL)
+				h->demandq_tail = NULL;
+		} else if ((h->prefetchq = f->next) == NULL)
+			h->prefetchq_tail = NULL;
+		fetch_complete(h, f, f->r->dying || f->r->cl->dead || f->zero ?
+		    0 : -ENOSPC);
+	}
+}
+
+/*
+ * Moves parked fetches whose node is back to the queues and fails those
+ * past their deadline.
+ */
+void
+host_fetch_unpark(struct host *h)
+{
+	struct fetch *f = h->parked, *next;
+	uint64_t limit = (uint64_t)cfg_int(h->d->cfg, CFG_OP_TIMEOUT) * 1000000u;
+	uint64_t now = mono_ns();
+
+	h->parked = h->parked_tail = NULL;
+	for (; f != NULL; f = next) {
+		unsigned si;
+
+		next = f->next;
+		host_stripe_offset(h, f->r, f->chunk, &si);
+		if (f->r->dying || f->r->cl->dead)
+			fetch_complete(h, f, 0);
+		else if (f->r->lost)
+			fetch_complete(h, f, -EIO);
+		else if (host_node_usable(h, &f->r->stripes[si]))
+			queue_push(f->nwaiters > 0 ? &h->demandq : &h->prefetchq,
+			    f->nwaiters > 0 ? &h->demandq_tail :
+			    &h->prefetchq_tail, f);
+		else if (now - f->start_ns >= limit)
+			fetch_complete(h, f, -ETIMEDOUT);
+		else
+			queue_push(&h->parked, &h->parked_tail, f);
+	}
+	host_fetch_kick(h);
+}
+
+/* Queues the fetch of absent chunk c of r; tid > 0 for a fault. */
+static void
+fetch_start(struct host *h, struct region *r, uint64_t c, bool prefetch,
+    pid_t tid)
+{
+	struct chunk *ch = &r->chunks[c];
+	struct fetch *f = calloc(1, sizeof *f);
+
+	if (f == NULL) {
+		if (tid > 0)
+			host_sigbus(h, r->cl, tid, "out of memory");
+		return;
+	}
+	f->r = r;
+	f->chunk = c;
+	f->frame = -1;
+	f->prefetch = prefetch;
+	f->zero = !(ch->flags & CH_REMOTE);
+	f->start_ns = mono_ns();
+	if (tid > 0) {
+		f->fault_ns = f->start_ns;
+		f->waiters[f->nwaiters++] = tid;
+	}
+	ch->state = CH_FETCHING;
+	ch->fetch = f;
+	r->busy++;
+	if (prefetch)
+		queue_push(&h->prefetchq, &h->prefetchq_tail, f);
+	else
+		queue_push(&h->demandq, &h->demandq_tail, f);
+}
+
+/*
+ * Reads ahead of a sequential run of faults: the window doubles from 2 up
+ * to `prefetch` chunks while faults keep landing just past the last one.
+ */
+static void
+prefetch(struct host *h, struct region *r, uint64_t c)
+{
+	unsigned max = (unsigned)cfg_int(h->d->cfg, CFG_HOST_PREFETCH);
+	uint64_t high = h->nframes * h->high_pct / 100, end;
+
+	if (max == 0)
+		return;
+	if (r->last_fault != UINT64_MAX && c > r->last_fault &&
+	    c <= (r->ra_next > r->last_fault + 1 ? r->ra_next :
+	    r->last_fault + 1)) {
+		r->ra_window = r->ra_window == 0 ? 2 : r->ra_window * 2;
+		if (r->ra_window > max)
+			r->ra_window = max;
+	} else {
+		r->ra_window = 0;
+		r->ra_next = c + 1;
+	}
+	r->last_fault = c;
+	if (r->ra_window == 0)
+		return;
+	if (r->ra_next < c + 1)
+		r->ra_next = c + 1;
+	end = c + 1 + r->ra_window;
+	if (end > r->nchunks)
+		end = r->nchunks;
+	for (; r->ra_next < end; r->ra_next++) {
+		struct chunk *ch = &r->chunks[r->ra_next];
+
+		if (h->used >= high)
+			break;
+		if (ch->state == CH_ABSENT)
+			fetch_start(h, r, r->ra_next, true, 0);
+	}
+}
+
+/* Serves one fault message. */
+static void
+fault(struct host_client *cl, uint64_t addr, uint64_t flags, pid_t tid)
+{
+	struct host *h = cl->h;
+	struct arena *ar;
+	struct region *r = host_region_find(cl, addr, &ar);
+	struct chunk *ch;
+	uint64_t c;
+
+	if (r == NULL) {
+		char why[96];
+
+		h->stats.faults_invalid++;
+		snprintf(why, sizeof why, "address %#llx is in no region "
+		    "(freed or never allocated)", (unsigned long long)addr);
+		host_sigbus(h, cl, tid, why);
+		return;
+	}
+	c = (addr - ar->uaddr - r->off) >> h->chunk_shift;
+	ch = &r->chunks[c];
+
+	if (flags & UFFD_PAGEFAULT_FLAG_WP) {
+		h->stats.faults_wp++;
+		if (ch->state != CH_RESIDENT && ch->state != CH_EVICTING) {
+			h->stats.faults_stale++;
+			uffd_wake(cl->uffd, addr & ~(uint64_t)(PAGE - 1), PAGE);
+			return;
+		}
+		if (r->flags & FAM_S_ALLOC_SHARED) {
+			host_sigbus(h, cl, tid, "write to a read-only shared "
+			    "region");
+			return;
+		}
+		if (!(ch->flags & CH_DIRTY)) {
+			ch->flags |= CH_DIRTY;
+			r->dirty++;
+			h->dirty++;
+		}
+		ch->flags |= CH_REF | CH_UNPROT;
+		ch->flags &= ~CH_PREFETCH;
+		if (uffd_protect(cl->uffd, chunk_uaddr(h, r, c), h->chunk,
+		    false) < 0)
+			uffd_wake(cl->uffd, addr & ~(uint64_t)(PAGE - 1), PAGE);
+		return;
+	}
+
+	h->stats.faults_missing++;
+	switch (ch->state) {
+	case CH_FETCHING: {
+		struct fetch *f = ch->fetch;
+		bool known = false;
+
+		for (unsigned i = 0; i < f->nwaiters; i++)
+			known |= f->waiters[i] == tid;
+		if (!known && f->nwaiters < nitems(f->waiters))
+			f->waiters[f->nwaiters++] = tid;
+		if (f->fault_ns == 0)
+			f->fault_ns = mono_ns();
+		prefetch(h, r, c);
+		return;
+	}
+	case CH_RESIDENT:
+	case CH_EVICTING:
+		h->stats.faults_stale++;
+		uffd_wake(cl->uffd, addr & ~(uint64_t)(PAGE - 1), PAGE);
+		return;
+	default:
+		break;
+	}
+	if (r->lost) {
+		host_sigbus(h, cl, tid, "the memory node holding this region "
+		    "restarted and its data is gone");
+		return;
+	}
+	fetch_start(h, r, c, false, tid);
+	prefetch(h, r, c);
+}
+
+/* Reads a program's fault messages in batches and serves them. */
+void
+host_uffd_cb(int fd, short what, void *arg)
+{
+	struct host_client *cl = arg;
+	struct host *h = cl->h;
+	struct uffd_msg msgs[FAULT_BATCH];
+
+	for (int round = 0; round < 8 && !cl->dead; round++) {
+		ssize_t n = read(fd, msgs, sizeof msgs);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN)
+				log_warn("pid %ld: reading faults: %s",
+				    (long)cl->pid, strerror(errno));
+			break;
+		}
+		for (size_t i = 0; i < (size_t)n / sizeof msgs[0]; i++)
+			if (msgs[i].event == UFFD_EVENT_PAGEFAULT)
+				fault(cl, msgs[i].arg.pagefault.address,
+				    msgs[i].arg.pagefault.flags,
+				    (pid_t)msgs[i].arg.pagefault.feat.ptid);
+		if ((size_t)n < sizeof msgs)
+			break;
+	}
+	host_fetch_kick(h);
+	host_evict_background(h);
+}

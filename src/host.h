@@ -1,0 +1,276 @@
+/*
+ * host.h - the host role: serves the page faults of programs whose large
+ * allocations live on memory nodes, through one bounded buffer.
+ *
+ * Everything here runs on famd's control loop (one thread): sessions,
+ * userfaultfds, memory-node connections and the buffer are driven by
+ * events, and every chunk read or write is asynchronous, so many faults and
+ * fetches are in flight at once without locks.
+ *
+ * A program's memory: the program maps arenas (memfds, MAP_SHARED) that
+ * famd also maps; regions are carved out of arenas at chunk granularity.
+ * A chunk of a region is in one state:
+ *
+ *   ABSENT    not in the program's page tables nor in the buffer; its data
+ *             is on the memory node (CH_REMOTE) or it was never written
+ *   FETCHING  a frame is reserved and a read (or zero-fill) is in flight;
+ *             threads faulting on it wait for the install
+ *   RESIDENT  installed in the program (UFFDIO_COPY); write-protected until
+ *             its first write, which marks it CH_DIRTY
+ *   EVICTING  a dirty chunk being written back; a write to it meanwhile
+ *             marks it dirty again and cancels the eviction
+ */
+#ifndef FAM_HOST_H
+#define FAM_HOST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "fam-session.h"
+#include "famd.h"
+#include "transport.h"
+
+struct event;
+struct host;
+struct host_client;
+
+#define HOST_MAX_NODES 16
+
+enum chunk_state {
+	CH_ABSENT = 0,
+	CH_FETCHING,
+	CH_RESIDENT,
+	CH_EVICTING,
+};
+
+#define CH_DIRTY    0x01 /* written since last written back */
+#define CH_REF      0x02 /* faulted or written since the clock hand passed */
+#define CH_REMOTE   0x04 /* the memory node holds data for it */
+#define CH_UNPROT   0x08 /* write protection lifted (the program writes) */
+#define CH_PREFETCH 0x10 /* brought in by prefetch, not yet faulted on */
+
+struct fetch;
+
+struct chunk {
+	uint8_t state;
+	uint8_t flags;
+	uint32_t frame;      /* buffer frame while RESIDENT or EVICTING */
+	struct fetch *fetch; /* while FETCHING */
+};
+
+/* A memory node this host uses. */
+struct mnode {
+	struct host *h;
+	unsigned index;
+	char *addr;
+	struct fam_conn *conn;
+	enum { MN_DOWN, MN_CONNECTING, MN_UP } state;
+	char name[FAM_NAME_MAX + 1];
+	uint64_t session;  /* token for resuming after a reconnect */
+	uint64_t instance; /* changes when the memory famd restarts */
+	struct event *retry;
+	unsigned backoff_ms;
+	uint64_t connects, disconnects;
+	char *last_error;
+};
+
+/* A stripe of a region: its part on one memory node. */
+struct stripe {
+	struct region *r;
+	struct mnode *node;
+	struct fam_remote remote;
+	uint64_t instance; /* of the node when the stripe was created */
+};
+
+struct region {
+	struct host_client *cl;
+	struct arena *ar;
+	uint64_t handle;
+	uint64_t off;     /* byte offset in the arena */
+	uint64_t size;    /* bytes, a multiple of the chunk size */
+	uint64_t nchunks;
+	uint32_t flags;   /* FAM_S_ALLOC_* */
+	bool listed;      /* in the client's list (reply sent) */
+	bool dying;       /* freed; waits for its in-flight operations */
+	bool lost;        /* its data on a memory node is gone */
+	unsigned busy;    /* fetches and write-backs in flight */
+	unsigned nstripes;
+	struct stripe stripes[HOST_MAX_NODES];
+	struct chunk *chunks;
+	uint64_t resident, dirty;
+	uint64_t last_fault;  /* chunk of the previous fault (prefetch) */
+	uint64_t ra_next;     /* first chunk not yet read ahead */
+	unsigned ra_window;
+	struct region *next;  /* in the client's list */
+};
+
+/* A contiguous free range of an arena, in chunks. */
+struct extent {
+	uint64_t off, len;
+	struct extent *next;
+};
+
+struct arena {
+	struct host_client *cl;
+	uint32_t id;
+	int memfd;
+	uint64_t size;
+	uint8_t *local;   /* famd's own mapping */
+	uint64_t uaddr;   /* the program's mapping; 0 until MAP */
+	struct extent *free;
+	struct region **regions; /* sorted by offset */
+	size_t nregions, cap;
+	struct arena *next;
+};
+
+/* A program using fabric-attached memory (one session). */
+struct host_client {
+	struct host *h;
+	int fd;
+	pid_t pid;
+	uid_t uid;
+	int uffd;
+	struct event *sock_ev;
+	struct event *uffd_ev;
+	struct arena *arenas;
+	uint32_t next_arena;
+	struct region *regions;
+	uint64_t nregions, bytes;
+	/* the request being served (the program waits for its reply) */
+	struct fam_smsg req;
+	char data[FAM_SESSION_MAX_DATA + 1];
+	size_t inlen;
+	uint8_t inbuf[sizeof(struct fam_smsg) + FAM_SESSION_MAX_DATA];
+	int pending_fd;
+	bool busy;          /* a request is being served asynchronously */
+	struct region *pending_region;
+	unsigned pending_calls;
+	int pending_err;
+	bool dead;
+	unsigned refs;      /* in-flight operations that point at us */
+	struct host_client *next;
+};
+
+/* A chunk read in flight, or waiting for room, or parked. */
+struct fetch {
+	struct region *r;
+	uint64_t chunk;
+	int64_t frame;     /* -1 until a frame is reserved */
+	bool prefetch;     /* read ahead, not (yet) faulted on */
+	bool zero;         /* never written: zero-filled locally */
+	bool counted_wait;
+	uint8_t *staging;
+	uint64_t start_ns; /* queued */
+	uint64_t fault_ns; /* first fault on it (0: none) */
+	unsigned nwaiters;
+	pid_t waiters[8];  /* threads to SIGBUS if it fails */
+	struct fetch *next;
+};
+
+struct frame {
+	struct region *r; /* NULL when free */
+	uint64_t chunk;
+};
+
+struct host_stats {
+	uint64_t faults_missing, faults_wp, faults_stale, faults_invalid;
+	uint64_t zero_fills, fetches, fetch_bytes, fetch_errors;
+	uint64_t prefetches, prefetch_bytes, prefetch_zero;
+	uint64_t evictions_clean, evictions_dirty, writebacks;
+	uint64_t writeback_bytes, writeback_errors, evictions_cancelled;
+	uint64_t fault_waits_for_room, sigbus;
+	uint64_t sessions, sessions_refused, bad_messages;
+	uint64_t allocs, alloc_errors, frees;
+	uint64_t lat_hist[32]; /* fault service time, log2 microseconds */
+	uint64_t lat_count;
+};
+
+struct host {
+	struct famd *d;
+	struct event_base *base;
+	/* configuration */
+	uint64_t chunk;
+	unsigned chunk_shift;
+	uint64_t arena_size;
+	unsigned high_pct, low_pct;
+	unsigned prefetch_max;
+	unsigned max_fetches;
+	int eviction;
+	int numa_node;
+	char secret[FAM_SECRET_MAX + 1];
+	/* userfaultfd features we ask for on each program's uffd */
+	uint64_t uffd_features;
+	bool wp_ok;
+	/* memory nodes */
+	struct mnode nodes[HOST_MAX_NODES];
+	unsigned nnodes;
+	/* programs */
+	int listen_fd;
+	struct event *listen_ev;
+	char *session_path;
+	struct host_client *clients;
+	uint64_t next_handle;
+	/* the buffer */
+	struct frame *frames;
+	uint32_t *free_frames;
+	uint64_t nframes, nfree, used, dirty, hand;
+	bool evicting;
+	unsigned writebacks_inflight;
+	/* chunk reads */
+	uint8_t *staging;
+	uint8_t **staging_free;
+	unsigned nstaging, nstaging_free;
+	unsigned inflight;
+	struct fetch *demandq, *demandq_tail;
+	struct fetch *prefetchq, *prefetchq_tail;
+	struct fetch *parked, *parked_tail;
+	uint8_t *zero;
+	struct event *tick;
+	bool stopping;
+	struct host_stats stats;
+};
+
+/* role-host.c */
+void host_node_lost(struct host *h, struct mnode *n);
+void host_admin_register(void);
+bool host_node_usable(const struct host *h, const struct stripe *s);
+
+/* host-session.c */
+int host_session_open(struct host *h, char **cause);
+void host_session_close(struct host *h);
+void host_client_release(struct host_client *cl);
+void host_client_put(struct host_client *cl);
+void host_region_free(struct region *r);
+void host_region_idle(struct region *r);
+struct region *host_region_find(struct host_client *cl, uint64_t uaddr,
+    struct arena **arp);
+json_t *host_clients_json(struct host *h);
+
+/* numa.c */
+int host_numa_pick(struct host *h, const char *addr);
+void host_numa_bind(struct host *h, void *mem, size_t len);
+void *host_numa_alloc(struct host *h, size_t len);
+void host_numa_free(void *mem, size_t len);
+
+/* host-fault.c */
+void host_uffd_cb(int fd, short what, void *arg);
+void host_fetch_kick(struct host *h);
+void host_fetch_unpark(struct host *h);
+void host_sigbus(struct host *h, struct host_client *cl, pid_t tid,
+    const char *why);
+int host_uffd_probe(struct host *h, char **cause);
+int host_uffd_setup(struct host *h, int uffd, char **cause);
+
+/* host-buffer.c */
+int host_buffer_init(struct host *h, uint64_t buffer_size, char **cause);
+void host_buffer_fini(struct host *h);
+int64_t host_frame_get(struct host *h);
+void host_frame_put(struct host *h, uint32_t frame);
+void host_evict_background(struct host *h);
+bool host_evict_for_room(struct host *h);
+void host_region_drop_chunks(struct host *h, struct region *r);
+uint64_t host_stripe_offset(const struct host *h, const struct region *r,
+    uint64_t c, unsigned *stripe);
+
+#endif /* FAM_HOST_H */
