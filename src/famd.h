@@ -20,6 +20,8 @@
 
 #include <jansson.h>
 
+#include "proto.h"
+
 struct event_base;
 
 /* Exit codes (sysexits.h values, spelled out so famctl and famd agree). */
@@ -308,6 +310,10 @@ void admin_stats_reset(void);
 
 /* admin-cmds.c: the commands every role has. */
 void admin_cmds_register(void);
+
+/* ---- secret.c ----------------------------------------------------------- */
+
+int secret_load(const char *path, char out[FAM_SECRET_MAX + 1], char **cause);
 
 /* ---- util.c ------------------------------------------------------------- */
 
