@@ -20,6 +20,8 @@
 
 #include <jansson.h>
 
+#include "proto.h"
+
 struct event_base;
 
 /* Exit codes (sysexits.h values, spelled out so famctl and famd agree). */
@@ -311,7 +313,7 @@ void admin_cmds_register(void);
 
 /* ---- secret.c ----------------------------------------------------------- */
 
-int secret_load(const char *path, char out[65], char **cause);
+int secret_load(const char *path, char out[FAM_SECRET_MAX + 1], char **cause);
 
 /* ---- util.c ------------------------------------------------------------- */
 

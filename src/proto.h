@@ -28,6 +28,8 @@
 #define FAM_NAME_MAX          64u  /* node names and region names */
 #define FAM_SECRET_MAX        64u
 #define FAM_PATH_MAX          1024u
+#define FAM_RW_MAX            (FAM_PROTO_MAX_PAYLOAD - 4096u) /* READ/WRITE len */
+#define FAM_STATUS_MAX        4095 /* largest errno a response may carry */
 
 /* Message types. A response has the request's type and FAM_F_RESPONSE. */
 enum fam_msg_type {
@@ -50,7 +52,8 @@ struct fam_hdr {
 	uint8_t type;     /* enum fam_msg_type */
 	uint16_t flags;   /* FAM_F_* */
 	uint32_t len;     /* payload bytes after the header */
-	int32_t status;   /* responses: 0 or a positive errno; requests: 0 */
+	int32_t status;   /* responses: 0 or a positive errno (an error
+	                   * response has no payload); requests: 0 */
 	uint64_t id;      /* request id, echoed by the response */
 };
 
@@ -169,6 +172,8 @@ struct fam_rw {
 /*
  * WRITE request (Table I (b)), 16 + len bytes:
  *   u32 region, u32 len, u64 offset, then len bytes of data.
+ * proto_get_write_hdr() takes the whole payload length and reads only the
+ * first 16 bytes; len must be that payload length minus 16.
  * WRITE response: empty, sent once the data is in the memory node's memory.
  * Errors: as READ, plus EROFS (a shared read-only region).
  */

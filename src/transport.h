@@ -97,6 +97,11 @@ struct fam_conn_handlers {
 	 */
 	int (*resolve)(void *arg, uint32_t region, uint64_t off, uint32_t len,
 	    bool write, void **mem, void **hold);
+	/*
+	 * The transfer of a resolved range is over: `len` bytes actually
+	 * moved (fewer than resolved when the connection died mid-way).
+	 * Called before `closed` for every transfer of the connection.
+	 */
 	void (*release)(void *arg, void *hold, bool write, uint32_t len);
 	/* The connection is gone (err 0 for an orderly close). */
 	void (*closed)(struct fam_conn *c, int err, void *arg);
@@ -125,11 +130,16 @@ struct fam_conn_stats {
 typedef void (*fam_accept_fn)(struct fam_listener *l, struct fam_conn *c,
     const char *peer, void *arg);
 
-/* Passive side: listen on "host:port"; each new connection goes to accept. */
+/*
+ * Passive side: listen on "host:port" (port 0: any free port); each new
+ * connection goes to accept, which sets its handlers (or closes it).
+ */
 int fam_listen(struct event_base *base, const char *addr,
     const struct fam_conn_opts *opts, fam_accept_fn accept, void *arg,
     struct fam_listener **out, char **cause);
 void fam_listener_free(struct fam_listener *l);
+/* The address actually bound, "host:port", with the port chosen for 0. */
+const char *fam_listener_addr(const struct fam_listener *l);
 
 /* Sets the handlers of a new (accepted) connection. */
 void fam_conn_set_handlers(struct fam_conn *c,
@@ -153,6 +163,9 @@ int fam_conn_write(struct fam_conn *c, const struct fam_remote *r,
  * Answers request `req` with status (0 or positive errno) and a payload,
  * which must stay valid until sent(ctx) is called (sent may be NULL when
  * the payload is copied or empty: set copy = true to have it copied).
+ * An error response carries no payload. When the call fails (-ENOTCONN
+ * once the connection is closing, -EINVAL, -EMSGSIZE), sent is not called
+ * and the payload stays the caller's.
  */
 int fam_conn_reply(struct fam_conn *c, const struct fam_hdr *req,
     int status, const void *payload, uint32_t len, bool copy,
@@ -161,7 +174,11 @@ int fam_conn_replyv(struct fam_conn *c, const struct fam_hdr *req,
     int status, const struct iovec *iov, int iovcnt, fam_sent_fn sent,
     void *ctx);
 
-/* Registers local memory for read/write (verbs); NULL-safe no-op on tcp. */
+/*
+ * Registers local memory for read/write (verbs). On tcp nothing needs
+ * registering: it returns a token that every call accepts (as it accepts
+ * NULL), and deregistering it does nothing. NULL means failure.
+ */
 struct fam_mr *fam_mr_register(struct fam_conn *c, void *addr, size_t len);
 void fam_mr_deregister(struct fam_mr *mr);
 

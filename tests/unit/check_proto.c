@@ -1,0 +1,806 @@
+/*
+ * check_proto.c - the wire protocol: every message survives a round trip,
+ * and every malformed header or payload a peer could send is refused with
+ * the right error before any field is used.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto.h"
+
+/* A valid header of type and flags with a payload of len bytes. */
+static struct fam_hdr
+hdr(uint8_t type, uint16_t flags, uint32_t len)
+{
+	struct fam_hdr h = {
+		.magic = FAM_PROTO_MAGIC,
+		.version = FAM_PROTO_VERSION,
+		.type = type,
+		.flags = flags,
+		.len = len,
+		.id = 42,
+	};
+
+	return h;
+}
+
+/* Encodes h and decodes it again, as a receiver would. */
+static struct fam_hdr
+wire(const struct fam_hdr *h)
+{
+	uint8_t buf[FAM_PROTO_HDR_LEN];
+	struct fam_hdr out;
+
+	proto_put_hdr(buf, h);
+	ck_assert_int_eq(proto_get_hdr(buf, &out), 0);
+	return out;
+}
+
+/* A valid encoded HELLO request from node "n1" with secret "s3cret". */
+static void
+hello_bytes(uint8_t out[FAM_HELLO_LEN])
+{
+	struct fam_hello m = { .role = FAM_WIRE_ROLE_HOST, .features = 3,
+		.resume = 7 };
+
+	strcpy(m.node, "n1");
+	strcpy(m.secret, "s3cret");
+	ck_assert_uint_eq(proto_put_hello(out, &m), FAM_HELLO_LEN);
+}
+
+/* Encodes a REGION_CREATE by hand: the fields as given, then name, path. */
+static size_t
+create_bytes(uint8_t *out, uint64_t size, uint32_t flags, uint16_t nlen,
+    uint16_t plen, const char *name, const char *path)
+{
+	struct fam_region_create m = { .size = size, .flags = flags };
+	size_t len;
+
+	snprintf(m.name, sizeof m.name, "%s", name);
+	snprintf(m.path, sizeof m.path, "%s", path);
+	len = proto_put_region_create(out, 2048, &m);
+	ck_assert_uint_gt(len, 0);
+	out[12] = (uint8_t)(nlen >> 8);
+	out[13] = (uint8_t)nlen;
+	out[14] = (uint8_t)(plen >> 8);
+	out[15] = (uint8_t)plen;
+	return len;
+}
+
+START_TEST(test_header_round_trip)
+{
+	struct fam_hdr h = hdr(FAM_MSG_READ, FAM_F_RESPONSE, 4096), out;
+	uint8_t buf[FAM_PROTO_HDR_LEN];
+
+	h.status = 0;
+	h.id = 0x0102030405060708ull;
+	out = wire(&h);
+	ck_assert_uint_eq(out.magic, FAM_PROTO_MAGIC);
+	ck_assert_uint_eq(out.version, FAM_PROTO_VERSION);
+	ck_assert_uint_eq(out.type, FAM_MSG_READ);
+	ck_assert_uint_eq(out.flags, FAM_F_RESPONSE);
+	ck_assert_uint_eq(out.len, 4096);
+	ck_assert_uint_eq(out.id, h.id);
+	ck_assert_int_eq(proto_check_hdr(&out, 0), 0);
+	proto_put_hdr(buf, &h);
+	/* Big-endian on the wire: "FAMD" first, the id's high byte first. */
+	ck_assert_mem_eq(buf, "FAMD", 4);
+	ck_assert_uint_eq(buf[16], 0x01);
+	ck_assert_uint_eq(buf[23], 0x08);
+}
+END_TEST
+
+START_TEST(test_error_status_round_trip)
+{
+	struct fam_hdr h = hdr(FAM_MSG_REGION_CREATE, FAM_F_RESPONSE, 0), out;
+
+	h.status = ENOSPC;
+	out = wire(&h);
+	ck_assert_int_eq(out.status, ENOSPC);
+	ck_assert_int_eq(proto_check_hdr(&out, 0), 0);
+}
+END_TEST
+
+START_TEST(test_bad_magic_rejected)
+{
+	struct fam_hdr h = hdr(FAM_MSG_STATS, 0, 0);
+
+	h.magic = 0x47455420; /* "GET " */
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+}
+END_TEST
+
+START_TEST(test_wrong_version_rejected)
+{
+	struct fam_hdr h = hdr(FAM_MSG_HELLO, 0, FAM_HELLO_LEN);
+
+	h.version = FAM_PROTO_VERSION + 1;
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTONOSUPPORT);
+	h.version = 0;
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTONOSUPPORT);
+}
+END_TEST
+
+START_TEST(test_unknown_type_rejected)
+{
+	struct fam_hdr h = hdr(0, 0, 0);
+
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+	h.type = FAM_MSG_TYPE_MAX + 1;
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+	h.type = 0xff;
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+}
+END_TEST
+
+START_TEST(test_unknown_flags_rejected)
+{
+	struct fam_hdr h = hdr(FAM_MSG_STATS, 0x8000, 0);
+
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+	h.flags = FAM_F_RESPONSE | 0x0002;
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+}
+END_TEST
+
+START_TEST(test_huge_length_rejected)
+{
+	struct fam_hdr h = hdr(FAM_MSG_WRITE, 0, 0xffffffffu);
+
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EMSGSIZE);
+	h.len = FAM_PROTO_MAX_PAYLOAD + 1;
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EMSGSIZE);
+}
+END_TEST
+
+START_TEST(test_length_over_receiver_limit_rejected)
+{
+	struct fam_hdr h = hdr(FAM_MSG_WRITE, 0, FAM_WRITE_HDR_LEN + 65536);
+
+	ck_assert_int_eq(proto_check_hdr(&h, 0), 0);
+	ck_assert_int_eq(proto_check_hdr(&h, 65536), -EMSGSIZE);
+	ck_assert_int_eq(proto_check_hdr(&h, 65536 + FAM_WRITE_HDR_LEN), 0);
+}
+END_TEST
+
+START_TEST(test_truncated_hello_length_rejected)
+{
+	struct fam_hdr h = hdr(FAM_MSG_HELLO, 0, FAM_HELLO_LEN - 1);
+
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+	h.len = FAM_HELLO_LEN + 1;
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+	h.len = 0;
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+}
+END_TEST
+
+START_TEST(test_length_outside_type_bounds_rejected)
+{
+	struct fam_hdr h;
+
+	h = hdr(FAM_MSG_READ, 0, FAM_READ_LEN + 8);
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+	h = hdr(FAM_MSG_REGION_FREE, 0, 4);
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+	h = hdr(FAM_MSG_REGION_CREATE, 0, FAM_REGION_CREATE_MIN - 1);
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+	h = hdr(FAM_MSG_REGION_CREATE, 0,
+	    FAM_REGION_CREATE_MIN + FAM_NAME_MAX + FAM_PATH_MAX + 1);
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+	h = hdr(FAM_MSG_STATS, 0, 1);
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+	h = hdr(FAM_MSG_WRITE, 0, FAM_WRITE_HDR_LEN - 1);
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+	h = hdr(FAM_MSG_WRITE, FAM_F_RESPONSE, 1);
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+	h = hdr(FAM_MSG_READ, FAM_F_RESPONSE, FAM_RW_MAX + 1);
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+	h = hdr(FAM_MSG_HELLO, FAM_F_RESPONSE, FAM_HELLO_LEN);
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+	h = hdr(FAM_MSG_REGION_CREATE, FAM_F_RESPONSE, 0);
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+}
+END_TEST
+
+START_TEST(test_largest_messages_accepted)
+{
+	struct fam_hdr h;
+
+	h = hdr(FAM_MSG_WRITE, 0, FAM_WRITE_HDR_LEN + FAM_RW_MAX);
+	ck_assert_int_eq(proto_check_hdr(&h, 0), 0);
+	h = hdr(FAM_MSG_READ, FAM_F_RESPONSE, FAM_RW_MAX);
+	ck_assert_int_eq(proto_check_hdr(&h, 0), 0);
+	h = hdr(FAM_MSG_STATS, FAM_F_RESPONSE, FAM_PROTO_MAX_PAYLOAD);
+	ck_assert_int_eq(proto_check_hdr(&h, 0), 0);
+}
+END_TEST
+
+START_TEST(test_request_with_status_rejected)
+{
+	struct fam_hdr h = hdr(FAM_MSG_STATS, 0, 0);
+
+	h.status = EIO;
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+}
+END_TEST
+
+START_TEST(test_negative_or_huge_status_rejected)
+{
+	struct fam_hdr h = hdr(FAM_MSG_STATS, FAM_F_RESPONSE, 0);
+
+	h.status = -1;
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+	h.status = FAM_STATUS_MAX + 1;
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+	h.status = 0x7fffffff;
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+}
+END_TEST
+
+START_TEST(test_error_response_with_payload_rejected)
+{
+	struct fam_hdr h = hdr(FAM_MSG_READ, FAM_F_RESPONSE, 4096);
+
+	h.status = ENOENT;
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+}
+END_TEST
+
+START_TEST(test_hello_round_trip)
+{
+	uint8_t buf[FAM_HELLO_LEN];
+	struct fam_hello m;
+
+	hello_bytes(buf);
+	ck_assert_int_eq(proto_get_hello(buf, sizeof buf, &m), 0);
+	ck_assert_uint_eq(m.role, FAM_WIRE_ROLE_HOST);
+	ck_assert_uint_eq(m.features, 3);
+	ck_assert_uint_eq(m.resume, 7);
+	ck_assert_str_eq(m.node, "n1");
+	ck_assert_str_eq(m.secret, "s3cret");
+}
+END_TEST
+
+START_TEST(test_hello_full_length_fields_round_trip)
+{
+	uint8_t buf[FAM_HELLO_LEN];
+	struct fam_hello m = { .role = FAM_WIRE_ROLE_DPU }, out;
+
+	memset(m.node, 'n', FAM_NAME_MAX);
+	memset(m.secret, 's', FAM_SECRET_MAX);
+	proto_put_hello(buf, &m);
+	ck_assert_int_eq(proto_get_hello(buf, sizeof buf, &out), 0);
+	ck_assert_uint_eq(strlen(out.node), FAM_NAME_MAX);
+	ck_assert_uint_eq(strlen(out.secret), FAM_SECRET_MAX);
+	ck_assert_str_eq(out.node, m.node);
+}
+END_TEST
+
+START_TEST(test_truncated_hello_rejected)
+{
+	uint8_t buf[FAM_HELLO_LEN];
+	struct fam_hello m;
+
+	hello_bytes(buf);
+	ck_assert_int_eq(proto_get_hello(buf, FAM_HELLO_LEN - 1, &m), -EPROTO);
+	ck_assert_int_eq(proto_get_hello(buf, 0, &m), -EPROTO);
+}
+END_TEST
+
+START_TEST(test_hello_reserved_bytes_rejected)
+{
+	uint8_t buf[FAM_HELLO_LEN];
+	struct fam_hello m;
+
+	hello_bytes(buf);
+	buf[2] = 1;
+	ck_assert_int_eq(proto_get_hello(buf, sizeof buf, &m), -EPROTO);
+}
+END_TEST
+
+START_TEST(test_hello_unknown_role_rejected)
+{
+	uint8_t buf[FAM_HELLO_LEN];
+	struct fam_hello m;
+
+	hello_bytes(buf);
+	buf[0] = 0;
+	ck_assert_int_eq(proto_get_hello(buf, sizeof buf, &m), -EPROTO);
+	buf[0] = FAM_WIRE_ROLE_MEMORY + 1;
+	ck_assert_int_eq(proto_get_hello(buf, sizeof buf, &m), -EPROTO);
+}
+END_TEST
+
+START_TEST(test_hello_bytes_smuggled_after_node_nul_rejected)
+{
+	uint8_t buf[FAM_HELLO_LEN];
+	struct fam_hello m;
+
+	hello_bytes(buf);
+	buf[16 + 10] = 'x'; /* "n1\0\0...x": garbage in the padding */
+	ck_assert_int_eq(proto_get_hello(buf, sizeof buf, &m), -EPROTO);
+}
+END_TEST
+
+START_TEST(test_hello_bytes_smuggled_after_secret_nul_rejected)
+{
+	uint8_t buf[FAM_HELLO_LEN];
+	struct fam_hello m;
+
+	hello_bytes(buf);
+	buf[FAM_HELLO_LEN - 1] = 'x';
+	ck_assert_int_eq(proto_get_hello(buf, sizeof buf, &m), -EPROTO);
+}
+END_TEST
+
+START_TEST(test_hello_control_characters_in_node_rejected)
+{
+	uint8_t buf[FAM_HELLO_LEN];
+	struct fam_hello m;
+
+	hello_bytes(buf);
+	buf[17] = '\n'; /* a node name that would forge log lines */
+	ck_assert_int_eq(proto_get_hello(buf, sizeof buf, &m), -EPROTO);
+	hello_bytes(buf);
+	buf[17] = 0x1b;
+	ck_assert_int_eq(proto_get_hello(buf, sizeof buf, &m), -EPROTO);
+}
+END_TEST
+
+START_TEST(test_hello_empty_node_rejected)
+{
+	uint8_t buf[FAM_HELLO_LEN];
+	struct fam_hello m;
+
+	hello_bytes(buf);
+	memset(buf + 16, 0, FAM_NAME_MAX);
+	ck_assert_int_eq(proto_get_hello(buf, sizeof buf, &m), -EPROTO);
+}
+END_TEST
+
+START_TEST(test_hello_resp_round_trip)
+{
+	struct fam_hello_resp m = { .role = FAM_WIRE_ROLE_MEMORY,
+		.features = 1, .session = 0xdeadbeefcafef00dull,
+		.instance = 0x1122334455667788ull }, out;
+	uint8_t buf[FAM_HELLO_RESP_LEN];
+
+	strcpy(m.node, "mem0");
+	ck_assert_uint_eq(proto_put_hello_resp(buf, &m), FAM_HELLO_RESP_LEN);
+	ck_assert_int_eq(proto_get_hello_resp(buf, sizeof buf, &out), 0);
+	ck_assert_uint_eq(out.role, FAM_WIRE_ROLE_MEMORY);
+	ck_assert_uint_eq(out.features, 1);
+	ck_assert_uint_eq(out.session, m.session);
+	ck_assert_uint_eq(out.instance, m.instance);
+	ck_assert_str_eq(out.node, "mem0");
+	ck_assert_int_eq(proto_get_hello_resp(buf, sizeof buf - 1, &out),
+	    -EPROTO);
+	buf[3] = 1;
+	ck_assert_int_eq(proto_get_hello_resp(buf, sizeof buf, &out), -EPROTO);
+}
+END_TEST
+
+START_TEST(test_region_create_round_trip)
+{
+	struct fam_region_create m = { .size = 1 << 20,
+		.flags = FAM_RF_FILE | FAM_RF_SHARED }, out;
+	uint8_t buf[2048];
+	size_t len;
+
+	strcpy(m.name, "graph");
+	strcpy(m.path, "sub/graph.bin");
+	len = proto_put_region_create(buf, sizeof buf, &m);
+	ck_assert_uint_eq(len, FAM_REGION_CREATE_MIN + 5 + 13);
+	ck_assert_int_eq(proto_get_region_create(buf, len, &out), 0);
+	ck_assert_uint_eq(out.size, 1 << 20);
+	ck_assert_uint_eq(out.flags, FAM_RF_FILE | FAM_RF_SHARED);
+	ck_assert_str_eq(out.name, "graph");
+	ck_assert_str_eq(out.path, "sub/graph.bin");
+}
+END_TEST
+
+START_TEST(test_region_create_longest_name_and_path_round_trip)
+{
+	struct fam_region_create *m = calloc(1, sizeof *m), *out;
+	uint8_t buf[2048];
+	size_t len;
+
+	out = calloc(1, sizeof *out);
+	m->flags = FAM_RF_FILE | FAM_RF_SHARED;
+	memset(m->name, 'a', FAM_NAME_MAX);
+	memset(m->path, 'p', FAM_PATH_MAX);
+	len = proto_put_region_create(buf, sizeof buf, m);
+	ck_assert_uint_eq(len, FAM_REGION_CREATE_MIN + FAM_NAME_MAX +
+	    FAM_PATH_MAX);
+	ck_assert_int_eq(proto_get_region_create(buf, len, out), 0);
+	ck_assert_str_eq(out->name, m->name);
+	ck_assert_str_eq(out->path, m->path);
+	/* No room: nothing is written. */
+	ck_assert_uint_eq(proto_put_region_create(buf, len - 1, m), 0);
+	free(m);
+	free(out);
+}
+END_TEST
+
+START_TEST(test_region_create_name_length_over_max_rejected)
+{
+	uint8_t buf[2048];
+	size_t len;
+	struct fam_region_create m;
+
+	len = create_bytes(buf, 4096, 0, FAM_NAME_MAX + 1, 0, "", "");
+	memset(buf + len, 'x', FAM_NAME_MAX + 1);
+	len += FAM_NAME_MAX + 1;
+	ck_assert_int_eq(proto_get_region_create(buf, len, &m), -EPROTO);
+}
+END_TEST
+
+START_TEST(test_region_create_path_length_over_max_rejected)
+{
+	uint8_t buf[2048];
+	size_t len;
+	struct fam_region_create m;
+
+	len = create_bytes(buf, 4096, FAM_RF_FILE, 0, FAM_PATH_MAX + 1, "",
+	    "");
+	memset(buf + len, 'x', FAM_PATH_MAX + 1);
+	len += FAM_PATH_MAX + 1;
+	ck_assert_int_eq(proto_get_region_create(buf, len, &m), -EPROTO);
+}
+END_TEST
+
+START_TEST(test_region_create_lengths_past_payload_rejected)
+{
+	uint8_t buf[2048];
+	size_t len;
+	struct fam_region_create m;
+
+	/* name_len claims 10 bytes, the payload carries 3. */
+	len = create_bytes(buf, 4096, 0, 10, 0, "abc", "");
+	ck_assert_int_eq(proto_get_region_create(buf, len, &m), -EPROTO);
+	/* Trailing bytes no length accounts for. */
+	len = create_bytes(buf, 4096, 0, 1, 0, "abc", "");
+	ck_assert_int_eq(proto_get_region_create(buf, len, &m), -EPROTO);
+	ck_assert_int_eq(proto_get_region_create(buf, 10, &m), -EPROTO);
+}
+END_TEST
+
+START_TEST(test_region_create_reserved_set_rejected)
+{
+	uint8_t buf[2048];
+	size_t len;
+	struct fam_region_create m;
+
+	len = create_bytes(buf, 4096, 0, 0, 0, "", "");
+	buf[23] = 1;
+	ck_assert_int_eq(proto_get_region_create(buf, len, &m), -EPROTO);
+}
+END_TEST
+
+START_TEST(test_region_create_unknown_flags_refused)
+{
+	uint8_t buf[2048];
+	size_t len;
+	struct fam_region_create m;
+
+	len = create_bytes(buf, 4096, 0x100, 0, 0, "", "");
+	ck_assert_int_eq(proto_get_region_create(buf, len, &m), -EINVAL);
+}
+END_TEST
+
+START_TEST(test_region_create_inconsistent_fields_refused)
+{
+	uint8_t buf[2048];
+	size_t len;
+	struct fam_region_create m;
+
+	/* Shared without a name. */
+	len = create_bytes(buf, 4096, FAM_RF_SHARED, 0, 0, "", "");
+	ck_assert_int_eq(proto_get_region_create(buf, len, &m), -EINVAL);
+	/* A file without a path. */
+	len = create_bytes(buf, 0, FAM_RF_FILE, 0, 0, "", "");
+	ck_assert_int_eq(proto_get_region_create(buf, len, &m), -EINVAL);
+	/* A path without FAM_RF_FILE. */
+	len = create_bytes(buf, 4096, 0, 0, 1, "", "f");
+	ck_assert_int_eq(proto_get_region_create(buf, len, &m), -EINVAL);
+	/* Size 0 of a region that is not a file. */
+	len = create_bytes(buf, 0, 0, 0, 0, "", "");
+	ck_assert_int_eq(proto_get_region_create(buf, len, &m), -EINVAL);
+	/* Size 0 of a file means the file's size. */
+	len = create_bytes(buf, 0, FAM_RF_FILE, 0, 1, "", "f");
+	ck_assert_int_eq(proto_get_region_create(buf, len, &m), 0);
+}
+END_TEST
+
+START_TEST(test_region_create_nul_or_control_in_name_refused)
+{
+	uint8_t buf[2048];
+	size_t len;
+	struct fam_region_create m;
+
+	len = create_bytes(buf, 4096, 0, 3, 0, "abc", "");
+	buf[FAM_REGION_CREATE_MIN + 1] = '\0';
+	ck_assert_int_eq(proto_get_region_create(buf, len, &m), -EINVAL);
+	buf[FAM_REGION_CREATE_MIN + 1] = '\n';
+	ck_assert_int_eq(proto_get_region_create(buf, len, &m), -EINVAL);
+	len = create_bytes(buf, 0, FAM_RF_FILE, 0, 3, "", "a/b");
+	buf[FAM_REGION_CREATE_MIN + 2] = '\0';
+	ck_assert_int_eq(proto_get_region_create(buf, len, &m), -EINVAL);
+}
+END_TEST
+
+START_TEST(test_region_info_round_trip)
+{
+	struct fam_region_info m = { .region = 9, .rkey = 0x1234,
+		.size = 1 << 21, .addr = 0x7f0000000000ull,
+		.flags = FAM_RF_PERSISTENT }, out;
+	uint8_t buf[FAM_REGION_INFO_LEN];
+
+	ck_assert_uint_eq(proto_put_region_info(buf, &m), FAM_REGION_INFO_LEN);
+	ck_assert_int_eq(proto_get_region_info(buf, sizeof buf, &out), 0);
+	ck_assert_uint_eq(out.region, 9);
+	ck_assert_uint_eq(out.rkey, 0x1234);
+	ck_assert_uint_eq(out.size, 1 << 21);
+	ck_assert_uint_eq(out.addr, m.addr);
+	ck_assert_uint_eq(out.flags, FAM_RF_PERSISTENT);
+}
+END_TEST
+
+START_TEST(test_region_info_malformed_rejected)
+{
+	struct fam_region_info m = { .region = 9, .size = 4096 }, out;
+	uint8_t buf[FAM_REGION_INFO_LEN];
+
+	proto_put_region_info(buf, &m);
+	ck_assert_int_eq(proto_get_region_info(buf, 31, &out), -EPROTO);
+	buf[31] = 1;
+	ck_assert_int_eq(proto_get_region_info(buf, sizeof buf, &out), -EPROTO);
+	m.flags = 0x80;
+	proto_put_region_info(buf, &m);
+	ck_assert_int_eq(proto_get_region_info(buf, sizeof buf, &out), -EPROTO);
+	m.flags = 0;
+	m.region = 0;
+	proto_put_region_info(buf, &m);
+	ck_assert_int_eq(proto_get_region_info(buf, sizeof buf, &out), -EPROTO);
+}
+END_TEST
+
+START_TEST(test_region_free_round_trip)
+{
+	uint8_t buf[FAM_REGION_FREE_LEN];
+	uint32_t id = 0;
+
+	ck_assert_uint_eq(proto_put_region_free(buf, 77), FAM_REGION_FREE_LEN);
+	ck_assert_int_eq(proto_get_region_free(buf, sizeof buf, &id), 0);
+	ck_assert_uint_eq(id, 77);
+}
+END_TEST
+
+START_TEST(test_region_free_reserved_set_rejected)
+{
+	uint8_t buf[FAM_REGION_FREE_LEN];
+	uint32_t id;
+
+	proto_put_region_free(buf, 77);
+	buf[7] = 1;
+	ck_assert_int_eq(proto_get_region_free(buf, sizeof buf, &id), -EPROTO);
+	ck_assert_int_eq(proto_get_region_free(buf, 4, &id), -EPROTO);
+}
+END_TEST
+
+START_TEST(test_read_round_trip)
+{
+	struct fam_rw m = { .region = 3, .len = 65536, .offset = 1 << 30,
+		.dest_addr = 0xabcdef, .dest_rkey = 5 }, out;
+	uint8_t buf[FAM_READ_LEN];
+
+	ck_assert_uint_eq(proto_put_read(buf, &m), FAM_READ_LEN);
+	ck_assert_int_eq(proto_get_read(buf, sizeof buf, &out), 0);
+	ck_assert_uint_eq(out.region, 3);
+	ck_assert_uint_eq(out.len, 65536);
+	ck_assert_uint_eq(out.offset, 1 << 30);
+	ck_assert_uint_eq(out.dest_addr, 0xabcdef);
+	ck_assert_uint_eq(out.dest_rkey, 5);
+}
+END_TEST
+
+START_TEST(test_read_reserved_set_rejected)
+{
+	struct fam_rw m = { .region = 3, .len = 4096 }, out;
+	uint8_t buf[FAM_READ_LEN];
+
+	proto_put_read(buf, &m);
+	buf[28] = 0x80;
+	ck_assert_int_eq(proto_get_read(buf, sizeof buf, &out), -EPROTO);
+	ck_assert_int_eq(proto_get_read(buf, 16, &out), -EPROTO);
+}
+END_TEST
+
+START_TEST(test_read_zero_or_oversized_length_refused)
+{
+	struct fam_rw m = { .region = 3, .len = 0 }, out;
+	uint8_t buf[FAM_READ_LEN];
+
+	proto_put_read(buf, &m);
+	ck_assert_int_eq(proto_get_read(buf, sizeof buf, &out), -EINVAL);
+	m.len = FAM_RW_MAX + 1;
+	proto_put_read(buf, &m);
+	ck_assert_int_eq(proto_get_read(buf, sizeof buf, &out), -EINVAL);
+	m.len = FAM_RW_MAX;
+	proto_put_read(buf, &m);
+	ck_assert_int_eq(proto_get_read(buf, sizeof buf, &out), 0);
+}
+END_TEST
+
+START_TEST(test_read_offset_wrapping_around_refused)
+{
+	struct fam_rw m = { .region = 3, .len = 8192,
+		.offset = UINT64_MAX - 4095 }, out;
+	uint8_t buf[FAM_READ_LEN];
+
+	proto_put_read(buf, &m);
+	ck_assert_int_eq(proto_get_read(buf, sizeof buf, &out), -ERANGE);
+}
+END_TEST
+
+START_TEST(test_write_hdr_round_trip)
+{
+	struct fam_rw m = { .region = 4, .len = 100, .offset = 12 }, out;
+	uint8_t buf[FAM_WRITE_HDR_LEN];
+
+	ck_assert_uint_eq(proto_put_write_hdr(buf, &m), FAM_WRITE_HDR_LEN);
+	ck_assert_int_eq(proto_get_write_hdr(buf, FAM_WRITE_HDR_LEN + 100,
+	    &out), 0);
+	ck_assert_uint_eq(out.region, 4);
+	ck_assert_uint_eq(out.len, 100);
+	ck_assert_uint_eq(out.offset, 12);
+}
+END_TEST
+
+START_TEST(test_write_length_disagreeing_with_payload_rejected)
+{
+	struct fam_rw m = { .region = 4, .len = 100 }, out;
+	uint8_t buf[FAM_WRITE_HDR_LEN];
+
+	proto_put_write_hdr(buf, &m);
+	ck_assert_int_eq(proto_get_write_hdr(buf, FAM_WRITE_HDR_LEN + 99, &out),
+	    -EPROTO);
+	ck_assert_int_eq(proto_get_write_hdr(buf, FAM_WRITE_HDR_LEN + 101,
+	    &out), -EPROTO);
+	ck_assert_int_eq(proto_get_write_hdr(buf, 8, &out), -EPROTO);
+}
+END_TEST
+
+START_TEST(test_write_zero_length_refused)
+{
+	struct fam_rw m = { .region = 4, .len = 0 }, out;
+	uint8_t buf[FAM_WRITE_HDR_LEN];
+
+	proto_put_write_hdr(buf, &m);
+	ck_assert_int_eq(proto_get_write_hdr(buf, FAM_WRITE_HDR_LEN, &out),
+	    -EINVAL);
+}
+END_TEST
+
+START_TEST(test_write_offset_wrapping_around_refused)
+{
+	struct fam_rw m = { .region = 4, .len = 4096, .offset = UINT64_MAX },
+	    out;
+	uint8_t buf[FAM_WRITE_HDR_LEN];
+
+	proto_put_write_hdr(buf, &m);
+	ck_assert_int_eq(proto_get_write_hdr(buf, FAM_WRITE_HDR_LEN + 4096,
+	    &out), -ERANGE);
+}
+END_TEST
+
+START_TEST(test_secret_compare)
+{
+	char a[FAM_SECRET_MAX + 1], b[FAM_SECRET_MAX + 1];
+
+	ck_assert(proto_secret_equal("", ""));
+	ck_assert(proto_secret_equal("s3cret", "s3cret"));
+	ck_assert(!proto_secret_equal("s3cret", "s3creT"));
+	ck_assert(!proto_secret_equal("s3cret", "s3cre"));
+	ck_assert(!proto_secret_equal("s3cre", "s3cret"));
+	ck_assert(!proto_secret_equal("", "x"));
+	ck_assert(!proto_secret_equal("x", ""));
+	memset(a, 'k', FAM_SECRET_MAX);
+	a[FAM_SECRET_MAX] = '\0';
+	memcpy(b, a, sizeof b);
+	ck_assert(proto_secret_equal(a, b));
+	b[FAM_SECRET_MAX - 1] = 'j';
+	ck_assert(!proto_secret_equal(a, b));
+}
+END_TEST
+
+START_TEST(test_type_names)
+{
+	ck_assert_str_eq(proto_type_name(FAM_MSG_HELLO), "hello");
+	ck_assert_str_eq(proto_type_name(FAM_MSG_WRITE), "write");
+	ck_assert_str_eq(proto_type_name(0), "unknown");
+	ck_assert_str_eq(proto_type_name(200), "unknown");
+}
+END_TEST
+
+/* Builds the suite: headers, each payload, secrets. */
+static Suite *
+proto_suite(void)
+{
+	Suite *s = suite_create("proto");
+	TCase *t = tcase_create("headers");
+
+	tcase_add_test(t, test_header_round_trip);
+	tcase_add_test(t, test_error_status_round_trip);
+	tcase_add_test(t, test_bad_magic_rejected);
+	tcase_add_test(t, test_wrong_version_rejected);
+	tcase_add_test(t, test_unknown_type_rejected);
+	tcase_add_test(t, test_unknown_flags_rejected);
+	tcase_add_test(t, test_huge_length_rejected);
+	tcase_add_test(t, test_length_over_receiver_limit_rejected);
+	tcase_add_test(t, test_truncated_hello_length_rejected);
+	tcase_add_test(t, test_length_outside_type_bounds_rejected);
+	tcase_add_test(t, test_largest_messages_accepted);
+	tcase_add_test(t, test_request_with_status_rejected);
+	tcase_add_test(t, test_negative_or_huge_status_rejected);
+	tcase_add_test(t, test_error_response_with_payload_rejected);
+	suite_add_tcase(s, t);
+
+	t = tcase_create("payloads");
+	tcase_add_test(t, test_hello_round_trip);
+	tcase_add_test(t, test_hello_full_length_fields_round_trip);
+	tcase_add_test(t, test_truncated_hello_rejected);
+	tcase_add_test(t, test_hello_reserved_bytes_rejected);
+	tcase_add_test(t, test_hello_unknown_role_rejected);
+	tcase_add_test(t, test_hello_bytes_smuggled_after_node_nul_rejected);
+	tcase_add_test(t, test_hello_bytes_smuggled_after_secret_nul_rejected);
+	tcase_add_test(t, test_hello_control_characters_in_node_rejected);
+	tcase_add_test(t, test_hello_empty_node_rejected);
+	tcase_add_test(t, test_hello_resp_round_trip);
+	tcase_add_test(t, test_region_create_round_trip);
+	tcase_add_test(t, test_region_create_longest_name_and_path_round_trip);
+	tcase_add_test(t, test_region_create_name_length_over_max_rejected);
+	tcase_add_test(t, test_region_create_path_length_over_max_rejected);
+	tcase_add_test(t, test_region_create_lengths_past_payload_rejected);
+	tcase_add_test(t, test_region_create_reserved_set_rejected);
+	tcase_add_test(t, test_region_create_unknown_flags_refused);
+	tcase_add_test(t, test_region_create_inconsistent_fields_refused);
+	tcase_add_test(t, test_region_create_nul_or_control_in_name_refused);
+	tcase_add_test(t, test_region_info_round_trip);
+	tcase_add_test(t, test_region_info_malformed_rejected);
+	tcase_add_test(t, test_region_free_round_trip);
+	tcase_add_test(t, test_region_free_reserved_set_rejected);
+	tcase_add_test(t, test_read_round_trip);
+	tcase_add_test(t, test_read_reserved_set_rejected);
+	tcase_add_test(t, test_read_zero_or_oversized_length_refused);
+	tcase_add_test(t, test_read_offset_wrapping_around_refused);
+	tcase_add_test(t, test_write_hdr_round_trip);
+	tcase_add_test(t, test_write_length_disagreeing_with_payload_rejected);
+	tcase_add_test(t, test_write_zero_length_refused);
+	tcase_add_test(t, test_write_offset_wrapping_around_refused);
+	suite_add_tcase(s, t);
+
+	t = tcase_create("misc");
+	tcase_add_test(t, test_secret_compare);
+	tcase_add_test(t, test_type_names);
+	suite_add_tcase(s, t);
+	return s;
+}
+
+int
+main(void)
+{
+	SRunner *sr = srunner_create(proto_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,1133 @@
+/*
+ * check_transport.c - the tcp transport between two ends in one process:
+ * hello, calls, reads and writes through resolve, out-of-order completion,
+ * max_outstanding, deadlines, refusals, and every protocol violation a peer
+ * can commit, each of which must close that connection only, be counted,
+ * and complete every operation exactly once.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "famd.h"
+#include "transport.h"
+
+#define MEM_SIZE (4u << 20)
+#define MAX_HELD 64
+#define MAX_OPS  64
+
+/* The passive end: a listener and the one connection it accepted. */
+static struct {
+	struct fam_listener *l;
+	struct fam_conn *c;
+	uint8_t *mem;
+	int hello_err;          /* what the hello handler returns */
+	bool hold_requests;     /* keep requests unanswered */
+	bool no_resolve;
+	int resolve_err;
+	struct fam_hdr held[MAX_HELD];
+	int nheld, max_held;
+	unsigned resolves, releases;
+	uint64_t released_bytes;
+	bool closed;
+	int closed_err;
+	uint64_t bad_frames;
+	bool closed_inside_api;
+} srv;
+
+/* The active end. */
+static struct {
+	struct fam_conn *c;
+	bool connected;
+	struct fam_hello_resp resp;
+	bool closed;
+	int closed_err;
+	uint64_t bad_frames;
+	int ops_done;
+	int status[MAX_OPS];
+	int calls[MAX_OPS];     /* completions per op: must end at 1 */
+	int order[MAX_OPS];
+	char payload[MAX_OPS][32];
+	bool in_api;
+	bool closed_inside_api;
+	bool closed_before_ops;
+} cli;
+
+static struct event_base *base;
+static char srv_addr[64];
+
+/* A raw peer's socket and what it received. */
+static int raw_fd = -1;
+static uint8_t raw_buf[1 << 16];
+static size_t raw_len;
+static bool raw_eof;
+
+/* Passive hello: accepts (or refuses) and names the server. */
+static int
+srv_hello(struct fam_conn *c, const struct fam_hello *req,
+    struct fam_hello_resp *resp, void *arg)
+{
+	if (srv.hello_err != 0)
+		return srv.hello_err;
+	resp->role = FAM_WIRE_ROLE_MEMORY;
+	resp->session = 0x5e55;
+	resp->instance = 0x1;
+	snprintf(resp->node, sizeof resp->node, "srv");
+	ck_assert_str_eq(req->node, "cli");
+	return 0;
+}
+
+/* Answers a request now: a short text naming its type and id. */
+static void
+srv_answer(struct fam_conn *c, const struct fam_hdr *h)
+{
+	char text[32];
+	int n = snprintf(text, sizeof text, "%s/%llu", proto_type_name(h->type),
+	    (unsigned long long)h->id);
+
+	if (h->type == FAM_MSG_WRITE)
+		n = 0; /* a WRITE response is empty */
+
+	ck_assert_int_eq(fam_conn_reply(c, h, 0, text, (uint32_t)n, true,
+	    NULL, NULL), 0);
+}
+
+/* Passive request: answered at once, or held for the test to answer. */
+static void
+srv_request(struct fam_conn *c, const struct fam_hdr *h,
+    const uint8_t *payload, void *arg)
+{
+	if (srv.hold_requests) {
+		ck_assert_int_lt(srv.nheld, MAX_HELD);
+		srv.held[srv.nheld++] = *h;
+		if (srv.nheld > srv.max_held)
+			srv.max_held = srv.nheld;
+		return;
+	}
+	srv_answer(c, h);
+}
+
+/* Passive resolve: a range of the test memory. */
+static int
+srv_resolve(void *arg, uint32_t region, uint64_t off, uint32_t len,
+    bool write, void **mem, void **hold)
+{
+	if (srv.resolve_err != 0)
+		return srv.resolve_err;
+	if (region != 1)
+		return -ENOENT;
+	if (off > MEM_SIZE || len > MEM_SIZE - off)
+		return -ERANGE;
+	srv.resolves++;
+	*mem = srv.mem + off;
+	*hold = &srv;
+	return 0;
+}
+
+/* Passive release: counts. */
+static void
+srv_release(void *arg, void *hold, bool write, uint32_t len)
+{
+	ck_assert_ptr_eq(hold, &srv);
+	srv.releases++;
+	srv.released_bytes += len;
+}
+
+/* Passive closed: records why, checks every transfer was released. */
+static void
+srv_closed(struct fam_conn *c, int err, void *arg)
+{
+	srv.closed = true;
+	srv.closed_err = err;
+	srv.bad_frames = fam_conn_stats(c)->bad_frames;
+	ck_assert_uint_eq(srv.resolves, srv.releases);
+	srv.c = NULL;
+}
+
+static const struct fam_conn_handlers srv_handlers = {
+	.hello = srv_hello,
+	.request = srv_request,
+	.resolve = srv_resolve,
+	.release = srv_release,
+	.closed = srv_closed,
+};
+
+static const struct fam_conn_handlers srv_handlers_noresolve = {
+	.hello = srv_hello,
+	.request = srv_request,
+	.closed = srv_closed,
+};
+
+/* Takes the connection. */
+static void
+srv_accept(struct fam_listener *l, struct fam_conn *c, const char *peer,
+    void *arg)
+{
+	srv.c = c;
+	fam_conn_set_handlers(c, srv.no_resolve ? &srv_handlers_noresolve :
+	    &srv_handlers, NULL);
+}
+
+/* Active connected. */
+static void
+cli_connected(struct fam_conn *c, const struct fam_hello_resp *resp,
+    void *arg)
+{
+	cli.connected = true;
+	cli.resp = *resp;
+}
+
+/* Active closed: records why; operations must all be complete by now. */
+static void
+cli_closed(struct fam_conn *c, int err, void *arg)
+{
+	cli.closed = true;
+	cli.closed_err = err;
+	cli.bad_frames = fam_conn_stats(c)->bad_frames;
+	if (cli.in_api)
+		cli.closed_inside_api = true;
+	cli.c = NULL;
+}
+
+static const struct fam_conn_handlers cli_handlers = {
+	.connected = cli_connected,
+	.closed = cli_closed,
+};
+
+/* Completion of op number (intptr_t)ctx. */
+static void
+cli_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
+{
+	int i = (int)(intptr_t)ctx;
+
+	ck_assert_int_lt(i, MAX_OPS);
+	if (cli.in_api)
+		cli.closed_inside_api = true;
+	cli.calls[i]++;
+	cli.status[i] = status;
+	cli.order[cli.ops_done++] = i;
+	if (payload != NULL && len < sizeof cli.payload[i]) {
+		memcpy(cli.payload[i], payload, len);
+		cli.payload[i][len] = '\0';
+	}
+	if (cli.closed)
+		cli.closed_before_ops = true;
+}
+
+/* Runs the loop until pred() holds or ms pass; returns pred(). */
+static bool
+run_until(bool (*pred)(void), int ms)
+{
+	uint64_t end = mono_ns() + (uint64_t)ms * 1000000u;
+
+	while (!pred() && mono_ns() < end) {
+		struct timeval tv = { 0, 2000 };
+
+		event_base_loopexit(base, &tv);
+		event_base_loop(base, EVLOOP_ONCE);
+	}
+	return pred();
+}
+
+static int want_done;
+
+static bool
+p_connected(void)
+{
+	return cli.connected || cli.closed;
+}
+
+static bool
+p_done(void)
+{
+	return cli.ops_done >= want_done;
+}
+
+static bool
+p_cli_closed(void)
+{
+	return cli.closed;
+}
+
+static bool
+p_srv_closed(void)
+{
+	return srv.closed;
+}
+
+static bool
+p_both_closed(void)
+{
+	return cli.closed && srv.closed;
+}
+
+/* Options with a secret and a deadline. */
+static struct fam_conn_opts
+opts(const char *secret, uint32_t timeout_ms, uint32_t outstanding)
+{
+	struct fam_conn_opts o = { .kind = FAM_TP_TCP,
+		.op_timeout_ms = timeout_ms, .max_outstanding = outstanding };
+
+	o.hello.role = FAM_WIRE_ROLE_HOST;
+	snprintf(o.hello.node, sizeof o.hello.node, "cli");
+	snprintf(o.hello.secret, sizeof o.hello.secret, "%s", secret);
+	snprintf(o.secret, sizeof o.secret, "%s", secret);
+	return o;
+}
+
+/* Starts a listener with a server secret. */
+static void
+start_server(const char *secret, uint32_t timeout_ms)
+{
+	struct fam_conn_opts o = opts(secret, timeout_ms, 0);
+	char *cause = NULL;
+
+	ck_assert_int_eq(fam_listen(base, "127.0.0.1:0", &o, srv_accept, NULL,
+	    &srv.l, &cause), 0);
+	snprintf(srv_addr, sizeof srv_addr, "%s", fam_listener_addr(srv.l));
+	ck_assert_msg(strncmp(srv_addr, "127.0.0.1:", 10) == 0 &&
+	    strcmp(srv_addr, "127.0.0.1:0") != 0, "bound to %s", srv_addr);
+}
+
+/* Connects the client with its secret, options as given. */
+static void
+start_client(const char *secret, uint32_t timeout_ms, uint32_t outstanding)
+{
+	struct fam_conn_opts o = opts(secret, timeout_ms, outstanding);
+	char *cause = NULL;
+
+	ck_assert_int_eq(fam_connect(base, srv_addr, &o, &cli_handlers, NULL,
+	    &cli.c, &cause), 0);
+}
+
+static void
+setup(void)
+{
+	memset(&srv, 0, sizeof srv);
+	memset(&cli, 0, sizeof cli);
+	want_done = 0;
+	srv.mem = calloc(1, MEM_SIZE);
+	raw_fd = -1;
+	raw_len = 0;
+	raw_eof = false;
+	base = event_base_new();
+	log_open(LOG_DEST_STDERR, LOG_WARNING);
+}
+
+static void
+teardown(void)
+{
+	if (cli.c != NULL)
+		fam_conn_close(cli.c);
+	if (srv.c != NULL)
+		fam_conn_close(srv.c);
+	run_until(p_both_closed, 1000);
+	if (srv.l != NULL)
+		fam_listener_free(srv.l);
+	event_base_free(base);
+	free(srv.mem);
+	for (int i = 0; i < MAX_OPS; i++)
+		ck_assert_int_le(cli.calls[i], 1);
+}
+
+/* Starts both ends and waits for the hello. */
+static void
+start_pair(uint32_t timeout_ms, uint32_t outstanding)
+{
+	start_server("s3cret", timeout_ms);
+	start_client("s3cret", timeout_ms, outstanding);
+	ck_assert(run_until(p_connected, 2000));
+	ck_assert(cli.connected);
+}
+
+/* ---- raw peers ---------------------------------------------------------- */
+
+/* A blocking socket connected to the listener. */
+static int
+raw_connect(void)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+		.sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	sin.sin_port = htons((uint16_t)atoi(strchr(srv_addr, ':') + 1));
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sin, sizeof sin), 0);
+	return fd;
+}
+
+/* Sends a header and a payload on a raw socket. */
+static void
+raw_send(int fd, uint8_t type, uint16_t flags, uint64_t id, int32_t status,
+    uint32_t len, const void *payload, size_t plen)
+{
+	struct fam_hdr h = { .magic = FAM_PROTO_MAGIC,
+		.version = FAM_PROTO_VERSION, .type = type, .flags = flags,
+		.len = len, .status = status, .id = id };
+	uint8_t buf[FAM_PROTO_HDR_LEN];
+
+	proto_put_hdr(buf, &h);
+	ck_assert_int_eq(send(fd, buf, sizeof buf, MSG_NOSIGNAL),
+	    (ssize_t)sizeof buf);
+	if (plen > 0)
+		ck_assert_int_eq(send(fd, payload, plen, MSG_NOSIGNAL),
+		    (ssize_t)plen);
+}
+
+/* Collects what the raw socket has without blocking. */
+static bool
+p_raw_frame(void)
+{
+	struct pollfd pfd = { .fd = raw_fd, .events = POLLIN };
+
+	while (!raw_eof && poll(&pfd, 1, 0) == 1) {
+		ssize_t n = recv(raw_fd, raw_buf + raw_len,
+		    sizeof raw_buf - raw_len, MSG_DONTWAIT);
+
+		if (n <= 0) {
+			raw_eof = true;
+			break;
+		}
+		raw_len += (size_t)n;
+	}
+	return raw_len >= FAM_PROTO_HDR_LEN || raw_eof;
+}
+
+static bool
+p_raw_eof(void)
+{
+	p_raw_frame();
+	return raw_eof;
+}
+
+/* True once a whole frame (header and payload) is in raw_buf. */
+static bool
+p_raw_whole(void)
+{
+	struct fam_hdr h;
+
+	p_raw_frame();
+	if (raw_len < FAM_PROTO_HDR_LEN)
+		return raw_eof;
+	proto_get_hdr(raw_buf, &h);
+	return raw_len >= FAM_PROTO_HDR_LEN + (size_t)h.len || raw_eof;
+}
+
+/* Receives one frame on the raw socket while running the loop. */
+static bool
+raw_recv(int fd, struct fam_hdr *h, uint8_t *payload)
+{
+	raw_fd = fd;
+	if (!run_until(p_raw_whole, 2000) || raw_len < FAM_PROTO_HDR_LEN)
+		return false;
+	proto_get_hdr(raw_buf, h);
+	if (h->len > sizeof raw_buf - FAM_PROTO_HDR_LEN ||
+	    raw_len < FAM_PROTO_HDR_LEN + h->len)
+		return false;
+	if (payload != NULL)
+		memcpy(payload, raw_buf + FAM_PROTO_HDR_LEN, h->len);
+	memmove(raw_buf, raw_buf + FAM_PROTO_HDR_LEN + h->len,
+	    raw_len - FAM_PROTO_HDR_LEN - h->len);
+	raw_len -= FAM_PROTO_HDR_LEN + h->len;
+	return true;
+}
+
+/* Says hello on a raw socket and expects it accepted. */
+static void
+raw_hello(int fd, const char *secret)
+{
+	struct fam_hello m = { .role = FAM_WIRE_ROLE_HOST };
+	uint8_t buf[FAM_HELLO_LEN];
+	struct fam_hdr h;
+
+	snprintf(m.node, sizeof m.node, "cli");
+	snprintf(m.secret, sizeof m.secret, "%s", secret);
+	proto_put_hello(buf, &m);
+	raw_send(fd, FAM_MSG_HELLO, 0, 1, 0, FAM_HELLO_LEN, buf, sizeof buf);
+	ck_assert(raw_recv(fd, &h, buf));
+	ck_assert_int_eq(h.status, 0);
+	ck_assert_uint_eq(h.len, FAM_HELLO_RESP_LEN);
+}
+
+/* ---- tests -------------------------------------------------------------- */
+
+START_TEST(test_hello_then_call_round_trip)
+{
+	start_pair(2000, 0);
+	ck_assert_uint_eq(cli.resp.session, 0x5e55);
+	ck_assert_str_eq(cli.resp.node, "srv");
+	ck_assert(fam_conn_is_open(cli.c));
+	ck_assert_int_eq(fam_conn_call(cli.c, FAM_MSG_STATS, NULL, 0, cli_done,
+	    (void *)0), 0);
+	want_done = 1;
+	ck_assert(run_until(p_done, 2000));
+	ck_assert_int_eq(cli.status[0], 0);
+	ck_assert_str_eq(cli.payload[0], "stats/2");
+}
+END_TEST
+
+START_TEST(test_calls_queued_before_hello_are_sent_after_it)
+{
+	start_server("s3cret", 2000);
+	start_client("s3cret", 2000, 0);
+	/* Not open yet: the call waits for the hello. */
+	ck_assert(!fam_conn_is_open(cli.c));
+	ck_assert_int_eq(fam_conn_call(cli.c, FAM_MSG_STATS, NULL, 0, cli_done,
+	    (void *)0), 0);
+	want_done = 1;
+	ck_assert(run_until(p_done, 2000));
+	ck_assert_int_eq(cli.status[0], 0);
+	ck_assert(cli.connected);
+}
+END_TEST
+
+START_TEST(test_read_and_write_through_resolve)
+{
+	struct fam_remote r = { .region = 1, .size = MEM_SIZE };
+	size_t len = 65536;
+	uint8_t *src = malloc(len), *dst = calloc(1, len);
+
+	for (size_t i = 0; i < len; i++)
+		src[i] = (uint8_t)(i * 7 + 3);
+	start_pair(2000, 0);
+	ck_assert_ptr_nonnull(fam_mr_register(cli.c, dst, len));
+	ck_assert_int_eq(fam_conn_write(cli.c, &r, 4096, (uint32_t)len, src,
+	    NULL, cli_done, (void *)0), 0);
+	want_done = 1;
+	ck_assert(run_until(p_done, 2000));
+	ck_assert_int_eq(cli.status[0], 0);
+	ck_assert_mem_eq(srv.mem + 4096, src, len);
+	ck_assert_int_eq(fam_conn_read(cli.c, &r, 4096, (uint32_t)len, dst,
+	    NULL, cli_done, (void *)1), 0);
+	want_done = 2;
+	ck_assert(run_until(p_done, 2000));
+	ck_assert_int_eq(cli.status[1], 0);
+	ck_assert_mem_eq(dst, src, len);
+	ck_assert_uint_eq(srv.resolves, 2);
+	ck_assert_uint_eq(srv.releases, 2);
+	ck_assert_uint_eq(srv.released_bytes, 2 * len);
+	ck_assert_uint_eq(fam_conn_stats(cli.c)->bytes_in,
+	    len + FAM_HELLO_RESP_LEN);
+	ck_assert_uint_ge(fam_conn_stats(cli.c)->bytes_out, len);
+	free(src);
+	free(dst);
+}
+END_TEST
+
+START_TEST(test_largest_chunks_round_trip)
+{
+	struct fam_remote r = { .region = 1, .size = MEM_SIZE };
+	uint8_t *src = malloc(FAM_RW_MAX), *dst = calloc(1, FAM_RW_MAX);
+
+	for (size_t i = 0; i < FAM_RW_MAX; i++)
+		src[i] = (uint8_t)(i ^ (i >> 9));
+	start_pair(5000, 0);
+	ck_assert_int_eq(fam_conn_write(cli.c, &r, MEM_SIZE - FAM_RW_MAX,
+	    FAM_RW_MAX, src, NULL, cli_done, (void *)0), 0);
+	ck_assert_int_eq(fam_conn_read(cli.c, &r, MEM_SIZE - FAM_RW_MAX,
+	    FAM_RW_MAX, dst, NULL, cli_done, (void *)1), 0);
+	want_done = 2;
+	ck_assert(run_until(p_done, 5000));
+	ck_assert_int_eq(cli.status[0], 0);
+	ck_assert_int_eq(cli.status[1], 0);
+	ck_assert_mem_eq(dst, src, FAM_RW_MAX);
+	free(src);
+	free(dst);
+}
+END_TEST
+
+START_TEST(test_out_of_order_completion)
+{
+	start_pair(2000, 0);
+	srv.hold_requests = true;
+	for (int i = 0; i < 8; i++)
+		ck_assert_int_eq(fam_conn_call(cli.c, FAM_MSG_STATS, NULL, 0,
+		    cli_done, (void *)(intptr_t)i), 0);
+	want_done = 8;
+	ck_assert(run_until(p_done, 300) == false);
+	ck_assert_int_eq(srv.nheld, 8);
+	for (int i = 7; i >= 0; i--)
+		srv_answer(srv.c, &srv.held[i]);
+	ck_assert(run_until(p_done, 2000));
+	for (int i = 0; i < 8; i++) {
+		char want[32];
+
+		ck_assert_int_eq(cli.order[i], 7 - i);
+		ck_assert_int_eq(cli.status[i], 0);
+		snprintf(want, sizeof want, "stats/%d", i + 2);
+		ck_assert_str_eq(cli.payload[i], want);
+	}
+}
+END_TEST
+
+START_TEST(test_max_outstanding_queues_the_excess)
+{
+	start_pair(5000, 2);
+	srv.hold_requests = true;
+	want_done = 10;
+	for (int i = 0; i < 10; i++)
+		ck_assert_int_eq(fam_conn_call(cli.c, FAM_MSG_STATS, NULL, 0,
+		    cli_done, (void *)(intptr_t)i), 0);
+	ck_assert_uint_eq(fam_conn_stats(cli.c)->outstanding, 10);
+	for (int answered = 0; answered < 10;) {
+		run_until(p_done, 50);
+		ck_assert_int_le(srv.nheld, 2);
+		for (int i = 0; i < srv.nheld; i++)
+			srv_answer(srv.c, &srv.held[i]);
+		answered += srv.nheld;
+		srv.nheld = 0;
+		if (answered < 10)
+			ck_assert_int_lt(cli.ops_done, 10);
+	}
+	ck_assert(run_until(p_done, 2000));
+	ck_assert_int_eq(srv.max_held, 2);
+	for (int i = 0; i < 10; i++)
+		ck_assert_int_eq(cli.status[i], 0);
+	ck_assert_uint_eq(fam_conn_stats(cli.c)->outstanding, 0);
+}
+END_TEST
+
+START_TEST(test_deadline_fails_every_op_and_closes)
+{
+	start_pair(300, 2);
+	srv.hold_requests = true;
+	for (int i = 0; i < 5; i++)
+		ck_assert_int_eq(fam_conn_call(cli.c, FAM_MSG_STATS, NULL, 0,
+		    cli_done, (void *)(intptr_t)i), 0);
+	want_done = 5;
+	ck_assert(run_until(p_done, 3000));
+	for (int i = 0; i < 5; i++)
+		ck_assert_int_eq(cli.status[i], -ETIMEDOUT);
+	ck_assert(run_until(p_cli_closed, 1000));
+	ck_assert_int_eq(cli.closed_err, -ETIMEDOUT);
+	ck_assert(!cli.closed_before_ops);
+	/* The server sees the connection go. */
+	ck_assert(run_until(p_srv_closed, 1000));
+}
+END_TEST
+
+START_TEST(test_closed_is_never_called_inside_an_api_call)
+{
+	start_pair(2000, 0);
+	srv.hold_requests = true;
+	ck_assert_int_eq(fam_conn_call(cli.c, FAM_MSG_STATS, NULL, 0, cli_done,
+	    (void *)0), 0);
+	want_done = 1;
+	ck_assert(!run_until(p_done, 100));
+	ck_assert_int_eq(srv.nheld, 1);
+	cli.in_api = true;
+	fam_conn_close(cli.c);
+	ck_assert(!cli.closed);
+	ck_assert_int_eq(cli.ops_done, 0);
+	/* Closed, but not yet freed: calls are refused, not crashed. */
+	ck_assert_int_eq(fam_conn_call(cli.c, FAM_MSG_STATS, NULL, 0, cli_done,
+	    (void *)1), -ENOTCONN);
+	ck_assert(!fam_conn_is_open(cli.c));
+	cli.in_api = false;
+	ck_assert(run_until(p_cli_closed, 1000));
+	ck_assert(!cli.closed_inside_api);
+	ck_assert_int_eq(cli.ops_done, 1);
+	ck_assert_int_eq(cli.status[0], -ECONNRESET);
+	ck_assert_int_eq(cli.calls[1], 0);
+	ck_assert_int_eq(cli.closed_err, 0);
+	ck_assert(!cli.closed_before_ops);
+	ck_assert(run_until(p_srv_closed, 1000));
+}
+END_TEST
+
+START_TEST(test_peer_loss_completes_every_op_once)
+{
+	struct fam_remote r = { .region = 1, .size = MEM_SIZE };
+	static uint8_t dst[8192];
+
+	start_pair(2000, 0);
+	srv.hold_requests = true;
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(fam_conn_call(cli.c, FAM_MSG_STATS, NULL, 0,
+		    cli_done, (void *)(intptr_t)i), 0);
+	want_done = 5;
+	ck_assert(!run_until(p_done, 100));
+	ck_assert_int_eq(srv.nheld, 4);
+	fam_conn_close(srv.c);
+	ck_assert_int_eq(fam_conn_read(cli.c, &r, 0, sizeof dst, dst, NULL,
+	    cli_done, (void *)4), 0);
+	want_done = 5;
+	ck_assert(run_until(p_done, 2000));
+	for (int i = 0; i < 5; i++) {
+		ck_assert_int_eq(cli.calls[i], 1);
+		ck_assert_int_eq(cli.status[i], -ECONNRESET);
+	}
+	ck_assert(run_until(p_cli_closed, 1000));
+	ck_assert_int_eq(cli.closed_err, -ECONNRESET);
+}
+END_TEST
+
+START_TEST(test_wrong_secret_refused)
+{
+	start_server("s3cret", 2000);
+	start_client("guess", 2000, 0);
+	ck_assert_int_eq(fam_conn_call(cli.c, FAM_MSG_STATS, NULL, 0, cli_done,
+	    (void *)0), 0);
+	ck_assert(run_until(p_both_closed, 3000));
+	ck_assert(!cli.connected);
+	ck_assert_int_eq(cli.closed_err, -EACCES);
+	ck_assert_int_eq(cli.status[0], -EACCES);
+	ck_assert_int_eq(srv.closed_err, -EACCES);
+	ck_assert_uint_eq(srv.bad_frames, 0);
+}
+END_TEST
+
+START_TEST(test_missing_secret_refused)
+{
+	start_server("s3cret", 2000);
+	start_client("", 2000, 0);
+	ck_assert(run_until(p_both_closed, 3000));
+	ck_assert_int_eq(cli.closed_err, -EACCES);
+}
+END_TEST
+
+START_TEST(test_role_refusal_reaches_the_peer)
+{
+	srv.hello_err = -EPERM;
+	start_server("", 2000);
+	start_client("", 2000, 0);
+	ck_assert(run_until(p_both_closed, 3000));
+	ck_assert(!cli.connected);
+	ck_assert_int_eq(cli.closed_err, -EPERM);
+	ck_assert_int_eq(srv.closed_err, -EPERM);
+}
+END_TEST
+
+START_TEST(test_connection_refused_reported_once)
+{
+	char *cause = NULL;
+	struct fam_conn_opts o = opts("", 2000, 0);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+		.sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof sin;
+	int rc;
+
+	/* A port nobody listens on: bound, never listening. */
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sin, sizeof sin), 0);
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sin, &len), 0);
+	snprintf(srv_addr, sizeof srv_addr, "127.0.0.1:%u",
+	    ntohs(sin.sin_port));
+	rc = fam_connect(base, srv_addr, &o, &cli_handlers, NULL, &cli.c,
+	    &cause);
+	if (rc == 0) {
+		ck_assert_int_eq(fam_conn_call(cli.c, FAM_MSG_STATS, NULL, 0,
+		    cli_done, (void *)0), 0);
+		ck_assert(run_until(p_cli_closed, 2000));
+		ck_assert_int_eq(cli.closed_err, -ECONNREFUSED);
+		ck_assert_int_eq(cli.status[0], -ECONNREFUSED);
+	} else {
+		ck_assert_int_eq(rc, -ECONNREFUSED);
+		ck_assert_ptr_nonnull(cause);
+		free(cause);
+	}
+	srv.closed = true;
+	close(fd);
+}
+END_TEST
+
+START_TEST(test_resolve_errors_answered_and_stream_stays_in_sync)
+{
+	struct fam_remote r = { .region = 1, .size = MEM_SIZE };
+	size_t len = 1 << 20;
+	uint8_t *src = calloc(1, len), *dst = calloc(1, 4096);
+
+	start_pair(2000, 0);
+	srv.resolve_err = -EROFS;
+	ck_assert_int_eq(fam_conn_write(cli.c, &r, 0, (uint32_t)len, src, NULL,
+	    cli_done, (void *)0), 0);
+	want_done = 1;
+	ck_assert(run_until(p_done, 2000));
+	ck_assert_int_eq(cli.status[0], -EROFS);
+	srv.resolve_err = 0;
+	r.region = 9;
+	r.size = 0;
+	ck_assert_int_eq(fam_conn_read(cli.c, &r, 0, 4096, dst, NULL, cli_done,
+	    (void *)1), 0);
+	r.region = 1;
+	ck_assert_int_eq(fam_conn_read(cli.c, &r, MEM_SIZE, 4096, dst, NULL,
+	    cli_done, (void *)2), 0);
+	ck_assert_int_eq(fam_conn_call(cli.c, FAM_MSG_STATS, NULL, 0, cli_done,
+	    (void *)3), 0);
+	want_done = 4;
+	ck_assert(run_until(p_done, 2000));
+	ck_assert_int_eq(cli.status[1], -ENOENT);
+	ck_assert_int_eq(cli.status[2], -ERANGE);
+	ck_assert_int_eq(cli.status[3], 0);
+	ck_assert(fam_conn_is_open(cli.c));
+	ck_assert_uint_eq(fam_conn_stats(srv.c)->bad_frames, 0);
+	free(src);
+	free(dst);
+}
+END_TEST
+
+START_TEST(test_reads_and_writes_go_to_request_without_resolve)
+{
+	struct fam_remote r = { .region = 1, .size = MEM_SIZE };
+	uint8_t src[64] = { 1 };
+
+	srv.no_resolve = true;
+	start_pair(2000, 0);
+	ck_assert_int_eq(fam_conn_write(cli.c, &r, 0, sizeof src, src, NULL,
+	    cli_done, (void *)0), 0);
+	want_done = 1;
+	ck_assert(run_until(p_done, 2000));
+	ck_assert_int_eq(cli.status[0], 0);
+	ck_assert_uint_eq(fam_conn_stats(srv.c)->writes, 1);
+}
+END_TEST
+
+START_TEST(test_api_misuse_returns_errors)
+{
+	struct fam_remote r = { .region = 1, .size = 8192 };
+	uint8_t buf[16];
+	static uint8_t big[FAM_PROTO_MAX_PAYLOAD + 1];
+	struct fam_hdr req = { .type = FAM_MSG_STATS, .id = 5 };
+
+	start_pair(2000, 0);
+	ck_assert_int_eq(fam_conn_call(cli.c, FAM_MSG_HELLO, buf, 16, cli_done,
+	    NULL), -EINVAL);
+	ck_assert_int_eq(fam_conn_call(cli.c, 0, NULL, 0, cli_done, NULL),
+	    -EINVAL);
+	ck_assert_int_eq(fam_conn_call(cli.c, FAM_MSG_STATS, buf, 16, cli_done,
+	    NULL), -EINVAL);
+	ck_assert_int_eq(fam_conn_call(cli.c, FAM_MSG_WRITE, big, sizeof big,
+	    cli_done, NULL), -EMSGSIZE);
+	ck_assert_int_eq(fam_conn_read(cli.c, &r, 0, 0, buf, NULL, cli_done,
+	    NULL), -EINVAL);
+	ck_assert_int_eq(fam_conn_read(cli.c, &r, 8000, 500, buf, NULL,
+	    cli_done, NULL), -ERANGE);
+	ck_assert_int_eq(fam_conn_read(cli.c, &r, UINT64_MAX, 16, buf, NULL,
+	    cli_done, NULL), -ERANGE);
+	ck_assert_int_eq(fam_conn_write(cli.c, &r, 0, FAM_RW_MAX + 1, big,
+	    NULL, cli_done, NULL), -EINVAL);
+	ck_assert_int_eq(fam_conn_reply(cli.c, &req, -5, NULL, 0, false, NULL,
+	    NULL), -EINVAL);
+	ck_assert_int_eq(fam_conn_reply(cli.c, &req, ENOENT, buf, 4, true,
+	    NULL, NULL), -EINVAL);
+	ck_assert_int_eq(cli.ops_done, 0);
+	ck_assert(fam_conn_is_open(cli.c));
+}
+END_TEST
+
+START_TEST(test_unknown_response_id_closes_that_connection)
+{
+	struct fam_conn_opts o = opts("", 2000, 0);
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+		.sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t slen = sizeof sin;
+	int lfd = socket(AF_INET, SOCK_STREAM, 0), fd;
+	struct fam_hello_resp resp = { .role = FAM_WIRE_ROLE_MEMORY };
+	uint8_t buf[256];
+	struct fam_hdr h;
+	char *cause = NULL;
+
+	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sin, sizeof sin), 0);
+	ck_assert_int_eq(listen(lfd, 1), 0);
+	ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&sin, &slen), 0);
+	snprintf(srv_addr, sizeof srv_addr, "127.0.0.1:%u",
+	    ntohs(sin.sin_port));
+	ck_assert_int_eq(fam_connect(base, srv_addr, &o, &cli_handlers, NULL,
+	    &cli.c, &cause), 0);
+	run_until(p_connected, 50);
+	fd = accept(lfd, NULL, NULL);
+	ck_assert(raw_recv(fd, &h, buf));
+	ck_assert_uint_eq(h.type, FAM_MSG_HELLO);
+	snprintf(resp.node, sizeof resp.node, "raw");
+	proto_put_hello_resp(buf, &resp);
+	raw_send(fd, FAM_MSG_HELLO, FAM_F_RESPONSE, h.id, 0,
+	    FAM_HELLO_RESP_LEN, buf, FAM_HELLO_RESP_LEN);
+	ck_assert(run_until(p_connected, 2000));
+	ck_assert(cli.connected);
+	ck_assert_int_eq(fam_conn_call(cli.c, FAM_MSG_STATS, NULL, 0, cli_done,
+	    (void *)0), 0);
+	raw_send(fd, FAM_MSG_STATS, FAM_F_RESPONSE, 999, 0, 0, NULL, 0);
+	want_done = 1;
+	ck_assert(run_until(p_cli_closed, 2000));
+	ck_assert_int_eq(cli.closed_err, -EPROTO);
+	ck_assert_uint_eq(cli.bad_frames, 1);
+	ck_assert_int_eq(cli.status[0], -ECONNRESET);
+	ck_assert_int_eq(cli.calls[0], 1);
+	srv.closed = true;
+	close(fd);
+	close(lfd);
+}
+END_TEST
+
+START_TEST(test_wrong_read_response_length_closes_that_connection)
+{
+	struct fam_conn_opts o = opts("", 2000, 0);
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+		.sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct fam_remote r = { .region = 1, .size = 1 << 20 };
+	socklen_t slen = sizeof sin;
+	int lfd = socket(AF_INET, SOCK_STREAM, 0), fd;
+	struct fam_hello_resp resp = { .role = FAM_WIRE_ROLE_MEMORY };
+	static uint8_t buf[8192], dst[4096];
+	struct fam_hdr h;
+	char *cause = NULL;
+
+	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sin, sizeof sin), 0);
+	ck_assert_int_eq(listen(lfd, 1), 0);
+	ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&sin, &slen), 0);
+	snprintf(srv_addr, sizeof srv_addr, "127.0.0.1:%u",
+	    ntohs(sin.sin_port));
+	ck_assert_int_eq(fam_connect(base, srv_addr, &o, &cli_handlers, NULL,
+	    &cli.c, &cause), 0);
+	run_until(p_connected, 50);
+	fd = accept(lfd, NULL, NULL);
+	ck_assert(raw_recv(fd, &h, buf));
+	snprintf(resp.node, sizeof resp.node, "raw");
+	proto_put_hello_resp(buf, &resp);
+	raw_send(fd, FAM_MSG_HELLO, FAM_F_RESPONSE, h.id, 0,
+	    FAM_HELLO_RESP_LEN, buf, FAM_HELLO_RESP_LEN);
+	ck_assert(run_until(p_connected, 2000));
+	ck_assert_int_eq(fam_conn_read(cli.c, &r, 0, sizeof dst, dst, NULL,
+	    cli_done, (void *)0), 0);
+	ck_assert(raw_recv(fd, &h, buf));
+	ck_assert_uint_eq(h.type, FAM_MSG_READ);
+	/* 8 KiB of data for a 4 KiB read: must not overrun dst. */
+	memset(buf, 0xee, sizeof buf);
+	raw_send(fd, FAM_MSG_READ, FAM_F_RESPONSE, h.id, 0, sizeof buf, buf,
+	    sizeof buf);
+	ck_assert(run_until(p_cli_closed, 2000));
+	ck_assert_int_eq(cli.closed_err, -EPROTO);
+	ck_assert_uint_eq(cli.bad_frames, 1);
+	ck_assert_int_eq(cli.status[0], -ECONNRESET);
+	ck_assert_uint_eq(dst[0], 0);
+	srv.closed = true;
+	close(fd);
+	close(lfd);
+}
+END_TEST
+
+START_TEST(test_truncated_header_then_close_counted)
+{
+	int fd;
+	uint8_t junk[10] = "FAMD";
+
+	start_server("", 2000);
+	fd = raw_connect();
+	raw_hello(fd, "");
+	ck_assert_int_eq(send(fd, junk, sizeof junk, 0), (ssize_t)sizeof junk);
+	run_until(p_srv_closed, 50);
+	close(fd);
+	ck_assert(run_until(p_srv_closed, 2000));
+	ck_assert_int_eq(srv.closed_err, -EPROTO);
+	ck_assert_uint_eq(srv.bad_frames, 1);
+	cli.closed = true;
+}
+END_TEST
+
+START_TEST(test_request_before_hello_refused)
+{
+	int fd;
+	struct fam_hdr h;
+	struct fam_rw m = { .region = 1, .len = 4096 };
+	uint8_t buf[FAM_READ_LEN];
+
+	start_server("", 2000);
+	fd = raw_connect();
+	proto_put_read(buf, &m);
+	raw_send(fd, FAM_MSG_READ, 0, 77, 0, FAM_READ_LEN, buf, sizeof buf);
+	ck_assert(raw_recv(fd, &h, NULL));
+	ck_assert_uint_eq(h.id, 77);
+	ck_assert_uint_eq(h.flags, FAM_F_RESPONSE);
+	ck_assert_int_eq(h.status, EACCES);
+	ck_assert(run_until(p_raw_eof, 2000));
+	ck_assert(run_until(p_srv_closed, 2000));
+	ck_assert_uint_eq(srv.bad_frames, 1);
+	ck_assert_uint_eq(srv.resolves, 0);
+	close(fd);
+	cli.closed = true;
+}
+END_TEST
+
+START_TEST(test_huge_length_answered_and_closed)
+{
+	int fd;
+	struct fam_hdr h;
+
+	start_server("", 2000);
+	fd = raw_connect();
+	raw_hello(fd, "");
+	raw_send(fd, FAM_MSG_WRITE, 0, 8, 0, 0xfffffff0u, NULL, 0);
+	ck_assert(raw_recv(fd, &h, NULL));
+	ck_assert_uint_eq(h.id, 8);
+	ck_assert_int_eq(h.status, EMSGSIZE);
+	ck_assert(run_until(p_raw_eof, 2000));
+	ck_assert(run_until(p_srv_closed, 2000));
+	ck_assert_uint_eq(srv.bad_frames, 1);
+	close(fd);
+	cli.closed = true;
+}
+END_TEST
+
+START_TEST(test_bad_magic_dropped)
+{
+	int fd;
+	const char *get = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+
+	start_server("", 2000);
+	fd = raw_connect();
+	ck_assert_int_eq(send(fd, get, strlen(get), 0), (ssize_t)strlen(get));
+	raw_fd = fd;
+	ck_assert(run_until(p_raw_eof, 2000));
+	ck_assert_uint_eq(raw_len, 0);
+	ck_assert(run_until(p_srv_closed, 2000));
+	ck_assert_uint_eq(srv.bad_frames, 1);
+	ck_assert_int_eq(srv.closed_err, -EPROTO);
+	close(fd);
+	cli.closed = true;
+}
+END_TEST
+
+START_TEST(test_wrong_version_hello_refused)
+{
+	int fd;
+	struct fam_hdr h = { .magic = FAM_PROTO_MAGIC, .version = 9,
+		.type = FAM_MSG_HELLO, .len = FAM_HELLO_LEN, .id = 3 }, r;
+	uint8_t buf[FAM_PROTO_HDR_LEN + FAM_HELLO_LEN] = { 0 };
+
+	start_server("", 2000);
+	fd = raw_connect();
+	proto_put_hdr(buf, &h);
+	ck_assert_int_eq(send(fd, buf, sizeof buf, 0), (ssize_t)sizeof buf);
+	ck_assert(raw_recv(fd, &r, NULL));
+	ck_assert_int_eq(r.status, EPROTONOSUPPORT);
+	ck_assert_uint_eq(r.version, FAM_PROTO_VERSION);
+	ck_assert_uint_eq(r.id, 3);
+	ck_assert(run_until(p_raw_eof, 2000));
+	ck_assert(run_until(p_srv_closed, 2000));
+	ck_assert_int_eq(srv.closed_err, -EPROTONOSUPPORT);
+	ck_assert_uint_eq(srv.bad_frames, 0);
+	close(fd);
+	cli.closed = true;
+}
+END_TEST
+
+START_TEST(test_silent_peer_dropped_after_deadline)
+{
+	int fd;
+
+	start_server("", 200);
+	fd = raw_connect();
+	raw_fd = fd;
+	ck_assert(run_until(p_raw_eof, 3000));
+	ck_assert(run_until(p_srv_closed, 1000));
+	ck_assert_int_eq(srv.closed_err, -ETIMEDOUT);
+	close(fd);
+	cli.closed = true;
+}
+END_TEST
+
+START_TEST(test_stalled_write_data_dropped_and_hold_released)
+{
+	int fd;
+	struct fam_rw m = { .region = 1, .len = 65536 };
+	uint8_t buf[FAM_WRITE_HDR_LEN + 100];
+
+	start_server("", 300);
+	fd = raw_connect();
+	raw_hello(fd, "");
+	proto_put_write_hdr(buf, &m);
+	memset(buf + FAM_WRITE_HDR_LEN, 0x5a, 100);
+	raw_send(fd, FAM_MSG_WRITE, 0, 2, 0, FAM_WRITE_HDR_LEN + 65536, buf,
+	    sizeof buf);
+	ck_assert(run_until(p_srv_closed, 3000));
+	ck_assert_int_eq(srv.closed_err, -ETIMEDOUT);
+	ck_assert_uint_eq(srv.resolves, 1);
+	ck_assert_uint_eq(srv.releases, 1);
+	ck_assert_uint_eq(srv.released_bytes, 100);
+	ck_assert_uint_eq(srv.mem[99], 0x5a);
+	close(fd);
+	cli.closed = true;
+}
+END_TEST
+
+START_TEST(test_second_hello_is_a_violation)
+{
+	int fd;
+	struct fam_hdr h;
+	struct fam_hello m = { .role = FAM_WIRE_ROLE_HOST };
+	uint8_t buf[FAM_HELLO_LEN];
+
+	start_server("", 2000);
+	fd = raw_connect();
+	raw_hello(fd, "");
+	snprintf(m.node, sizeof m.node, "cli");
+	proto_put_hello(buf, &m);
+	raw_send(fd, FAM_MSG_HELLO, 0, 2, 0, FAM_HELLO_LEN, buf, sizeof buf);
+	ck_assert(raw_recv(fd, &h, NULL));
+	ck_assert_int_eq(h.status, EPROTO);
+	ck_assert(run_until(p_srv_closed, 2000));
+	ck_assert_uint_eq(srv.bad_frames, 1);
+	close(fd);
+	cli.closed = true;
+}
+END_TEST
+
+/* Builds the suite. */
+static Suite *
+transport_suite(void)
+{
+	Suite *s = suite_create("transport");
+	TCase *t = tcase_create("tcp");
+
+	tcase_add_checked_fixture(t, setup, teardown);
+	tcase_set_timeout(t, 20);
+	tcase_add_test(t, test_hello_then_call_round_trip);
+	tcase_add_test(t, test_calls_queued_before_hello_are_sent_after_it);
+	tcase_add_test(t, test_read_and_write_through_resolve);
+	tcase_add_test(t, test_largest_chunks_round_trip);
+	tcase_add_test(t, test_out_of_order_completion);
+	tcase_add_test(t, test_max_outstanding_queues_the_excess);
+	tcase_add_test(t, test_deadline_fails_every_op_and_closes);
+	tcase_add_test(t, test_closed_is_never_called_inside_an_api_call);
+	tcase_add_test(t, test_peer_loss_completes_every_op_once);
+	tcase_add_test(t, test_wrong_secret_refused);
+	tcase_add_test(t, test_missing_secret_refused);
+	tcase_add_test(t, test_role_refusal_reaches_the_peer);
+	tcase_add_test(t, test_connection_refused_reported_once);
+	tcase_add_test(t, test_resolve_errors_answered_and_stream_stays_in_sync);
+	tcase_add_test(t, test_reads_and_writes_go_to_request_without_resolve);
+	tcase_add_test(t, test_api_misuse_returns_errors);
+	tcase_add_test(t, test_unknown_response_id_closes_that_connection);
+	tcase_add_test(t, test_wrong_read_response_length_closes_that_connection);
+	tcase_add_test(t, test_truncated_header_then_close_counted);
+	tcase_add_test(t, test_request_before_hello_refused);
+	tcase_add_test(t, test_huge_length_answered_and_closed);
+	tcase_add_test(t, test_bad_magic_dropped);
+	tcase_add_test(t, test_wrong_version_hello_refused);
+	tcase_add_test(t, test_silent_peer_dropped_after_deadline);
+	tcase_add_test(t, test_stalled_write_data_dropped_and_hold_released);
+	tcase_add_test(t, test_second_hello_is_a_violation);
+	suite_add_tcase(s, t);
+	return s;
+}
+
+int
+main(void)
+{
+	SRunner *sr = srunner_create(transport_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
