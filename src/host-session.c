@@ -328,6 +328,15 @@ region_new(struct host_client *cl)
 	return r;
 }
 
+/* Completion of REGION_FREE: nothing waits for it. */
+static void
+region_free_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
+{
+	if (status < 0)
+		log_debug("freeing a region on a memory node: %s",
+		    strerror(-status));
+}
+
 /* Asks each memory node to free its stripe of r. */
 static void
 region_free_remote(struct host *h, struct region *r)
@@ -340,9 +349,10 @@ region_free_remote(struct host *h, struct region *r)
 			continue;
 		proto_put_region_free(buf, s->remote.region);
 		if (fam_conn_call(s->node->conn, FAM_MSG_REGION_FREE, buf,
-		    sizeof buf, NULL, NULL) < 0)
+		    sizeof buf, region_free_done, NULL) < 0)
 			log_info("cannot free region %u on %s",
 			    s->remote.region, s->node->addr);
+		s->remote.size = 0;
 	}
 }
 
@@ -566,8 +576,10 @@ alloc_finish(struct host_client *cl)
 	    "arena %u", (long)cl->pid, (unsigned long long)r->handle,
 	    (unsigned long long)r->size, (unsigned long long)r->off,
 	    r->ar->id);
+	/* For a file the program learns the file's length. */
 	if (session_reply(cl, 0, ar != NULL ? FAM_S_NEW_ARENA : 0, r->ar->id,
-	    r->off, r->size, r->handle, ar != NULL ? ar->memfd : -1) < 0)
+	    r->off, (r->flags & FAM_S_ALLOC_FILE) ? r->stripes[0].remote.size :
+	    r->size, r->handle, ar != NULL ? ar->memfd : -1) < 0)
 		host_client_release(cl);
 }
 
