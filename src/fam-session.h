@@ -24,6 +24,17 @@
  *   4. program -> FREE / STAT / ...
  * The session ends when the socket closes: famd then releases every region
  * of the program on the host and on the memory nodes.
+ *
+ * Arenas: an arena's length is the size of its memfd. The program maps each
+ * arena at an address aligned to the largest power of two that is at most
+ * both that length and FAM_SESSION_ARENA_ALIGN, so a region whose offset is
+ * aligned to `alignment` (up to that) has an address so aligned.
+ *
+ * When famd dies, the program (which keeps its own copy of the userfaultfd)
+ * maps every arena onto an empty file and wakes the threads waiting in
+ * faults, which then get SIGBUS. famd must therefore not enable the
+ * UFFD_FEATURE_EVENT_* features on the program's userfaultfd: an unread
+ * UNMAP or REMAP event would block that remapping for ever.
  */
 #ifndef FAM_SESSION_H
 #define FAM_SESSION_H
@@ -33,6 +44,8 @@
 #define FAM_SESSION_MAGIC   0x46414d53u /* "FAMS" */
 #define FAM_SESSION_VERSION 1
 #define FAM_SESSION_MAX_DATA 1024u       /* longest path */
+#define FAM_SESSION_SOCKET   "/run/famd/session.sock" /* default */
+#define FAM_SESSION_ARENA_ALIGN (1ull << 30) /* most an arena is aligned to */
 
 enum fam_smsg_type {
 	/* a: API version; reply a: chunk_size, b: arena_size, c: features */
@@ -40,11 +53,13 @@ enum fam_smsg_type {
 	/* descriptor: the program's userfaultfd; reply: status only */
 	FAM_S_UFFD = 2,
 	/*
-	 * a: size, b: FAM_S_ALLOC_* flags, c: alignment (0 or a power of
-	 * two), data: path of a file under the memory node's preload_dir.
+	 * a: size, b: FAM_S_ALLOC_* flags, c: alignment of the offset (0 or
+	 * a power of two up to FAM_SESSION_ARENA_ALIGN), data: path of a
+	 * file under the memory node's preload_dir (`len` bytes, no NUL).
 	 * reply a: arena id, b: offset of the region in the arena, c: bytes
-	 * reserved, d: region handle; flags FAM_S_NEW_ARENA with the arena's
-	 * memfd attached (the program then sends MAP).
+	 * reserved (for a file: the file's length; the region reserves it
+	 * rounded up to chunk_size), d: region handle; flags FAM_S_NEW_ARENA
+	 * with the arena's memfd attached (the program then sends MAP).
 	 */
 	FAM_S_ALLOC = 3,
 	/* a: arena id, b: address where the program mapped it; reply: status */
