@@ -227,6 +227,7 @@ host_fetch_kick(struct host *h)
 	for (;;) {
 		struct fetch *f;
 		bool demand = h->demandq != NULL, urgent;
+		int status = 0;
 		struct stripe *s;
 		unsigned si;
 		uint64_t off;
@@ -242,8 +243,10 @@ host_fetch_kick(struct host *h)
 		if (f->frame < 0) {
 			int64_t fr = host_frame_get(h);
 
-			if (fr < 0 && !urgent)
-				goto dequeue_complete; /* no room to read ahead */
+			if (fr < 0 && !urgent) {
+				status = -ENOSPC; /* no room to read ahead */
+				goto dequeue_complete;
+			}
 			while (fr < 0 && host_evict_for_room(h))
 				fr = host_frame_get(h);
 			if (fr < 0) {
@@ -306,8 +309,7 @@ dequeue_complete:
 				h->demandq_tail = NULL;
 		} else if ((h->prefetchq = f->next) == NULL)
 			h->prefetchq_tail = NULL;
-		fetch_complete(h, f, f->r->dying || f->r->cl->dead || f->zero ?
-		    0 : -ENOSPC);
+		fetch_complete(h, f, status);
 	}
 }
 
@@ -438,13 +440,15 @@ fault(struct host_client *cl, uint64_t addr, uint64_t flags, pid_t tid)
 	c = (addr - ar->uaddr - r->off) >> h->chunk_shift;
 	ch = &r->chunks[c];
 
-	if (flags & UFFD_PAGEFAULT_FLAG_WP) {
+	/*
+	 * A write-protect fault on a chunk that is not resident: when a
+	 * write-protected page is punched out, the kernel keeps a uffd-wp
+	 * marker in its page table entry, and a write there reports WP, not
+	 * MISSING. Serve it as the missing fault it is.
+	 */
+	if ((flags & UFFD_PAGEFAULT_FLAG_WP) &&
+	    (ch->state == CH_RESIDENT || ch->state == CH_EVICTING)) {
 		h->stats.faults_wp++;
-		if (ch->state != CH_RESIDENT && ch->state != CH_EVICTING) {
-			h->stats.faults_stale++;
-			uffd_wake(cl->uffd, addr & ~(uint64_t)(PAGE - 1), PAGE);
-			return;
-		}
 		if (r->flags & FAM_S_ALLOC_SHARED) {
 			host_sigbus(h, cl, tid, "write to a read-only shared "
 			    "region");

@@ -125,3 +125,73 @@ rpc() {
 	shift
 	printf '%s\n' "$@" | timeout 10 socat -t 2 - UNIX-CONNECT:"$(sock "$name")"
 }
+
+# free_port: a TCP port nothing listens on now.
+free_port() {
+	local p
+	for _ in $(seq 100); do
+		p=$((20000 + RANDOM % 40000))
+		if ! ss -Hltn "sport = :$p" 2>/dev/null | grep -q .; then
+			echo "$p"
+			return 0
+		fi
+	done
+	return 1
+}
+
+SHIM=$top_builddir/src/.libs/libfamshim.so
+
+# start_memory NAME [famd options...]: a memory famd on a free loopback
+# port, preload_dir $T/preload; sets MEM_ADDR and MEM_PID.
+start_memory() {
+	local name=$1
+	shift
+	MEM_ADDR=127.0.0.1:$(free_port) || fail "no free port"
+	mkdir -p "$T/preload"
+	cat >"$T/$name.conf" <<CONF
+[famd]
+role = memory
+[memory]
+listen = $MEM_ADDR
+capacity = 64G
+preload_dir = $T/preload
+CONF
+	start_famd "$name" "$T/$name.conf" "$@"
+	MEM_PID=$FAMD_PID
+}
+
+# start_host NAME BUFFER MEMORY_NODES [famd options...]: a host famd whose
+# session socket is $T/NAME.session; sets HOST_PID and FAM_SOCKET.
+start_host() {
+	local name=$1 buffer=$2 nodes=$3
+	shift 3
+	cat >"$T/$name.conf" <<CONF
+[famd]
+role = host
+op_timeout = 3s
+[host]
+memory_nodes = $nodes
+buffer_size = $buffer
+session_socket = $T/$name.session
+CONF
+	start_famd "$name" "$T/$name.conf" "$@"
+	HOST_PID=$FAMD_PID
+	FAM_SOCKET=$T/$name.session
+	export FAM_SOCKET
+	wait_until 10 host_nodes_up "$name" || fail "host $name: memory nodes not up"
+}
+
+# host_nodes_up NAME: every memory node of host NAME is connected.
+host_nodes_up() {
+	ctl "$1" status -j | jq -e '[.peers[] | select(.state != "up")] | length == 0' >/dev/null
+}
+
+# shim CMD...: runs CMD with libfamshim.so preloaded (famd at $FAM_SOCKET).
+shim() {
+	LD_PRELOAD=$SHIM "$@"
+}
+
+# counter NAME FIELD: one counter of famd NAME's status.
+counter() {
+	ctl "$1" status -j | jq -er ".counters.$2"
+}
