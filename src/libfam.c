@@ -274,6 +274,29 @@ session_path(void)
 	return p != NULL && *p != '\0' ? p : FAM_SESSION_SOCKET;
 }
 
+/*
+ * Takes the lock, with cancellation off: a round trip waits in recvmsg(), a
+ * cancellation point, and a thread cancelled there would keep the lock.
+ * Returns the cancel state to give back to libfam_unlock().
+ */
+static int
+libfam_lock(void)
+{
+	int old;
+
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+	pthread_mutex_lock(&libfam.lock);
+	return old;
+}
+
+/* Releases the lock and restores the cancel state. */
+static void
+libfam_unlock(int cancel)
+{
+	pthread_mutex_unlock(&libfam.lock);
+	pthread_setcancelstate(cancel, NULL);
+}
+
 /* ---- arena table ---------------------------------------------------- */
 
 /* The arena holding addr, or NULL; lock-free. */
@@ -895,9 +918,11 @@ session_open(void)
 	}
 	memcpy(sun.sun_path, path, plen);
 	libfam.sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (libfam.sock < 0 || connect(libfam.sock, (struct sockaddr *)&sun,
-	    sizeof sun) < 0) {
-		rc = -errno;
+	rc = libfam.sock < 0 ? -errno : 0;
+	while (rc == 0 && connect(libfam.sock, (struct sockaddr *)&sun,
+	    sizeof sun) < 0)
+		rc = errno == EINTR ? 0 : -errno;
+	if (rc < 0) {
 		report_outage("cannot reach the host famd at ", path, -rc);
 		goto fail;
 	}
@@ -1184,7 +1209,7 @@ libfam_alloc(size_t size, size_t align, void **ptr, size_t *usable,
 {
 	uintptr_t addr;
 	size_t len;
-	int rc;
+	int rc, cancel;
 
 	if (quiet != NULL)
 		*quiet = true;
@@ -1197,11 +1222,11 @@ libfam_alloc(size_t size, size_t align, void **ptr, size_t *usable,
 	if (quiet != NULL)
 		*quiet = false;
 	pthread_once(&libfam_once, libfam_init);
-	pthread_mutex_lock(&libfam.lock);
+	cancel = libfam_lock();
 	rc = session_get(quiet);
 	if (rc == 0)
 		rc = alloc_locked(size, align, 0, NULL, 0, &addr, &len);
-	pthread_mutex_unlock(&libfam.lock);
+	libfam_unlock(cancel);
 	if (rc < 0)
 		return rc;
 	*ptr = (void *)addr;
@@ -1217,7 +1242,7 @@ libfam_alloc_file(const char *path, unsigned flags, void **ptr, size_t *len)
 	char buf[FAM_SESSION_MAX_DATA];
 	uintptr_t addr;
 	size_t plen, l;
-	int rc;
+	int rc, cancel;
 
 	if (!(flags & FAM_S_ALLOC_FILE) || (flags & ~FAM_S_ALLOC_ALL))
 		return -EINVAL;
@@ -1229,11 +1254,11 @@ libfam_alloc_file(const char *path, unsigned flags, void **ptr, size_t *len)
 		return -ENAMETOOLONG;
 	memcpy(buf, path, plen);
 	pthread_once(&libfam_once, libfam_init);
-	pthread_mutex_lock(&libfam.lock);
+	cancel = libfam_lock();
 	rc = session_get(NULL);
 	if (rc == 0)
 		rc = alloc_locked(0, 0, flags, buf, plen, &addr, &l);
-	pthread_mutex_unlock(&libfam.lock);
+	libfam_unlock(cancel);
 	if (rc < 0)
 		return rc;
 	*ptr = (void *)addr;
@@ -1251,13 +1276,13 @@ libfam_free(void *ptr)
 	uintptr_t addr;
 	size_t size;
 	uint32_t flags;
-	int rc = 0;
+	int rc = 0, cancel;
 
 	if (a == NULL)
 		return -EINVAL;
 	if (atomic_load(&a->state) == LIBFAM_A_INHERITED)
 		return 1;
-	pthread_mutex_lock(&libfam.lock);
+	cancel = libfam_lock();
 	r = region_find((uintptr_t)ptr);
 	if (r == NULL) {
 		rc = atomic_load(&a->state) == LIBFAM_A_INHERITED ? 1 :
@@ -1284,7 +1309,7 @@ libfam_free(void *ptr)
 	if ((flags & FAM_S_ALLOC_SHARED) && libfam.state == LIBFAM_S_LIVE)
 		mprotect((void *)addr, size, PROT_READ | PROT_WRITE);
 out:
-	pthread_mutex_unlock(&libfam.lock);
+	libfam_unlock(cancel);
 	return rc;
 }
 
@@ -1301,14 +1326,15 @@ libfam_usable_size(const void *ptr)
 {
 	struct libfam_region *r;
 	size_t size = 0;
+	int cancel;
 
 	if (!libfam_owns(ptr))
 		return 0;
-	pthread_mutex_lock(&libfam.lock);
+	cancel = libfam_lock();
 	r = region_find((uintptr_t)ptr);
 	if (r != NULL)
 		size = r->size;
-	pthread_mutex_unlock(&libfam.lock);
+	libfam_unlock(cancel);
 	return size;
 }
 
@@ -1318,12 +1344,12 @@ libfam_stat(const void *ptr, struct fam_stat *st)
 {
 	struct libfam_arena *a = arena_of((uintptr_t)ptr);
 	struct fam_smsg m;
-	int rc;
+	int rc, cancel;
 
 	if (a == NULL)
 		return -EINVAL;
 	memset(&m, 0, sizeof m);
-	pthread_mutex_lock(&libfam.lock);
+	cancel = libfam_lock();
 	if (atomic_load(&a->state) != LIBFAM_A_LIVE ||
 	    libfam.state != LIBFAM_S_LIVE) {
 		rc = -ENOTCONN;
@@ -1337,7 +1363,7 @@ libfam_stat(const void *ptr, struct fam_stat *st)
 			rc = -EPROTO;
 		}
 	}
-	pthread_mutex_unlock(&libfam.lock);
+	libfam_unlock(cancel);
 	if (rc < 0)
 		return rc;
 	/* st may be in a region: written without the lock. */
