@@ -328,6 +328,14 @@ arena_by_id(uint64_t id)
 	return NULL;
 }
 
+/* Tells whether famd serves arena a now: live, of the live session. */
+static bool
+arena_served(const struct libfam_arena *a)
+{
+	return atomic_load(&a->state) == LIBFAM_A_LIVE &&
+	    a->session == libfam.gen && libfam.state == LIBFAM_S_LIVE;
+}
+
 /* Sets (on) or clears the bits of chunks [first, first + count). */
 static void
 arena_mark(struct libfam_arena *a, size_t first, size_t count, bool on)
@@ -409,12 +417,13 @@ static int
 arena_prepare(size_t len, struct libfam_arena **ap)
 {
 	size_t n = atomic_load_explicit(&narenas, memory_order_relaxed);
-	struct libfam_arena *a = &arenas[n];
 	size_t blen = ((len / libfam.chunk + 63) / 64) * 8;
+	struct libfam_arena *a;
 	void *p;
 
 	if (n >= LIBFAM_MAX_ARENAS)
 		return -ENOMEM;
+	a = &arenas[n];
 	blen = (blen + 4095) & ~(size_t)4095;
 	p = mmap(NULL, blen, PROT_READ | PROT_WRITE,
 	    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -1289,8 +1298,7 @@ libfam_free(void *ptr)
 		    -EINVAL;
 		goto out;
 	}
-	if (atomic_load(&a->state) != LIBFAM_A_LIVE ||
-	    libfam.state != LIBFAM_S_LIVE) {
+	if (!arena_served(a)) {
 		/* The session is gone, and the region with it. */
 		region_drop(r);
 		goto out;
@@ -1350,8 +1358,7 @@ libfam_stat(const void *ptr, struct fam_stat *st)
 		return -EINVAL;
 	memset(&m, 0, sizeof m);
 	cancel = libfam_lock();
-	if (atomic_load(&a->state) != LIBFAM_A_LIVE ||
-	    libfam.state != LIBFAM_S_LIVE) {
+	if (!arena_served(a)) {
 		rc = -ENOTCONN;
 	} else {
 		m.a = (uintptr_t)ptr;
