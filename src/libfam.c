@@ -274,6 +274,29 @@ session_path(void)
 	return p != NULL && *p != '\0' ? p : FAM_SESSION_SOCKET;
 }
 
+/*
+ * Takes the lock, with cancellation off: a round trip waits in recvmsg(), a
+ * cancellation point, and a thread cancelled there would keep the lock.
+ * Returns the cancel state to give back to libfam_unlock().
+ */
+static int
+libfam_lock(void)
+{
+	int old;
+
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+	pthread_mutex_lock(&libfam.lock);
+	return old;
+}
+
+/* Releases the lock and restores the cancel state. */
+static void
+libfam_unlock(int cancel)
+{
+	pthread_mutex_unlock(&libfam.lock);
+	pthread_setcancelstate(cancel, NULL);
+}
+
 /* ---- arena table ---------------------------------------------------- */
 
 /* The arena holding addr, or NULL; lock-free. */
@@ -303,6 +326,14 @@ arena_by_id(uint64_t id)
 		    atomic_load(&arenas[i].state) == LIBFAM_A_LIVE)
 			return &arenas[i];
 	return NULL;
+}
+
+/* Tells whether famd serves arena a now: live, of the live session. */
+static bool
+arena_served(const struct libfam_arena *a)
+{
+	return atomic_load(&a->state) == LIBFAM_A_LIVE &&
+	    a->session == libfam.gen && libfam.state == LIBFAM_S_LIVE;
 }
 
 /* Sets (on) or clears the bits of chunks [first, first + count). */
@@ -386,12 +417,13 @@ static int
 arena_prepare(size_t len, struct libfam_arena **ap)
 {
 	size_t n = atomic_load_explicit(&narenas, memory_order_relaxed);
-	struct libfam_arena *a = &arenas[n];
 	size_t blen = ((len / libfam.chunk + 63) / 64) * 8;
+	struct libfam_arena *a;
 	void *p;
 
 	if (n >= LIBFAM_MAX_ARENAS)
 		return -ENOMEM;
+	a = &arenas[n];
 	blen = (blen + 4095) & ~(size_t)4095;
 	p = mmap(NULL, blen, PROT_READ | PROT_WRITE,
 	    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -895,9 +927,11 @@ session_open(void)
 	}
 	memcpy(sun.sun_path, path, plen);
 	libfam.sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (libfam.sock < 0 || connect(libfam.sock, (struct sockaddr *)&sun,
-	    sizeof sun) < 0) {
-		rc = -errno;
+	rc = libfam.sock < 0 ? -errno : 0;
+	while (rc == 0 && connect(libfam.sock, (struct sockaddr *)&sun,
+	    sizeof sun) < 0)
+		rc = errno == EINTR ? 0 : -errno;
+	if (rc < 0) {
 		report_outage("cannot reach the host famd at ", path, -rc);
 		goto fail;
 	}
@@ -1184,7 +1218,7 @@ libfam_alloc(size_t size, size_t align, void **ptr, size_t *usable,
 {
 	uintptr_t addr;
 	size_t len;
-	int rc;
+	int rc, cancel;
 
 	if (quiet != NULL)
 		*quiet = true;
@@ -1197,11 +1231,11 @@ libfam_alloc(size_t size, size_t align, void **ptr, size_t *usable,
 	if (quiet != NULL)
 		*quiet = false;
 	pthread_once(&libfam_once, libfam_init);
-	pthread_mutex_lock(&libfam.lock);
+	cancel = libfam_lock();
 	rc = session_get(quiet);
 	if (rc == 0)
 		rc = alloc_locked(size, align, 0, NULL, 0, &addr, &len);
-	pthread_mutex_unlock(&libfam.lock);
+	libfam_unlock(cancel);
 	if (rc < 0)
 		return rc;
 	*ptr = (void *)addr;
@@ -1217,7 +1251,7 @@ libfam_alloc_file(const char *path, unsigned flags, void **ptr, size_t *len)
 	char buf[FAM_SESSION_MAX_DATA];
 	uintptr_t addr;
 	size_t plen, l;
-	int rc;
+	int rc, cancel;
 
 	if (!(flags & FAM_S_ALLOC_FILE) || (flags & ~FAM_S_ALLOC_ALL))
 		return -EINVAL;
@@ -1229,11 +1263,11 @@ libfam_alloc_file(const char *path, unsigned flags, void **ptr, size_t *len)
 		return -ENAMETOOLONG;
 	memcpy(buf, path, plen);
 	pthread_once(&libfam_once, libfam_init);
-	pthread_mutex_lock(&libfam.lock);
+	cancel = libfam_lock();
 	rc = session_get(NULL);
 	if (rc == 0)
 		rc = alloc_locked(0, 0, flags, buf, plen, &addr, &l);
-	pthread_mutex_unlock(&libfam.lock);
+	libfam_unlock(cancel);
 	if (rc < 0)
 		return rc;
 	*ptr = (void *)addr;
@@ -1251,21 +1285,20 @@ libfam_free(void *ptr)
 	uintptr_t addr;
 	size_t size;
 	uint32_t flags;
-	int rc = 0;
+	int rc = 0, cancel;
 
 	if (a == NULL)
 		return -EINVAL;
 	if (atomic_load(&a->state) == LIBFAM_A_INHERITED)
 		return 1;
-	pthread_mutex_lock(&libfam.lock);
+	cancel = libfam_lock();
 	r = region_find((uintptr_t)ptr);
 	if (r == NULL) {
 		rc = atomic_load(&a->state) == LIBFAM_A_INHERITED ? 1 :
 		    -EINVAL;
 		goto out;
 	}
-	if (atomic_load(&a->state) != LIBFAM_A_LIVE ||
-	    libfam.state != LIBFAM_S_LIVE) {
+	if (!arena_served(a)) {
 		/* The session is gone, and the region with it. */
 		region_drop(r);
 		goto out;
@@ -1284,7 +1317,7 @@ libfam_free(void *ptr)
 	if ((flags & FAM_S_ALLOC_SHARED) && libfam.state == LIBFAM_S_LIVE)
 		mprotect((void *)addr, size, PROT_READ | PROT_WRITE);
 out:
-	pthread_mutex_unlock(&libfam.lock);
+	libfam_unlock(cancel);
 	return rc;
 }
 
@@ -1301,14 +1334,15 @@ libfam_usable_size(const void *ptr)
 {
 	struct libfam_region *r;
 	size_t size = 0;
+	int cancel;
 
 	if (!libfam_owns(ptr))
 		return 0;
-	pthread_mutex_lock(&libfam.lock);
+	cancel = libfam_lock();
 	r = region_find((uintptr_t)ptr);
 	if (r != NULL)
 		size = r->size;
-	pthread_mutex_unlock(&libfam.lock);
+	libfam_unlock(cancel);
 	return size;
 }
 
@@ -1318,14 +1352,13 @@ libfam_stat(const void *ptr, struct fam_stat *st)
 {
 	struct libfam_arena *a = arena_of((uintptr_t)ptr);
 	struct fam_smsg m;
-	int rc;
+	int rc, cancel;
 
 	if (a == NULL)
 		return -EINVAL;
 	memset(&m, 0, sizeof m);
-	pthread_mutex_lock(&libfam.lock);
-	if (atomic_load(&a->state) != LIBFAM_A_LIVE ||
-	    libfam.state != LIBFAM_S_LIVE) {
+	cancel = libfam_lock();
+	if (!arena_served(a)) {
 		rc = -ENOTCONN;
 	} else {
 		m.a = (uintptr_t)ptr;
@@ -1337,7 +1370,7 @@ libfam_stat(const void *ptr, struct fam_stat *st)
 			rc = -EPROTO;
 		}
 	}
-	pthread_mutex_unlock(&libfam.lock);
+	libfam_unlock(cancel);
 	if (rc < 0)
 		return rc;
 	/* st may be in a region: written without the lock. */

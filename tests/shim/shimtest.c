@@ -415,6 +415,7 @@ test_strict(void)
 	    "old block kept), small ones work\n");
 }
 
+/* Runs the checks the mode names. */
 int
 main(int argc, char **argv)
 {

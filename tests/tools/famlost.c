@@ -102,9 +102,21 @@ parse_size(const char *s)
 	unsigned long long v = strtoull(s, &end, 10);
 
 	switch (*end) {
-	case 'K': case 'k': v <<= 10; end++; break;
-	case 'M': case 'm': v <<= 20; end++; break;
-	case 'G': case 'g': v <<= 30; end++; break;
+	case 'K':
+	case 'k':
+		v <<= 10;
+		end++;
+		break;
+	case 'M':
+	case 'm':
+		v <<= 20;
+		end++;
+		break;
+	case 'G':
+	case 'g':
+		v <<= 30;
+		end++;
+		break;
 	}
 	if (end == s || *end != '\0' || v < (1 << 20)) {
 		fprintf(stderr, "famlost: bad size %s\n", s);
@@ -113,6 +125,7 @@ parse_size(const char *s)
 	return (size_t)v;
 }
 
+/* Fills the block, waits for famd to die, checks what became of it. */
 int
 main(int argc, char **argv)
 {
@@ -128,9 +141,15 @@ main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	while ((c = getopt(argc, argv, "s:t:w:")) != -1) {
 		switch (c) {
-		case 's': opt_size = parse_size(optarg); break;
-		case 't': opt_threads = (unsigned)atoi(optarg); break;
-		case 'w': opt_wait = (unsigned)atoi(optarg); break;
+		case 's':
+			opt_size = parse_size(optarg);
+			break;
+		case 't':
+			opt_threads = (unsigned)atoi(optarg);
+			break;
+		case 'w':
+			opt_wait = (unsigned)atoi(optarg);
+			break;
 		default:
 			fprintf(stderr, "usage: famlost [-s SIZE] [-t THREADS] "
 			    "[-w SECONDS]\n");

@@ -627,9 +627,21 @@ parse_size(const char *s)
 	unsigned long long v = strtoull(s, &end, 10);
 
 	switch (*end) {
-	case 'K': case 'k': v <<= 10; end++; break;
-	case 'M': case 'm': v <<= 20; end++; break;
-	case 'G': case 'g': v <<= 30; end++; break;
+	case 'K':
+	case 'k':
+		v <<= 10;
+		end++;
+		break;
+	case 'M':
+	case 'm':
+		v <<= 20;
+		end++;
+		break;
+	case 'G':
+	case 'g':
+		v <<= 30;
+		end++;
+		break;
 	}
 	if (end == s || *end != '\0' || v == 0) {
 		fprintf(stderr, "famtest: bad size %s\n", s);
@@ -652,6 +664,7 @@ usage(void)
 	exit(2);
 }
 
+/* Runs the tests named on the command line, or all of them. */
 int
 main(int argc, char **argv)
 {
@@ -663,13 +676,26 @@ main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	while ((c = getopt(argc, argv, "s:t:n:S:fl")) != -1) {
 		switch (c) {
-		case 's': opt_size = parse_size(optarg); break;
-		case 't': opt_threads = (unsigned)atoi(optarg); break;
-		case 'n': opt_count = strtoul(optarg, NULL, 10); break;
-		case 'S': opt_seed = strtoull(optarg, NULL, 0); break;
-		case 'f': opt_expect = 'f'; break;
-		case 'l': opt_expect = 'l'; break;
-		default: usage();
+		case 's':
+			opt_size = parse_size(optarg);
+			break;
+		case 't':
+			opt_threads = (unsigned)atoi(optarg);
+			break;
+		case 'n':
+			opt_count = strtoul(optarg, NULL, 10);
+			break;
+		case 'S':
+			opt_seed = strtoull(optarg, NULL, 0);
+			break;
+		case 'f':
+			opt_expect = 'f';
+			break;
+		case 'l':
+			opt_expect = 'l';
+			break;
+		default:
+			usage();
 		}
 	}
 	if (opt_threads == 0 || opt_count == 0 || opt_size % 8 != 0)

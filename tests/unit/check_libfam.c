@@ -347,6 +347,7 @@ START_TEST(test_peer_hangs_up_on_the_userfaultfd)
 }
 END_TEST
 
+/* Every test of libfam without famd. */
 static Suite *
 libfam_suite(void)
 {
@@ -372,6 +373,7 @@ libfam_suite(void)
 	return s;
 }
 
+/* Runs the suite. */
 int
 main(void)
 {
