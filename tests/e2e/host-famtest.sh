@@ -4,7 +4,7 @@
 # threads on shared and on separate chunks, calloc, realloc, alignment,
 # 10,000 blocks, fork+exec. famd pages it all through a 16 MiB buffer.
 . "$(dirname "$0")/lib.sh"
-require_cmd jq ss
+require_cmd jq
 
 start_memory mem
 start_host host 16M "$MEM_ADDR"
