@@ -601,6 +601,11 @@ admin_open(struct famd *d, char **cause)
 		*cause = xasprintf("admin_socket %s: path too long", path);
 		return -1;
 	}
+	if (mkdir_parent(path) < 0) {
+		*cause = xasprintf("cannot create the directory of %s: %s", path,
+		    strerror(errno));
+		return -1;
+	}
 	if (admin.lock_fd < 0) {
 		admin.lock_fd = admin_lock(path, cause);
 		if (admin.lock_fd < 0)

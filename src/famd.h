@@ -323,5 +323,6 @@ uint64_t mono_ns(void);
 int fd_set_nonblock(int fd);
 int fd_set_cloexec(int fd);
 char *fmt_bytes(char *buf, size_t len, uint64_t bytes);
+int mkdir_parent(const char *path);
 
 #endif /* FAMD_H */

@@ -915,6 +915,14 @@ host_session_open(struct host *h, char **cause)
 		return -1;
 	}
 	strcpy(sun.sun_path, path);
+	if (mkdir_parent(path) < 0) {
+		*cause = xasprintf("cannot create the directory of %s: %s", path,
+		    strerror(errno));
+		return -1;
+	}
+	h->session_lock = admin_lock(path, cause);
+	if (h->session_lock < 0)
+		return -1;
 	if (unlink(path) < 0 && errno != ENOENT) {
 		*cause = xasprintf("cannot remove %s: %s", path,
 		    strerror(errno));
@@ -970,6 +978,9 @@ host_session_close(struct host *h)
 		close(h->listen_fd);
 	if (h->session_path != NULL)
 		unlink(h->session_path);
+	if (h->session_lock >= 0)
+		close(h->session_lock);
+	h->session_lock = -1;
 	free(h->session_path);
 	h->listen_ev = NULL;
 	h->listen_fd = -1;

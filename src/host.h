@@ -207,6 +207,7 @@ struct host {
 	unsigned nnodes;
 	/* programs */
 	int listen_fd;
+	int session_lock;
 	struct event *listen_ev;
 	char *session_path;
 	struct host_client *clients;

@@ -232,6 +232,7 @@ role_host_start(struct famd *d)
 	h->d = d;
 	h->base = d->base;
 	h->listen_fd = -1;
+	h->session_lock = -1;
 	h->chunk = (uint64_t)cfg_int(d->cfg, CFG_HOST_CHUNK_SIZE);
 	h->chunk_shift = (unsigned)__builtin_ctzll(h->chunk);
 	h->arena_size = (uint64_t)cfg_int(d->cfg, CFG_HOST_ARENA_SIZE);

@@ -3,7 +3,10 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,4 +78,21 @@ fmt_bytes(char *buf, size_t len, uint64_t bytes)
 	else
 		snprintf(buf, len, "%.1f %s", v, unit[u]);
 	return buf;
+}
+
+/* Creates the directory holding path (one level, mode 0755) if missing. */
+int
+mkdir_parent(const char *path)
+{
+	char dir[4096];
+	char *slash;
+
+	snprintf(dir, sizeof dir, "%s", path);
+	slash = strrchr(dir, '/');
+	if (slash == NULL || slash == dir)
+		return 0;
+	*slash = '\0';
+	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
 }

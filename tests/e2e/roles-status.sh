@@ -3,8 +3,15 @@
 . "$(dirname "$0")/lib.sh"
 require_cmd jq
 
+# Sockets and ports of each role's own, so tests can run side by side.
+declare -A opts=(
+	[memory]=""
+	[dpu]=""
+	[host]="-o host.session_socket=$T/session.sock"
+)
 for role in memory dpu host; do
-	start_famd "$role" "$CONFDIR/famd-$role.conf"
+	# shellcheck disable=SC2086
+	start_famd "$role" "$CONFDIR/famd-$role.conf" ${opts[$role]}
 	pid=$FAMD_PID
 	ctl "$role" status >"$T/$role.txt" || fail "famctl status ($role)"
 	grep -Eq "^role +$role\$" "$T/$role.txt" ||
