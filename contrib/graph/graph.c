@@ -3,13 +3,14 @@
  * malloc(), so that under libfamshim.so they are fabric-attached memory and
  * the program knows nothing of famd.
  *
- *   graph [-s SCALE] [-e EDGEFACTOR] [-S SEED] [-i ITERS] [-r ROOT] APP...
+ *   graph [-X] [-s SCALE] [-e EDGEFACTOR] [-S SEED] [-i ITERS] [-r ROOT] APP...
  *
  * The graph is a directed graph with 2^SCALE vertices and about
  * EDGEFACTOR * 2^SCALE edges whose targets follow the R-MAT (Kronecker)
  * distribution, generated in vertex order into CSR. APPs: bfs (breadth-first search: parents checked), pagerank
  * (ITERS power iterations: ranks must sum to 1). Every result is checked,
- * so a fast wrong answer fails. Prints one line per phase:
+ * so a fast wrong answer fails (-X spoils one result of each app before its
+ * check, to show that the checks catch it). Prints one line per phase:
  *   phase seconds detail
  * and exits 1 when a check fails.
  */
@@ -27,6 +28,8 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+
+static bool corrupt; /* -X: spoil one result, to show the checks catch it */
 
 struct graph {
 	uint64_t n, m;   /* vertices, edges */
@@ -187,27 +190,39 @@ bfs(const struct graph *g, uint32_t root, uint64_t *reached)
 		memcpy(front, next, nn * sizeof *front);
 		nf = nn;
 	}
-	/* Check: every reached vertex has an edge from its parent, which is
-	 * one level up. */
-	for (uint64_t v = 0; v < g->n && ok; v++) {
-		uint64_t p = (uint64_t)parent[v];
-		bool found = false;
-
-		if (parent[v] < 0 || v == root)
-			continue;
-		if (level[p] + 1 != level[v])
-			ok = false;
-		for (uint64_t e = g->off[p]; e < g->off[p + 1]; e++)
-			if (g->adj[e] == v)
-				found = true;
-		ok = ok && found;
+	if (corrupt) {
+		for (uint64_t v = 0; v < g->n; v++)
+			if (parent[v] >= 0 && v != root) {
+				parent[v] = (int64_t)((v + 1) % g->n);
+				break;
+			}
 	}
-	/* And no edge leaves the tree: reached vertices' neighbours too. */
+	/*
+	 * Check, in one pass over the edges in order (so that the check does
+	 * not walk the graph at random): no edge leaves the reached set or
+	 * skips a level, and every reached vertex but the root has an edge
+	 * from its parent, which is one level up.
+	 */
+	uint8_t *found = xmalloc(g->n);
+
+	memset(found, 0, g->n);
+	for (uint64_t u = 0; u < g->n && ok; u++) {
+		if (level[u] == UINT32_MAX)
+			continue;
+		for (uint64_t e = g->off[u]; e < g->off[u + 1]; e++) {
+			uint32_t v = g->adj[e];
+
+			if (level[v] == UINT32_MAX || level[v] > level[u] + 1)
+				ok = false;
+			if (parent[v] == (int64_t)u)
+				found[v] = 1;
+		}
+	}
 	for (uint64_t v = 0; v < g->n && ok; v++)
-		if (parent[v] >= 0)
-			for (uint64_t e = g->off[v]; e < g->off[v + 1]; e++)
-				if (parent[g->adj[e]] < 0)
-					ok = false;
+		if (parent[v] >= 0 && v != root &&
+		    (!found[v] || level[parent[v]] + 1 != level[v]))
+			ok = false;
+	free(found);
 	*reached = count;
 	free(parent);
 	free(front);
@@ -255,6 +270,8 @@ pagerank(const struct graph *g, unsigned iters, double *sum_out)
 		}
 		memcpy(rank, next, g->n * sizeof *rank);
 	}
+	if (corrupt)
+		rank[g->n / 2] += 1e-3;
 	for (uint64_t i = 0; i < g->n; i++)
 		sum += rank[i];
 	*sum_out = sum;
@@ -275,8 +292,9 @@ main(int argc, char **argv)
 	double t;
 	int ch, rc = 0;
 
-	while ((ch = getopt(argc, argv, "e:i:r:s:S:")) != -1) {
+	while ((ch = getopt(argc, argv, "e:i:r:s:S:X")) != -1) {
 		switch (ch) {
+		case 'X': corrupt = true; break;
 		case 'e': ef = (unsigned)atoi(optarg); break;
 		case 'i': iters = (unsigned)atoi(optarg); break;
 		case 'r': root = atol(optarg); break;
