@@ -6,11 +6,13 @@
  * What the policy can see: a fault handler never sees hits on resident
  * pages. famd sees a chunk's first fault (or its read-ahead) and every write
  * to it after the hand re-protects it, so `clock` gives a second chance to
- * chunks faulted in or written since the hand last passed, and re-arms write
- * protection on dirty chunks as the hand passes them so that later writes
- * count again. Reads of a resident clean chunk are invisible to it: for a
- * read-mostly working set it behaves like FIFO with second chance on
- * arrival. `fifo` evicts in arrival order and is there to measure against.
+ * chunks faulted in at random or written since the hand last passed, and
+ * re-arms write protection on dirty chunks as the hand passes them so that
+ * later writes count again. Chunks of a sequential run (read ahead, or
+ * faulted while the run lasts) get no second chance, so a stream does not
+ * push out what is used at random. Reads of a resident clean chunk are
+ * invisible: for a read-mostly working set it is FIFO with a second chance
+ * on random arrival. `fifo` evicts in arrival order, to measure against.
  *
  * Eviction of a clean chunk punches it out of the memfd at once (the next
  * touch faults again). A dirty chunk is write-protected, written back from

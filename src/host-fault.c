@@ -142,8 +142,16 @@ fetch_complete(struct host *h, struct fetch *f, int status)
 		ch->state = CH_RESIDENT;
 		ch->frame = (uint32_t)f->frame;
 		ch->fetch = NULL;
-		ch->flags |= f->prefetch && f->nwaiters == 0 ? CH_PREFETCH :
-		    CH_REF;
+		/*
+		 * Scan resistance: a chunk brought in by a sequential run
+		 * (read ahead, or faulted while the run's window is open)
+		 * gets no second chance, so a stream does not push out the
+		 * chunks used at random.
+		 */
+		if (f->prefetch && f->nwaiters == 0)
+			ch->flags |= CH_PREFETCH;
+		else if (r->ra_window == 0)
+			ch->flags |= CH_REF;
 		r->resident++;
 		if (f->fault_ns != 0)
 			fault_latency(h, mono_ns() - f->fault_ns);

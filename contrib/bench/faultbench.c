@@ -2,7 +2,7 @@
  * faultbench.c - fault-service throughput and latency for chunk-sized
  * accesses, sequential or random.
  *
- *   faultbench [-m MODE] [-s SIZE] [-c CHUNK] [-p seq|rand] [-w]
+ *   faultbench [-m MODE] [-s SIZE] [-c CHUNK] [-p seq|rand] [-e FLUSH] [-w]
  *
  * MODE:
  *   malloc   the memory comes from malloc(); run it under libfamshim.so to
@@ -16,7 +16,11 @@
  * the time is fault service, not memory bandwidth), in order or in a random
  * permutation, times the first touch of each chunk, and prints one line:
  *   mode pattern bytes seconds GB/s chunks/s p50_us p99_us checksum
- * With -w it then writes every page and reads everything back to check.
+ * With -e FLUSH (malloc mode) the memory is first filled with a pattern and
+ * then pushed out of famd's buffer by writing FLUSH more bytes, so the
+ * timed touches fetch every chunk from the memory node (without it, chunks
+ * never written are zero-filled locally); the pattern is checked. With -w
+ * it then writes every page and reads everything back to check.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -165,20 +169,23 @@ main(int argc, char **argv)
 	size_t size = 256u << 20, nchunks, *order;
 	uint64_t *lat, t0, t1, sum = 0;
 	bool check = false;
+	size_t flush = 0;
 	pthread_t thr;
 	uint8_t *p;
 	int ch;
 
-	while ((ch = getopt(argc, argv, "c:m:p:s:w")) != -1) {
+	while ((ch = getopt(argc, argv, "c:e:m:p:s:w")) != -1) {
 		switch (ch) {
 		case 'c': chunk = parse_size(optarg); break;
+		case 'e': flush = parse_size(optarg); break;
 		case 'm': mode = optarg; break;
 		case 'p': pattern = optarg; break;
 		case 's': size = parse_size(optarg); break;
 		case 'w': check = true; break;
 		default:
 			fprintf(stderr, "usage: faultbench [-m malloc|ceiling] "
-			    "[-s size] [-c chunk] [-p seq|rand] [-w]\n");
+			    "[-s size] [-c chunk] [-p seq|rand] [-e flush] "
+			    "[-w]\n");
 			return 2;
 		}
 	}
@@ -195,6 +202,20 @@ main(int argc, char **argv)
 	if (p == NULL) {
 		perror("faultbench: allocation");
 		return 1;
+	}
+	if (flush > 0) {
+		uint8_t *f;
+
+		for (size_t i = 0; i < size; i += PAGE)
+			*(uint64_t *)(p + i) = i * 0x9e3779b97f4a7c15ull;
+		f = malloc(flush);
+		if (f == NULL) {
+			perror("faultbench: flush buffer");
+			return 1;
+		}
+		for (size_t i = 0; i < flush; i += PAGE)
+			f[i] = 1;
+		free(f);
 	}
 	order = malloc(nchunks * sizeof *order);
 	lat = malloc(nchunks * sizeof *lat);
@@ -214,8 +235,17 @@ main(int argc, char **argv)
 		volatile uint64_t *c = (uint64_t *)(p + order[i] * chunk);
 		uint64_t a = now_ns();
 
-		for (size_t off = 0; off < chunk / 8; off += PAGE / 8)
-			sum += c[off];
+		for (size_t off = 0; off < chunk / 8; off += PAGE / 8) {
+			uint64_t w = c[off];
+
+			if (flush > 0 && w != (order[i] * chunk + off * 8) *
+			    0x9e3779b97f4a7c15ull) {
+				fprintf(stderr, "faultbench: wrong data at %zu\n",
+				    order[i] * chunk + off * 8);
+				return 1;
+			}
+			sum += w;
+		}
 		lat[i] = now_ns() - a;
 	}
 	t1 = now_ns();

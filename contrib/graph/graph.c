@@ -143,51 +143,59 @@ graph_build(struct graph *g, unsigned scale, unsigned ef, uint64_t seed)
 	}
 }
 
-/* Breadth-first search from root; checks the parent tree. */
+/*
+ * Breadth-first search from root; checks the parent tree. Each level's
+ * frontier is kept as a bitmap and walked in vertex order, as Ligra's dense
+ * edge map does, so the edge lists are read front to back on every level.
+ */
 static bool
 bfs(const struct graph *g, uint32_t root, uint64_t *reached)
 {
+	uint64_t words = (g->n + 63) / 64, count = 1, nf = 1;
 	int64_t *parent = xmalloc(g->n * sizeof *parent);
-	uint32_t *front = xmalloc(g->n * sizeof *front);
-	uint32_t *next = xmalloc(g->n * sizeof *next);
-	uint64_t nf = 1, count = 1;
 	uint32_t *level = xmalloc(g->n * sizeof *level);
+	uint64_t *front = xmalloc(words * sizeof *front);
+	uint64_t *next = xmalloc(words * sizeof *next);
 	bool ok = true;
 
 	for (uint64_t i = 0; i < g->n; i++) {
 		parent[i] = -1;
 		level[i] = UINT32_MAX;
 	}
+	memset(front, 0, words * sizeof *front);
 	parent[root] = root;
 	level[root] = 0;
-	front[0] = root;
+	front[root / 64] |= 1ull << (root % 64);
 	for (uint32_t depth = 1; nf > 0; depth++) {
 		uint64_t nn = 0;
 
-		#pragma omp parallel for schedule(dynamic, 64)
-		for (uint64_t i = 0; i < nf; i++) {
-			uint32_t u = front[i];
+		memset(next, 0, words * sizeof *next);
+		#pragma omp parallel for schedule(dynamic, 16) reduction(+:nn)
+		for (uint64_t w = 0; w < words; w++) {
+			for (uint64_t bits = front[w]; bits != 0; bits &= bits - 1) {
+				uint64_t u = w * 64 + (uint64_t)__builtin_ctzll(bits);
 
-			for (uint64_t e = g->off[u]; e < g->off[u + 1]; e++) {
-				uint32_t v = g->adj[e];
+				for (uint64_t e = g->off[u]; e < g->off[u + 1]; e++) {
+					uint32_t v = g->adj[e];
+					int64_t expect = -1;
 
-				if (__atomic_load_n(&parent[v], __ATOMIC_RELAXED) >= 0)
-					continue;
-				int64_t expect = -1;
-
-				if (__atomic_compare_exchange_n(&parent[v], &expect,
-				    (int64_t)u, false, __ATOMIC_RELAXED,
-				    __ATOMIC_RELAXED)) {
-					uint64_t k = __atomic_fetch_add(&nn, 1,
-					    __ATOMIC_RELAXED);
-
-					level[v] = depth;
-					next[k] = v;
+					if (__atomic_load_n(&parent[v],
+					    __ATOMIC_RELAXED) >= 0)
+						continue;
+					if (__atomic_compare_exchange_n(&parent[v],
+					    &expect, (int64_t)u, false,
+					    __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+						level[v] = depth;
+						__atomic_fetch_or(&next[v / 64],
+						    1ull << (v % 64),
+						    __ATOMIC_RELAXED);
+						nn++;
+					}
 				}
 			}
 		}
 		count += nn;
-		memcpy(front, next, nn * sizeof *front);
+		memcpy(front, next, words * sizeof *front);
 		nf = nn;
 	}
 	if (corrupt) {
