@@ -33,6 +33,8 @@ ctl_usage(FILE *f)
 	    "  -T seconds  how long to wait for an answer (default 10)\n"
 	    "commands:\n"
 	    "  status                  role, uptime, peers and counters\n"
+	    "  regions                 host: programs using fabric-attached memory;\n"
+	    "                          memory: the regions it lends\n"
 	    "  config                  every configuration key\n"
 	    "  reload                  reload the configuration file\n"
 	    "  log-level [LEVEL]       show or set the log level\n"
@@ -265,6 +267,8 @@ main(int argc, char **argv)
 		as_json = true;
 	} else if (strcmp(cmd, "status") == 0)
 		method = "status";
+	else if (strcmp(cmd, "regions") == 0)
+		method = "regions";
 	else if (strcmp(cmd, "config") == 0)
 		method = "config.show";
 	else if (strcmp(cmd, "reload") == 0)
