@@ -119,6 +119,32 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		    "are kept for it to reconnect and resume. After that they are "
 		    "freed, unless created persistent.",
 	},
+	[CFG_DPU_LISTEN] = {
+		.section = "dpu", .name = "listen", .type = CFG_T_ADDR,
+		.def = "0.0.0.0:7701", .example = "127.0.0.1:7701", .roles = DPU,
+		.any_port = true,
+		.help = "Address and port where hosts connect to this dpu, as "
+		    "they would to a memory node. Port 0 takes any free port; "
+		    "famctl status shows the one taken.",
+	},
+	[CFG_DPU_MEMORY_NODES] = {
+		.section = "dpu", .name = "memory_nodes", .type = CFG_T_ADDRLIST,
+		.max = 16, .def = "", .empty_ok = true,
+		.example = "127.0.0.1:7700", .roles = DPU,
+		.help = "Memory nodes this dpu forwards to, as a comma-separated "
+		    "list of host:port. A region a host creates goes to the "
+		    "memory node the host names, or else to the next one in "
+		    "turn. A dpu does not start without one.",
+	},
+	[CFG_DPU_SESSION_GRACE] = {
+		.section = "dpu", .name = "session_grace",
+		.type = CFG_T_DURATION, .min = 0, .max = 3600000, .def = "30s",
+		.reloadable = true, .roles = DPU,
+		.help = "How long the regions of a host whose connection dropped "
+		    "are kept for it to reconnect and resume. After that they are "
+		    "freed on the memory nodes (a host that adopted them keeps "
+		    "them there).",
+	},
 	[CFG_HOST_SESSION_SOCKET] = {
 		.section = "host", .name = "session_socket", .type = CFG_T_PATH,
 		.def = FAMD_DEFAULT_SESSION, .roles = HOST,

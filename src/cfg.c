@@ -300,8 +300,11 @@ cfg_parse_value(enum cfg_key key, const char *text, struct cfg_value *out,
 		}
 		break;
 	case CFG_T_ADDR: {
-		const char *why = cfg_check_addr(text, strlen(text),
-		    d->any_port);
+		const char *why;
+
+		if (text[0] == '\0' && d->empty_ok)
+			break;
+		why = cfg_check_addr(text, strlen(text), d->any_port);
 
 		if (why != NULL) {
 			*cause = xasprintf("'%s': %s", text, why);
@@ -313,6 +316,8 @@ cfg_parse_value(enum cfg_key key, const char *text, struct cfg_value *out,
 		const char *p = text;
 		int64_t n = 0;
 
+		if (text[0] == '\0' && d->empty_ok)
+			break;
 		for (;;) {
 			const char *e = strchr(p, ',');
 			size_t len = e != NULL ? (size_t)(e - p) : strlen(p);

@@ -103,7 +103,7 @@ struct cfg_key_def {
 	const char *example; /* value set in the shipped example, or NULL */
 	bool auto_ok;        /* CFG_T_INT: "auto" is accepted, stored as -1 */
 	bool pow2;           /* CFG_T_SIZE: must be a power of two */
-	bool empty_ok;       /* CFG_T_PATH: empty means "none" */
+	bool empty_ok;       /* PATH, ADDR, ADDRLIST: empty means "none" */
 	bool any_port;       /* CFG_T_ADDR: port 0 means any free port */
 	const char *help;    /* one or more sentences, no trailing newline */
 };
@@ -124,6 +124,9 @@ enum cfg_key {
 	CFG_MEMORY_CAPACITY,
 	CFG_MEMORY_PRELOAD_DIR,
 	CFG_MEMORY_SESSION_GRACE,
+	CFG_DPU_LISTEN,
+	CFG_DPU_MEMORY_NODES,
+	CFG_DPU_SESSION_GRACE,
 	CFG_HOST_SESSION_SOCKET,
 	CFG_HOST_SESSION_GROUP,
 	CFG_HOST_MEMORY_NODES,

@@ -170,6 +170,38 @@ CONF
 	wait_until 10 host_nodes_up "$name" || fail "host $name: memory nodes not up"
 }
 
+# start_dpu NAME MEMORY_NODES [famd options...]: a dpu famd on a free
+# loopback port, forwarding to MEMORY_NODES; sets DPU_ADDR, DPU_PID and
+# waits until every memory node is up.
+start_dpu() {
+	local name=$1 nodes=$2
+	shift 2
+	cat >"$T/$name.conf" <<CONF
+[famd]
+role = dpu
+op_timeout = 3s
+[dpu]
+listen = 127.0.0.1:0
+memory_nodes = $nodes
+CONF
+	start_famd "$name" "$T/$name.conf" "$@"
+	DPU_PID=$FAMD_PID
+	DPU_ADDR=$(ctl "$name" status -j | jq -er .dpu.listen) ||
+		fail "dpu famd $name has no address"
+	wait_until 10 dpu_nodes_up "$name" || fail "dpu $name: memory nodes not up"
+}
+
+# dpu_nodes_up NAME: every memory node of dpu NAME is connected.
+dpu_nodes_up() {
+	ctl "$1" status -j | jq -e '[.peers[] | select(.role == "memory" and .state != "up")] | length == 0' >/dev/null
+}
+
+# link NAME LINK KIND: bytes on a dpu's link (host|memory), KIND ondemand,
+# background, read or write.
+link() {
+	ctl "$1" status -j | jq -er ".links.$2.$3_bytes"
+}
+
 # host_nodes_up NAME: every memory node of host NAME is connected.
 host_nodes_up() {
 	ctl "$1" status -j | jq -e '[.peers[] | select(.state != "up")] | length == 0' >/dev/null

@@ -471,15 +471,17 @@ START_TEST(test_region_create_lengths_past_payload_rejected)
 }
 END_TEST
 
-START_TEST(test_region_create_reserved_set_rejected)
+START_TEST(test_region_create_place_round_trip)
 {
+	struct fam_region_create m = { .size = 4096,
+		.place = 0x1122334455667788ull }, out;
 	uint8_t buf[2048];
 	size_t len;
-	struct fam_region_create m;
 
-	len = create_bytes(buf, 4096, 0, 0, 0, "", "");
-	buf[23] = 1;
-	ck_assert_int_eq(proto_get_region_create(buf, len, &m), -EPROTO);
+	len = proto_put_region_create(buf, sizeof buf, &m);
+	ck_assert_uint_eq(buf[16], 0x11);
+	ck_assert_int_eq(proto_get_region_create(buf, len, &out), 0);
+	ck_assert_uint_eq(out.place, m.place);
 }
 END_TEST
 
@@ -549,6 +551,115 @@ START_TEST(test_region_info_round_trip)
 	ck_assert_uint_eq(out.size, 1 << 21);
 	ck_assert_uint_eq(out.addr, m.addr);
 	ck_assert_uint_eq(out.flags, FAM_RF_PERSISTENT);
+	ck_assert_uint_eq(out.mem_instance, 0);
+	ck_assert_uint_eq(out.mem_region, 0);
+}
+END_TEST
+
+START_TEST(test_region_info_from_dpu_round_trip)
+{
+	struct fam_region_info m = { .region = 3, .rkey = 7, .size = 65536,
+		.mem_instance = 0xfeedfacecafebeefull, .mem_region = 12,
+		.mem_rkey = 0xabcdef01, .mem_addr = 0x1000 }, out;
+	uint8_t buf[FAM_REGION_INFO_LEN];
+
+	proto_put_region_info(buf, &m);
+	ck_assert_int_eq(proto_get_region_info(buf, sizeof buf, &out), 0);
+	ck_assert_uint_eq(out.mem_instance, m.mem_instance);
+	ck_assert_uint_eq(out.mem_region, 12);
+	ck_assert_uint_eq(out.mem_rkey, 0xabcdef01);
+	ck_assert_uint_eq(out.mem_addr, 0x1000);
+}
+END_TEST
+
+START_TEST(test_region_info_half_memory_location_rejected)
+{
+	struct fam_region_info m = { .region = 3, .size = 65536,
+		.mem_instance = 5 }, out;
+	uint8_t buf[FAM_REGION_INFO_LEN];
+
+	proto_put_region_info(buf, &m);
+	ck_assert_int_eq(proto_get_region_info(buf, sizeof buf, &out), -EPROTO);
+	m.mem_instance = 0;
+	m.mem_region = 4;
+	proto_put_region_info(buf, &m);
+	ck_assert_int_eq(proto_get_region_info(buf, sizeof buf, &out), -EPROTO);
+	m.mem_region = 0;
+	m.mem_rkey = 9;
+	proto_put_region_info(buf, &m);
+	ck_assert_int_eq(proto_get_region_info(buf, sizeof buf, &out), -EPROTO);
+}
+END_TEST
+
+START_TEST(test_region_adopt_round_trip)
+{
+	struct fam_region_adopt m = { .instance = 0x0102030405060708ull,
+		.region = 77, .key = 0xdeadbeef, .flags = FAM_ADOPT_EXCLUSIVE },
+		out;
+	uint8_t buf[FAM_REGION_ADOPT_LEN];
+
+	ck_assert_uint_eq(proto_put_region_adopt(buf, &m),
+	    FAM_REGION_ADOPT_LEN);
+	ck_assert_uint_eq(buf[0], 0x01);
+	ck_assert_int_eq(proto_get_region_adopt(buf, sizeof buf, &out), 0);
+	ck_assert_uint_eq(out.instance, m.instance);
+	ck_assert_uint_eq(out.region, 77);
+	ck_assert_uint_eq(out.key, 0xdeadbeef);
+	ck_assert_uint_eq(out.flags, FAM_ADOPT_EXCLUSIVE);
+}
+END_TEST
+
+START_TEST(test_region_adopt_malformed_or_bad_refused)
+{
+	struct fam_region_adopt m = { .region = 1 }, out;
+	uint8_t buf[FAM_REGION_ADOPT_LEN];
+
+	proto_put_region_adopt(buf, &m);
+	ck_assert_int_eq(proto_get_region_adopt(buf, 23, &out), -EPROTO);
+	buf[23] = 1;
+	ck_assert_int_eq(proto_get_region_adopt(buf, sizeof buf, &out),
+	    -EPROTO);
+	m.flags = 0x10;
+	proto_put_region_adopt(buf, &m);
+	ck_assert_int_eq(proto_get_region_adopt(buf, sizeof buf, &out),
+	    -EINVAL);
+	m.flags = 0;
+	m.region = 0;
+	proto_put_region_adopt(buf, &m);
+	ck_assert_int_eq(proto_get_region_adopt(buf, sizeof buf, &out),
+	    -EINVAL);
+}
+END_TEST
+
+START_TEST(test_region_advise_round_trip_and_unknown_advice_refused)
+{
+	uint8_t buf[FAM_REGION_ADVISE_LEN];
+	uint32_t region, advice;
+
+	proto_put_region_advise(buf, 5, FAM_ADVICE_STATIC);
+	ck_assert_int_eq(proto_get_region_advise(buf, sizeof buf, &region,
+	    &advice), 0);
+	ck_assert_uint_eq(region, 5);
+	ck_assert_uint_eq(advice, FAM_ADVICE_STATIC);
+	ck_assert_int_eq(proto_get_region_advise(buf, 7, &region, &advice),
+	    -EPROTO);
+	proto_put_region_advise(buf, 5, FAM_ADVICE_MAX + 1);
+	ck_assert_int_eq(proto_get_region_advise(buf, sizeof buf, &region,
+	    &advice), -EINVAL);
+}
+END_TEST
+
+START_TEST(test_background_flag_only_on_read_write_requests)
+{
+	struct fam_hdr h = hdr(FAM_MSG_READ, FAM_F_BACKGROUND, FAM_READ_LEN);
+
+	ck_assert_int_eq(proto_check_hdr(&h, 0), 0);
+	h = hdr(FAM_MSG_WRITE, FAM_F_BACKGROUND, FAM_WRITE_HDR_LEN + 64);
+	ck_assert_int_eq(proto_check_hdr(&h, 0), 0);
+	h = hdr(FAM_MSG_REGION_CREATE, FAM_F_BACKGROUND, FAM_REGION_CREATE_MIN);
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+	h = hdr(FAM_MSG_READ, FAM_F_BACKGROUND | FAM_F_RESPONSE, 64);
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
 }
 END_TEST
 
@@ -750,6 +861,7 @@ proto_suite(void)
 	tcase_add_test(t, test_request_with_status_rejected);
 	tcase_add_test(t, test_negative_or_huge_status_rejected);
 	tcase_add_test(t, test_error_response_with_payload_rejected);
+	tcase_add_test(t, test_background_flag_only_on_read_write_requests);
 	suite_add_tcase(s, t);
 
 	t = tcase_create("payloads");
@@ -768,12 +880,17 @@ proto_suite(void)
 	tcase_add_test(t, test_region_create_name_length_over_max_rejected);
 	tcase_add_test(t, test_region_create_path_length_over_max_rejected);
 	tcase_add_test(t, test_region_create_lengths_past_payload_rejected);
-	tcase_add_test(t, test_region_create_reserved_set_rejected);
+	tcase_add_test(t, test_region_create_place_round_trip);
 	tcase_add_test(t, test_region_create_unknown_flags_refused);
 	tcase_add_test(t, test_region_create_inconsistent_fields_refused);
 	tcase_add_test(t, test_region_create_nul_or_control_in_name_refused);
 	tcase_add_test(t, test_region_info_round_trip);
 	tcase_add_test(t, test_region_info_malformed_rejected);
+	tcase_add_test(t, test_region_info_from_dpu_round_trip);
+	tcase_add_test(t, test_region_info_half_memory_location_rejected);
+	tcase_add_test(t, test_region_adopt_round_trip);
+	tcase_add_test(t, test_region_adopt_malformed_or_bad_refused);
+	tcase_add_test(t, test_region_advise_round_trip_and_unknown_advice_refused);
 	tcase_add_test(t, test_region_free_round_trip);
 	tcase_add_test(t, test_region_free_reserved_set_rejected);
 	tcase_add_test(t, test_read_round_trip);

@@ -1,0 +1,236 @@
+/*
+ * dpu.h - the dpu role: an agent between hosts and memory nodes (on a
+ * SmartNIC's cores, or any node on the way) that hosts use as if it were a
+ * memory node. It keeps the region -> memory-node mapping, forwards chunk
+ * reads and writes, and answers what it can from its own memory.
+ *
+ * Two sides, each owned by one event loop:
+ *   front  the control loop: the listener, host connections, sessions, the
+ *          region table; it parses requests, looks up metadata and answers
+ *          hosts (the data of a read goes out of the buffer it arrived in).
+ *   back   the memory-node connections: it issues requests to the memory
+ *          nodes and takes their completions. With `async` off it runs on
+ *          the front's loop; with it on, on a thread of its own, and the
+ *          two sides hand requests over through queues (see dpu-forward.c).
+ *
+ * A request (struct dpu_req) belongs to the front until it is submitted,
+ * to the back until it completes, then to the front again; only its owner
+ * touches it. What both sides read is set before it is shared and not
+ * changed after (a region's node, instance and remote), or atomic (node
+ * state and instance, counters).
+ */
+#ifndef FAM_DPU_H
+#define FAM_DPU_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "famd.h"
+#include "transport.h"
+
+struct event;
+struct dpu;
+
+#define DPU_MAX_NODES    16
+#define DPU_MAX_CONNS    1024u
+#define DPU_HASH_SIZE    1024u  /* buckets of the region tables */
+
+enum dpu_node_state {
+	DN_DOWN,       /* not connected; a retry is scheduled */
+	DN_CONNECTING, /* connect or hello in progress */
+	DN_UP,         /* hello answered: requests flow */
+};
+
+/* A memory node this dpu forwards to; owned by the back loop. */
+struct dpu_node {
+	struct dpu *dpu;
+	unsigned index;
+	char *addr;
+	struct fam_conn *conn;
+	_Atomic int state;            /* enum dpu_node_state */
+	_Atomic uint64_t instance;    /* of the memory famd; 0 before */
+	uint64_t session;             /* our token there, to resume */
+	struct event *retry;
+	unsigned backoff_ms;
+	bool dirty;                   /* requests queued since the flush */
+	/* what status shows; under dpu->stat_lock */
+	char name[FAM_NAME_MAX + 1];
+	char last_error[128];
+	uint64_t connects, disconnects;
+	/* regions to free once the node is back (same instance) */
+	uint32_t *pending_free;
+	unsigned npending_free, cap_pending_free;
+};
+
+/*
+ * A region on a memory node, held by this dpu's session there. Several
+ * dpu regions may stand for one (a shared region opened by many hosts, a
+ * region adopted again): each holds one reference on the memory node.
+ */
+struct dpu_mregion {
+	struct dpu_node *node;
+	uint64_t instance;            /* of the node when it was obtained */
+	struct fam_remote remote;     /* id, key (rkey), addr, size there */
+	uint32_t flags;               /* FAM_RF_* */
+	char name[FAM_NAME_MAX + 1];  /* its name, or its file's path */
+	unsigned users;               /* dpu regions standing for it */
+	_Atomic unsigned refs;        /* the table's, and requests' */
+	bool listed;                  /* in the table */
+	struct dpu_mregion *hnext;
+};
+
+struct dpu_session;
+
+/* A region as a host knows it: a dpu id for a memory-node region. */
+struct dpu_region {
+	uint32_t id;
+	struct dpu_session *s;
+	struct dpu_mregion *m;
+	struct dpu_region *hnext;
+	LIST_ENTRY(dpu_region) link;  /* the session's regions */
+};
+
+struct dpu_hconn;
+
+/* A host's session: its regions outlive a dropped connection for a grace. */
+struct dpu_session {
+	uint64_t token;
+	uint64_t serial;
+	char node[FAM_NAME_MAX + 1];
+	char peer[64];
+	struct dpu_hconn *hc;         /* NULL while detached */
+	struct event *grace;
+	unsigned nregions;
+	uint64_t bytes;
+	LIST_HEAD(, dpu_region) regions;
+	TAILQ_ENTRY(dpu_session) link;
+};
+
+/* A host's connection. */
+struct dpu_hconn {
+	struct dpu *dpu;
+	struct fam_conn *c;
+	struct dpu_session *s;
+	char peer[64];
+	unsigned refs;                /* 1 while open, 1 per request served */
+	bool closed;
+	unsigned inflight;            /* its requests being served */
+	TAILQ_ENTRY(dpu_hconn) link;
+};
+
+enum dpu_req_kind {
+	DR_READ,  /* a host's READ, forwarded */
+	DR_WRITE, /* a host's WRITE, forwarded */
+	DR_CALL,  /* a control request to a memory node */
+};
+
+struct dpu_req;
+typedef void (*dpu_req_fn)(struct dpu_req *q);
+
+/* One request on its way through the dpu. */
+struct dpu_req {
+	TAILQ_ENTRY(dpu_req) link;    /* in a batch or a queue */
+	enum dpu_req_kind kind;
+	struct dpu *dpu;
+	struct dpu_hconn *hc;         /* the host to answer, or NULL */
+	struct fam_hdr h;             /* its request, to answer */
+	struct dpu_mregion *m;        /* READ/WRITE (a reference) */
+	struct dpu_node *node;        /* CALL: where it goes */
+	uint64_t instance;            /* CALL: the node's instance expected */
+	uint64_t off;                 /* READ/WRITE: offset in m */
+	uint32_t len;
+	uint16_t flags;               /* FAM_F_BACKGROUND */
+	uint8_t *buf;                 /* READ/WRITE: staging buffer */
+	int status;                   /* 0 or -errno, once complete */
+	uint64_t start_ns;
+	/* CALL */
+	uint8_t type;
+	uint8_t payload[FAM_REGION_CREATE_MIN + FAM_NAME_MAX + FAM_PATH_MAX];
+	uint32_t plen;
+	uint8_t resp[FAM_REGION_INFO_LEN];
+	uint32_t rlen;
+	dpu_req_fn done;              /* CALL: the front's completion */
+	void *arg;                    /* CALL: for done */
+	uint32_t arg32;
+};
+
+TAILQ_HEAD(dpu_reqq, dpu_req);
+
+/* Counters; written by either side (relaxed atomics), summed for status. */
+struct dpu_counters {
+	_Atomic uint64_t reads, writes;            /* host requests */
+	_Atomic uint64_t rw_errors;
+	_Atomic uint64_t host_ondemand_bytes;      /* host link, by kind */
+	_Atomic uint64_t host_background_bytes;
+	_Atomic uint64_t host_read_bytes, host_write_bytes;
+	_Atomic uint64_t mem_ondemand_bytes;       /* memory link, by kind */
+	_Atomic uint64_t mem_background_bytes;
+	_Atomic uint64_t mem_read_bytes, mem_write_bytes;
+	_Atomic uint64_t mem_reads, mem_writes, mem_errors;
+	_Atomic uint64_t regions_created, regions_adopted, regions_freed;
+	_Atomic uint64_t create_errors;
+	_Atomic uint64_t connections, hello_refusals, bad_frames, timeouts;
+	_Atomic uint64_t sessions_started, sessions_resumed, sessions_ended;
+	_Atomic uint64_t staging_failures;
+};
+
+struct dpu {
+	struct famd *d;
+	struct event_base *base;      /* the front's loop (control loop) */
+	struct event_base *back_base; /* the back's loop */
+	struct fam_listener *l;
+	struct fam_conn_opts opts;    /* passive side (hosts) */
+	char secret[FAM_SECRET_MAX + 1];
+	char listen[64];
+	char node_name[FAM_NAME_MAX + 1];
+	uint64_t instance;
+	uint64_t grace_ms;
+	uint32_t op_timeout_ms;
+	bool stopping;
+	/* memory nodes (back) */
+	struct dpu_node nodes[DPU_MAX_NODES];
+	unsigned nnodes;
+	unsigned next_place;
+	pthread_mutex_t stat_lock;    /* node names and errors for status */
+	/* front: sessions, connections, regions */
+	TAILQ_HEAD(, dpu_session) sessions;
+	TAILQ_HEAD(, dpu_hconn) conns;
+	unsigned nconns, nsessions, nattached;
+	uint64_t next_serial;
+	uint32_t next_region;
+	unsigned nregions;
+	struct dpu_region *regions[DPU_HASH_SIZE];
+	struct dpu_mregion *mregions[DPU_HASH_SIZE];
+	unsigned nmregions;
+	/* staging buffers (front) */
+	uint64_t staging_bytes, staging_peak;
+	struct dpu_counters n;
+};
+
+/* role-dpu.c */
+void dpu_mregion_put(struct dpu_mregion *m);
+void dpu_hconn_put(struct dpu_hconn *hc);
+struct dpu_region *dpu_region_find(struct dpu *dpu, struct dpu_session *s,
+    uint32_t id);
+void dpu_node_free_region(struct dpu_node *n, uint64_t instance,
+    uint32_t region);
+
+/* dpu-forward.c */
+void dpu_forward_request(struct dpu_hconn *hc, const struct fam_hdr *h,
+    const uint8_t *payload);
+void dpu_submit(struct dpu *dpu, struct dpu_req *q);
+void dpu_req_free(struct dpu_req *q);
+struct dpu_req *dpu_call_new(struct dpu *dpu, struct dpu_node *node,
+    uint8_t type, const void *payload, uint32_t plen, dpu_req_fn done,
+    void *arg);
+void dpu_buf_fini(void);
+
+#define DPU_INC(dpu, field, v) \
+	atomic_fetch_add_explicit(&(dpu)->n.field, (v), memory_order_relaxed)
+#define DPU_GET(dpu, field) \
+	atomic_load_explicit(&(dpu)->n.field, memory_order_relaxed)
+
+#endif /* FAM_DPU_H */
