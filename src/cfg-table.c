@@ -12,6 +12,8 @@ static const char *const log_levels[] = { "err", "warning", "notice", "info",
 	"debug", NULL };
 static const char *const transports[] = { "tcp", "verbs", NULL };
 static const char *const evictions[] = { "clock", "fifo", NULL };
+static const char *const paths[] = { "direct", "dpu", NULL };
+static const char *const fallbacks[] = { "none", "direct", NULL };
 
 #define ALL  CFG_ROLES_ALL
 #define HOST CFG_ROLE_BIT(ROLE_HOST)
@@ -232,5 +234,31 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		.help = "NUMA node for the buffer and staging memory: auto (the "
 		    "node of the NIC that reaches the memory nodes) or a node "
 		    "number.",
+	},
+	[CFG_HOST_DPU] = {
+		.section = "host", .name = "dpu", .type = CFG_T_ADDR,
+		.def = "", .empty_ok = true, .roles = HOST,
+		.help = "The dpu famd (host:port) this host can send its "
+		    "requests through instead of going to the memory nodes "
+		    "itself. Empty: none.",
+	},
+	[CFG_HOST_PATH] = {
+		.section = "host", .name = "path", .type = CFG_T_ENUM,
+		.choices = paths, .def = "direct", .reloadable = true,
+		.roles = HOST,
+		.help = "Where chunk reads and write-backs go: direct (to the "
+		    "memory nodes) or dpu (through the dpu, which needs [host] "
+		    "dpu). famctl call path.set changes it at run time; each "
+		    "region moves over once its requests on the old path are "
+		    "done, so no write is lost or overtaken.",
+	},
+	[CFG_HOST_FALLBACK] = {
+		.section = "host", .name = "fallback", .type = CFG_T_ENUM,
+		.choices = fallbacks, .def = "direct", .reloadable = true,
+		.roles = HOST,
+		.help = "With path = dpu, what to do while the dpu is "
+		    "unreachable: direct (go to the memory nodes, and back "
+		    "to the dpu once it returns) or none (requests wait for "
+		    "the dpu, up to op_timeout).",
 	},
 };

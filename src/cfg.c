@@ -583,6 +583,11 @@ cfg_check(struct cfg *cfg, const char *path, struct cfg_errors *errs)
 	if (cfg->v[CFG_HOST_CHUNK_SIZE].i > cfg->v[CFG_HOST_BUFFER_SIZE].i / 4)
 		cfg_error(errs, "%s:%u: [host] buffer_size must hold at least "
 		    "4 chunks", path, cfg->v[CFG_HOST_BUFFER_SIZE].line);
+	if (cfg->v[CFG_ROLE].i == ROLE_HOST &&
+	    cfg->v[CFG_HOST_PATH].i == CFG_PATH_DPU &&
+	    cfg_str(cfg, CFG_HOST_DPU)[0] == '\0')
+		cfg_error(errs, "%s:%u: [host] path = dpu needs [host] dpu", path,
+		    cfg->v[CFG_HOST_PATH].line);
 }
 
 /*

@@ -139,6 +139,9 @@ enum cfg_key {
 	CFG_HOST_MAX_FETCHES,
 	CFG_HOST_EVICTION,
 	CFG_HOST_NUMA_NODE,
+	CFG_HOST_DPU,
+	CFG_HOST_PATH,
+	CFG_HOST_FALLBACK,
 	CFG_NKEYS,
 };
 
@@ -171,6 +174,16 @@ enum cfg_transport {
 enum cfg_eviction {
 	CFG_EVICTION_CLOCK,
 	CFG_EVICTION_FIFO,
+};
+
+enum cfg_path {
+	CFG_PATH_DIRECT,
+	CFG_PATH_DPU,
+};
+
+enum cfg_fallback {
+	CFG_FALLBACK_NONE,
+	CFG_FALLBACK_DIRECT,
 };
 
 int cfg_load(struct cfg *cfg, const char *path, char *const *overrides,

@@ -34,6 +34,7 @@
 
 struct writeback {
 	struct region *r;
+	struct stripe *s;
 	uint64_t chunk;
 };
 
@@ -150,6 +151,7 @@ writeback_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 	struct host *h = r->cl->h;
 	struct chunk *ch = &r->chunks[wb->chunk];
 
+	host_route_done(h, wb->s);
 	free(wb);
 	h->writebacks_inflight--;
 	r->busy--;
@@ -196,20 +198,25 @@ writeback_start(struct host *h, struct region *r, uint64_t c)
 	struct chunk *ch = &r->chunks[c];
 	struct writeback *wb;
 	struct stripe *s;
+	struct fam_conn *conn;
+	const struct fam_remote *remote;
 	unsigned si;
 	uint64_t off = host_stripe_offset(h, r, c, &si);
 	int rc;
 
 	s = &r->stripes[si];
-	if (!host_node_usable(h, s))
-		return -EHOSTDOWN;
 	wb = malloc(sizeof *wb);
 	if (wb == NULL)
 		return -ENOMEM;
+	if (host_route(h, s, &conn, &remote) < 0) {
+		free(wb);
+		return -EHOSTDOWN;
+	}
 	if (ch->flags & CH_UNPROT) {
 		rc = uffd_protect(r->cl->uffd, r->ar->uaddr + r->off +
 		    (c << h->chunk_shift), h->chunk, true);
 		if (rc < 0 && rc != -ESRCH) {
+			host_route_done(h, s);
 			free(wb);
 			return rc;
 		}
@@ -220,11 +227,13 @@ writeback_start(struct host *h, struct region *r, uint64_t c)
 	h->dirty--;
 	ch->state = CH_EVICTING;
 	wb->r = r;
+	wb->s = s;
 	wb->chunk = c;
-	rc = fam_conn_write(s->node->conn, &s->remote, off, (uint32_t)h->chunk,
+	rc = fam_conn_writef(conn, remote, off, (uint32_t)h->chunk,
 	    r->ar->local + r->off + (c << h->chunk_shift), NULL,
-	    writeback_done, wb);
+	    FAM_F_BACKGROUND, writeback_done, wb);
 	if (rc < 0) {
+		host_route_done(h, s);
 		ch->state = CH_RESIDENT;
 		ch->flags |= CH_DIRTY;
 		r->dirty++;

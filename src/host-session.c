@@ -328,30 +328,16 @@ region_new(struct host_client *cl)
 	return r;
 }
 
-/* Completion of REGION_FREE: nothing waits for it. */
-static void
-region_free_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
-{
-	if (status < 0)
-		log_debug("freeing a region on a memory node: %s",
-		    strerror(-status));
-}
-
-/* Asks each memory node to free its stripe of r. */
+/* Asks each memory node (and the dpu) to free its stripe of r. */
 static void
 region_free_remote(struct host *h, struct region *r)
 {
 	for (unsigned i = 0; i < r->nstripes; i++) {
 		struct stripe *s = &r->stripes[i];
-		uint8_t buf[FAM_REGION_FREE_LEN];
 
-		if (s->remote.size == 0 || !host_node_usable(h, s))
+		if (s->remote.size == 0)
 			continue;
-		proto_put_region_free(buf, s->remote.region);
-		if (fam_conn_call(s->node->conn, FAM_MSG_REGION_FREE, buf,
-		    sizeof buf, region_free_done, NULL) < 0)
-			log_info("cannot free region %u on %s",
-			    s->remote.region, s->node->addr);
+		host_stripe_free(h, s);
 		s->remote.size = 0;
 	}
 }
@@ -566,6 +552,8 @@ alloc_finish(struct host_client *cl)
 			host_client_release(cl);
 		return;
 	}
+	for (unsigned i = 0; i < r->nstripes; i++)
+		host_stripe_adopt(h, &r->stripes[i]);
 	r->next = cl->regions;
 	cl->regions = r;
 	r->listed = true;
@@ -601,11 +589,28 @@ alloc_stripe_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 			log_info("session pid %ld: memory node %s refused a "
 			    "region: %s", (long)cl->pid, s->node->addr,
 			    strerror(-status));
+	} else if (s->path == SP_DPU && info.mem_instance != 0) {
+		/* Through our dpu: it says where the region lives. */
+		struct host *h = cl->h;
+
+		s->dremote.region = info.region;
+		s->dremote.size = info.size;
+		s->dinstance = h->dpu.instance;
+		s->remote.region = info.mem_region;
+		s->remote.rkey = info.mem_rkey;
+		s->remote.addr = info.mem_addr;
+		s->remote.size = info.size;
+		s->instance = info.mem_instance;
+		s->node = host_node_by_instance(h, info.mem_instance);
+		s->path = SP_DPU;
+		s->owned = false;
 	} else {
 		s->remote.region = info.region;
 		s->remote.rkey = info.rkey;
 		s->remote.addr = info.addr;
 		s->remote.size = info.size;
+		s->path = SP_DIRECT;
+		s->owned = true;
 	}
 	r->busy--;
 	if (--cl->pending_calls > 0)
@@ -633,6 +638,8 @@ session_alloc(struct host_client *cl)
 	uint8_t buf[FAM_REGION_CREATE_MIN + FAM_NAME_MAX + FAM_PATH_MAX];
 	unsigned nstripes;
 	uint64_t chunks, size;
+	bool via_dpu = h->has_dpu && h->path == CFG_PATH_DPU &&
+	    host_dpu_usable(h);
 
 	if (cl->uffd < 0)
 		return session_fail(cl, EBADF);
@@ -648,7 +655,10 @@ session_alloc(struct host_client *cl)
 	/* A file lives whole on the first memory node; the rest is striped. */
 	nstripes = (m->b & FAM_S_ALLOC_FILE) ? 1 :
 	    (chunks < h->nnodes ? (unsigned)chunks : h->nnodes);
-	for (unsigned i = 0; i < nstripes; i++)
+	if (h->has_dpu && h->path == CFG_PATH_DPU && !via_dpu &&
+	    h->fallback == CFG_FALLBACK_NONE)
+		return session_fail(cl, EHOSTDOWN);
+	for (unsigned i = 0; i < nstripes && !via_dpu; i++)
 		if (h->nodes[i].state != MN_UP)
 			return session_fail(cl, EHOSTDOWN);
 
@@ -672,6 +682,9 @@ session_alloc(struct host_client *cl)
 		s->r = r;
 		s->node = &h->nodes[i];
 		s->instance = s->node->instance;
+		s->path = via_dpu ? SP_DPU : SP_DIRECT;
+		if (via_dpu && s->node->state == MN_UP)
+			rc.place = s->node->instance;
 		rc.size = n << h->chunk_shift;
 		if (m->b & FAM_S_ALLOC_FILE) {
 			rc.size = 0;
@@ -684,8 +697,9 @@ session_alloc(struct host_client *cl)
 			snprintf(rc.path, sizeof rc.path, "%s", cl->data);
 		}
 		len = proto_put_region_create(buf, sizeof buf, &rc);
-		rc2 = fam_conn_call(s->node->conn, FAM_MSG_REGION_CREATE, buf,
-		    (uint32_t)len, alloc_stripe_done, s);
+		rc2 = fam_conn_call(via_dpu ? h->dpu.conn : s->node->conn,
+		    FAM_MSG_REGION_CREATE, buf, (uint32_t)len,
+		    alloc_stripe_done, s);
 		if (rc2 < 0) {
 			if (cl->pending_err == 0)
 				cl->pending_err = -rc2;
