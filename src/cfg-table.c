@@ -147,6 +147,31 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		    "freed on the memory nodes (a host that adopted them keeps "
 		    "them there).",
 	},
+	[CFG_DPU_AGGREGATE] = {
+		.section = "dpu", .name = "aggregate", .type = CFG_T_BOOL,
+		.def = "on", .reloadable = true, .roles = DPU,
+		.help = "Task aggregation: requests that arrive together (from "
+		    "every host) are collected into a batch and put on the "
+		    "memory-node link with one flush (one writev on tcp, one "
+		    "chain of work requests on verbs). Off: each request is "
+		    "sent on its own as it arrives.",
+	},
+	[CFG_DPU_BATCH_LIMIT] = {
+		.section = "dpu", .name = "batch_limit", .type = CFG_T_INT,
+		.min = 1, .max = 1024, .def = "64", .reloadable = true,
+		.roles = DPU,
+		.help = "Most requests in one aggregated batch; a full batch is "
+		    "sent at once.",
+	},
+	[CFG_DPU_ASYNC] = {
+		.section = "dpu", .name = "async", .type = CFG_T_BOOL,
+		.def = "on", .roles = DPU,
+		.help = "Asynchronous forwarding: the memory-node side (issuing "
+		    "requests, taking their completions, filling the cache) runs "
+		    "on a thread of its own, fed through a queue, while the "
+		    "control loop receives hosts' requests and answers them. "
+		    "Off: one loop does both.",
+	},
 	[CFG_HOST_SESSION_SOCKET] = {
 		.section = "host", .name = "session_socket", .type = CFG_T_PATH,
 		.def = FAMD_DEFAULT_SESSION, .roles = HOST,

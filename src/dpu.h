@@ -18,6 +18,11 @@
  * touches it. What both sides read is set before it is shared and not
  * changed after (a region's node, instance and remote), or atomic (node
  * state and instance, counters).
+ *
+ * Lock order (whole dpu role): a queue's lock, stat_lock, the cache's lock
+ * and the recent list's lock are leaves: each is held only to link, unlink
+ * or copy a few fields, never across a call into another module or while
+ * another of them is held. Everything else is owned by one loop.
  */
 #ifndef FAM_DPU_H
 #define FAM_DPU_H
@@ -159,6 +164,24 @@ struct dpu_req {
 
 TAILQ_HEAD(dpu_reqq, dpu_req);
 
+/*
+ * A hand-over between the two loops: requests to the back, completions to
+ * the front. The producer links under the lock and wakes the consumer's
+ * loop through an eventfd when the queue was empty; the consumer takes
+ * the whole list under the lock and works on it outside.
+ */
+struct dpu_queue {
+	struct dpu *dpu;
+	pthread_mutex_t lock;
+	struct dpu_reqq q;
+	unsigned depth;
+	int efd;
+	struct event *ev;
+	void (*drain)(struct dpu *dpu, struct dpu_reqq *list);
+};
+
+#define DPU_BATCH_BUCKETS 11 /* batch sizes 1, 2-3, 4-7, ... 1024 */
+
 /* Counters; written by either side (relaxed atomics), summed for status. */
 struct dpu_counters {
 	_Atomic uint64_t reads, writes;            /* host requests */
@@ -175,6 +198,10 @@ struct dpu_counters {
 	_Atomic uint64_t connections, hello_refusals, bad_frames, timeouts;
 	_Atomic uint64_t sessions_started, sessions_resumed, sessions_ended;
 	_Atomic uint64_t staging_failures;
+	_Atomic uint64_t batches, batch_requests, batch_max, flushes;
+	_Atomic uint64_t batch_hist[DPU_BATCH_BUCKETS];
+	_Atomic uint64_t queue_back_max, queue_front_max;
+	_Atomic uint64_t mem_inflight_max;
 };
 
 struct dpu {
@@ -190,6 +217,20 @@ struct dpu {
 	uint64_t grace_ms;
 	uint32_t op_timeout_ms;
 	bool stopping;
+	/* forwarding (dpu-forward.c) */
+	bool async;                   /* the back has a thread of its own */
+	_Atomic bool aggregate;
+	unsigned batch_limit;
+	struct dpu_reqq batch;        /* front: requests collected */
+	unsigned batch_n;
+	bool batch_armed;
+	struct event *batch_ev;       /* sends the batch after this pass */
+	struct dpu_queue to_back, to_front;
+	pthread_t back_thread;
+	bool back_started;
+	bool back_stopping;           /* back: close the nodes and leave */
+	_Atomic int64_t mem_inflight; /* requests out on memory links */
+	unsigned inflight;            /* front: host requests being served */
 	/* memory nodes (back) */
 	struct dpu_node nodes[DPU_MAX_NODES];
 	unsigned nnodes;
@@ -217,8 +258,16 @@ struct dpu_region *dpu_region_find(struct dpu *dpu, struct dpu_session *s,
     uint32_t id);
 void dpu_node_free_region(struct dpu_node *n, uint64_t instance,
     uint32_t region);
+int dpu_nodes_init(struct dpu *dpu);
+void dpu_nodes_connect(struct dpu *dpu);
+void dpu_nodes_close(struct dpu *dpu);
+bool dpu_nodes_closed(struct dpu *dpu);
 
 /* dpu-forward.c */
+int dpu_forward_start(struct dpu *dpu, char **cause);
+void dpu_forward_stop(struct dpu *dpu);
+void dpu_forward_configure(struct dpu *dpu);
+json_t *dpu_forward_json(struct dpu *dpu);
 void dpu_forward_request(struct dpu_hconn *hc, const struct fam_hdr *h,
     const uint8_t *payload);
 void dpu_submit(struct dpu *dpu, struct dpu_req *q);

@@ -189,14 +189,17 @@ node_closed(struct fam_conn *c, int err, void *arg)
 	if (was_up)
 		n->disconnects++;
 	pthread_mutex_unlock(&dpu->stat_lock);
+	if (dpu->back_stopping) {
+		if (dpu->async && dpu_nodes_closed(dpu))
+			event_base_loopexit(dpu->back_base, NULL);
+		return;
+	}
 	if (was_up)
 		log_warn("dpu: memory node %s lost: %s; reconnecting", n->addr,
 		    why);
 	else if (n->backoff_ms == 0)
 		log_warn("dpu: memory node %s unreachable: %s; retrying",
 		    n->addr, why);
-	if (dpu->stopping)
-		return;
 	node_schedule(n);
 }
 
@@ -238,6 +241,51 @@ node_connect(struct dpu_node *n)
 		node_schedule(n);
 	}
 	explicit_bzero(opts.hello.secret, sizeof opts.hello.secret);
+}
+
+/* Makes the memory nodes' retry timers on the back loop. */
+int
+dpu_nodes_init(struct dpu *dpu)
+{
+	for (unsigned i = 0; i < dpu->nnodes; i++) {
+		dpu->nodes[i].retry = evtimer_new(dpu->back_base,
+		    node_retry_cb, &dpu->nodes[i]);
+		if (dpu->nodes[i].retry == NULL)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Starts connecting to every memory node. Back loop. */
+void
+dpu_nodes_connect(struct dpu *dpu)
+{
+	for (unsigned i = 0; i < dpu->nnodes; i++)
+		node_connect(&dpu->nodes[i]);
+}
+
+/* Closes every memory-node connection for good. Back loop. */
+void
+dpu_nodes_close(struct dpu *dpu)
+{
+	for (unsigned i = 0; i < dpu->nnodes; i++) {
+		struct dpu_node *n = &dpu->nodes[i];
+
+		if (n->retry != NULL)
+			evtimer_del(n->retry);
+		if (n->conn != NULL)
+			fam_conn_close(n->conn);
+	}
+}
+
+/* Returns true once no memory-node connection is left. Back loop. */
+bool
+dpu_nodes_closed(struct dpu *dpu)
+{
+	for (unsigned i = 0; i < dpu->nnodes; i++)
+		if (dpu->nodes[i].conn != NULL)
+			return false;
+	return true;
 }
 
 /* Splits the comma-separated memory_nodes into the node table. */
@@ -718,6 +766,7 @@ ctl_forward(struct dpu_hconn *hc, const struct fam_hdr *h,
 	q->hc = hc;
 	hc->refs++;
 	hc->inflight++;
+	dpu->inflight++;
 	q->h = *h;
 	q->instance = node_instance(n);
 	dpu_submit(dpu, q);
@@ -1067,6 +1116,7 @@ role_dpu_status(struct famd *d, json_t *st)
 	    "session_grace_ms", (json_int_t)dpu->grace_ms));
 	json_object_set_new(st, "counters", dpu_counters_json(dpu));
 	json_object_set_new(st, "links", dpu_links_json(dpu));
+	json_object_set_new(st, "forwarding", dpu_forward_json(dpu));
 	if (!json_is_array(peers))
 		return;
 	pthread_mutex_lock(&dpu->stat_lock);
@@ -1190,21 +1240,14 @@ role_dpu_start(struct famd *d)
 		goto fail;
 	snprintf(dpu->listen, sizeof dpu->listen, "%s",
 	    fam_listener_addr(dpu->l));
-	for (unsigned i = 0; i < dpu->nnodes; i++) {
-		dpu->nodes[i].retry = evtimer_new(dpu->back_base,
-		    node_retry_cb, &dpu->nodes[i]);
-		if (dpu->nodes[i].retry == NULL) {
-			cause = xasprintf("out of memory");
-			goto fail;
-		}
-	}
-	for (unsigned i = 0; i < dpu->nnodes; i++)
-		node_connect(&dpu->nodes[i]);
+	if (dpu_forward_start(dpu, &cause) < 0)
+		goto fail;
 	admin_register(dpu_cmds, nitems(dpu_cmds));
 	log_notice("dpu: listening on %s as %s, forwarding to %u memory "
-	    "node%s%s", dpu->listen, dpu->node_name, dpu->nnodes,
-	    dpu->nnodes == 1 ? "" : "s", dpu->secret[0] ?
-	    ", secret required" : "");
+	    "node%s (%s, aggregation %s)%s", dpu->listen, dpu->node_name,
+	    dpu->nnodes, dpu->nnodes == 1 ? "" : "s", dpu->async ?
+	    "asynchronous" : "one loop", atomic_load(&dpu->aggregate) ?
+	    "on" : "off", dpu->secret[0] ? ", secret required" : "");
 	return 0;
 fail:
 	log_err("dpu: %s", cause != NULL ? cause : "cannot start");
@@ -1223,6 +1266,7 @@ role_dpu_reload(struct famd *d, const struct cfg *old)
 		log_notice("dpu: session_grace is now %" PRIu64 " ms", grace);
 		dpu->grace_ms = grace;
 	}
+	dpu_forward_configure(dpu);
 }
 
 /* Zeroes the dpu role's counters. */
@@ -1254,27 +1298,11 @@ role_dpu_stop(struct famd *d)
 		fam_conn_close(hc->c);
 	while ((s = TAILQ_FIRST(&dpu->sessions)) != NULL)
 		session_end(dpu, s, "famd stops");
-	/* Let the frees reach the memory nodes, and the connections close. */
+	/* Let the host connections close. */
 	for (int i = 0; i < 50 && !TAILQ_EMPTY(&dpu->conns); i++)
 		event_base_loop(d->base, EVLOOP_NONBLOCK);
-	for (unsigned i = 0; i < dpu->nnodes; i++)
-		if (dpu->nodes[i].conn != NULL)
-			fam_conn_flush(dpu->nodes[i].conn);
-	for (unsigned i = 0; i < dpu->nnodes; i++) {
-		struct dpu_node *n = &dpu->nodes[i];
-
-		if (n->conn != NULL)
-			fam_conn_close(n->conn);
-	}
-	for (int i = 0; i < 100; i++) {
-		bool open = false;
-
-		for (unsigned k = 0; k < dpu->nnodes; k++)
-			open |= dpu->nodes[k].conn != NULL;
-		if (!open && TAILQ_EMPTY(&dpu->conns))
-			break;
-		event_base_loop(d->base, EVLOOP_NONBLOCK);
-	}
+	/* The frees go to the memory nodes, then their connections close. */
+	dpu_forward_stop(dpu);
 	for (unsigned i = 0; i < dpu->nnodes; i++) {
 		struct dpu_node *n = &dpu->nodes[i];
 
@@ -1283,7 +1311,8 @@ role_dpu_stop(struct famd *d)
 		free(n->addr);
 		free(n->pending_free);
 	}
-	dpu_buf_fini();
+	if (dpu->back_base != NULL && dpu->back_base != dpu->base)
+		event_base_free(dpu->back_base);
 	explicit_bzero(dpu->secret, sizeof dpu->secret);
 	explicit_bzero(dpu->opts.secret, sizeof dpu->opts.secret);
 	pthread_mutex_destroy(&dpu->stat_lock);
