@@ -172,6 +172,25 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		    "control loop receives hosts' requests and answers them. "
 		    "Off: one loop does both.",
 	},
+	[CFG_DPU_STATIC_REGIONS] = {
+		.section = "dpu", .name = "static_regions", .type = CFG_T_STRING,
+		.min = 0, .max = 1023, .def = "", .reloadable = true,
+		.roles = DPU,
+		.help = "Regions to cache whole in the dpu's memory (the static "
+		    "cache), as a comma-separated list of region names (a shared "
+		    "file's path, or a file's path): loaded once when a host "
+		    "creates them through this dpu, then every read of them is "
+		    "served here; writes go through to the memory node and keep "
+		    "the copy current. Programs can ask for it too "
+		    "(fam_advise(FAM_ADVISE_STATIC)).",
+	},
+	[CFG_DPU_STATIC_SIZE] = {
+		.section = "dpu", .name = "static_size", .type = CFG_T_SIZE,
+		.min = 0, .max = (int64_t)1 << 40, .def = "256M",
+		.reloadable = true, .roles = DPU,
+		.help = "Most bytes of static copies held at once; a region that "
+		    "would go past it is not cached (and counted).",
+	},
 	[CFG_HOST_SESSION_SOCKET] = {
 		.section = "host", .name = "session_socket", .type = CFG_T_PATH,
 		.def = FAMD_DEFAULT_SESSION, .roles = HOST,

@@ -169,6 +169,23 @@ dpu_call_new(struct dpu *dpu, struct dpu_node *node, uint8_t type,
 
 /* ---- back: issue and complete ------------------------------------------- */
 
+/*
+ * A request is over on the back side: a cache load goes to the cache, a
+ * write the memory node has goes into the caches too, then the front
+ * answers. Back.
+ */
+static void
+back_finish(struct dpu *dpu, struct dpu_req *q)
+{
+	if (q->kind == DR_LOAD) {
+		dpu_cache_load_done(dpu, q);
+		return;
+	}
+	if (q->kind == DR_WRITE && q->status == 0)
+		dpu_cache_write_done(dpu, q);
+	dpu_complete(dpu, q);
+}
+
 /* Completion of a forwarded READ or WRITE. Back. */
 static void
 back_rw_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
@@ -183,13 +200,13 @@ back_rw_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 			DPU_INC(dpu, mem_background_bytes, q->len);
 		else
 			DPU_INC(dpu, mem_ondemand_bytes, q->len);
-		if (q->kind == DR_READ)
-			DPU_INC(dpu, mem_read_bytes, q->len);
-		else
+		if (q->kind == DR_WRITE)
 			DPU_INC(dpu, mem_write_bytes, q->len);
+		else
+			DPU_INC(dpu, mem_read_bytes, q->len);
 	} else
 		DPU_INC(dpu, mem_errors, 1);
-	dpu_complete(dpu, q);
+	back_finish(dpu, q);
 }
 
 /* Completion of a control request: keeps the answer. Back. */
@@ -227,23 +244,24 @@ back_issue(struct dpu *dpu, struct dpu_req *q)
 		    (uint32_t)q->payload[2] << 8 | q->payload[3];
 
 		dpu_node_free_region(n, instance, region);
-		dpu_complete(dpu, q);
+		back_finish(dpu, q);
 		return;
 	}
 	if (atomic_load_explicit(&n->state, memory_order_acquire) != DN_UP ||
 	    n->conn == NULL) {
 		q->status = -EHOSTDOWN;
-		dpu_complete(dpu, q);
+		back_finish(dpu, q);
 		return;
 	}
 	if (atomic_load_explicit(&n->instance, memory_order_acquire) !=
 	    instance) {
 		q->status = -EIO; /* that memory famd restarted: data gone */
-		dpu_complete(dpu, q);
+		back_finish(dpu, q);
 		return;
 	}
 	switch (q->kind) {
 	case DR_READ:
+	case DR_LOAD:
 		DPU_INC(dpu, mem_reads, 1);
 		rc = fam_conn_readf(n->conn, &q->m->remote, q->off, q->len,
 		    q->buf, NULL, q->flags, back_rw_done, q);
@@ -260,12 +278,22 @@ back_issue(struct dpu *dpu, struct dpu_req *q)
 	}
 	if (rc < 0) {
 		q->status = rc;
-		dpu_complete(dpu, q);
+		back_finish(dpu, q);
 		return;
 	}
 	n->dirty = true;
 	stat_max(&dpu->n.mem_inflight_max, (uint64_t)atomic_fetch_add_explicit(
 	    &dpu->mem_inflight, 1, memory_order_relaxed) + 1);
+}
+
+/*
+ * Issues a request of the back's own (a cache load) at once; the
+ * transport puts it on the wire when the loop next runs. Back.
+ */
+void
+dpu_issue(struct dpu *dpu, struct dpu_req *q)
+{
+	back_issue(dpu, q);
 }
 
 /*
@@ -748,6 +776,9 @@ dpu_forward_request(struct dpu_hconn *hc, const struct fam_hdr *h,
 		front_refuse(hc, h, EROFS);
 		return;
 	}
+	if (h->type == FAM_MSG_READ && dpu_cache_read(hc, h, r->m, m.offset,
+	    m.len))
+		return;
 	q = calloc(1, sizeof *q);
 	if (q == NULL) {
 		front_refuse(hc, h, ENOMEM);

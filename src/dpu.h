@@ -71,6 +71,34 @@ struct dpu_node {
 };
 
 /*
+ * A whole copy of a region in the dpu's memory: the static cache. Loaded a
+ * piece at a time in the background; a read is served from it once every
+ * piece it touches is loaded. A write acknowledged by the memory node is
+ * copied in (write-through), whatever the piece's state: a load issued
+ * before the write is answered before it on the same connection (the copy
+ * lands after the load), and one issued after it reads the written data.
+ */
+enum dpu_piece_state {
+	DS_EMPTY,
+	DS_LOADING,
+	DS_LOADED,
+};
+
+#define DPU_STATIC_PIECE (1u << 20) /* bytes loaded at once */
+#define DPU_STATIC_LOADS 4          /* loads in flight per region */
+
+struct dpu_static {
+	uint8_t *mem;                 /* the copy (its own mapping) */
+	uint64_t size;
+	uint64_t npieces;
+	_Atomic uint8_t *state;       /* enum dpu_piece_state, per piece */
+	_Atomic uint64_t next;        /* the next piece a loader claims */
+	_Atomic uint64_t loaded;      /* pieces loaded */
+	_Atomic unsigned loads_out;
+	uint64_t retry_ns;            /* front: loads failed; restart after */
+};
+
+/*
  * A region on a memory node, held by this dpu's session there. Several
  * dpu regions may stand for one (a shared region opened by many hosts, a
  * region adopted again): each holds one reference on the memory node.
@@ -82,7 +110,8 @@ struct dpu_mregion {
 	uint32_t flags;               /* FAM_RF_* */
 	char name[FAM_NAME_MAX + 1];  /* its name, or its file's path */
 	unsigned users;               /* dpu regions standing for it */
-	_Atomic unsigned refs;        /* the table's, and requests' */
+	_Atomic unsigned refs;        /* the table's, requests', replies' */
+	_Atomic(struct dpu_static *) st; /* its static copy, or NULL */
 	bool listed;                  /* in the table */
 	struct dpu_mregion *hnext;
 };
@@ -130,6 +159,7 @@ enum dpu_req_kind {
 	DR_READ,  /* a host's READ, forwarded */
 	DR_WRITE, /* a host's WRITE, forwarded */
 	DR_CALL,  /* a control request to a memory node */
+	DR_LOAD,  /* a cache load (static piece): the back's own */
 };
 
 struct dpu_req;
@@ -202,6 +232,9 @@ struct dpu_counters {
 	_Atomic uint64_t batch_hist[DPU_BATCH_BUCKETS];
 	_Atomic uint64_t queue_back_max, queue_front_max;
 	_Atomic uint64_t mem_inflight_max;
+	_Atomic uint64_t static_loaded_bytes;
+	_Atomic uint64_t static_hits, static_hit_bytes, static_misses;
+	_Atomic uint64_t static_rejected, static_load_errors;
 };
 
 struct dpu {
@@ -231,6 +264,11 @@ struct dpu {
 	bool back_stopping;           /* back: close the nodes and leave */
 	_Atomic int64_t mem_inflight; /* requests out on memory links */
 	unsigned inflight;            /* front: host requests being served */
+	/* caches (dpu-cache.c) */
+	uint64_t static_size;         /* most bytes of static copies */
+	_Atomic uint64_t static_regions, static_bytes; /* now (not counters) */
+	char **static_names;          /* static_regions, split */
+	unsigned nstatic_names;
 	/* memory nodes (back) */
 	struct dpu_node nodes[DPU_MAX_NODES];
 	unsigned nnodes;
@@ -276,6 +314,21 @@ struct dpu_req *dpu_call_new(struct dpu *dpu, struct dpu_node *node,
     uint8_t type, const void *payload, uint32_t plen, dpu_req_fn done,
     void *arg);
 void dpu_buf_fini(void);
+void dpu_issue(struct dpu *dpu, struct dpu_req *q);
+
+/* dpu-cache.c */
+int dpu_cache_start(struct dpu *dpu, char **cause);
+void dpu_cache_configure(struct dpu *dpu);
+void dpu_cache_stop(struct dpu *dpu);
+json_t *dpu_cache_json(struct dpu *dpu);
+void dpu_cache_region_new(struct dpu *dpu, struct dpu_mregion *m);
+int dpu_cache_advise(struct dpu *dpu, struct dpu_mregion *m,
+    uint32_t advice);
+bool dpu_cache_read(struct dpu_hconn *hc, const struct fam_hdr *h,
+    struct dpu_mregion *m, uint64_t off, uint32_t len);
+void dpu_cache_write_done(struct dpu *dpu, struct dpu_req *q);
+void dpu_cache_load_done(struct dpu *dpu, struct dpu_req *q);
+void dpu_cache_mregion_gone(struct dpu_mregion *m);
 
 #define DPU_INC(dpu, field, v) \
 	atomic_fetch_add_explicit(&(dpu)->n.field, (v), memory_order_relaxed)

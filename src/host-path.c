@@ -158,6 +158,14 @@ stripe_dpu_advise(struct host *h, struct stripe *s)
 		log_info("host: cannot pass advice to the dpu");
 }
 
+/* Passes a region's advice to the dpu, for the stripes it holds. */
+void
+host_region_advise(struct host *h, struct region *r)
+{
+	for (unsigned i = 0; i < r->nstripes; i++)
+		stripe_dpu_advise(h, &r->stripes[i]);
+}
+
 /* Sends REGION_ADOPT for the stripe's memory region to peer n. */
 static int
 stripe_send_adopt(struct stripe *s, struct mnode *n, uint32_t flags,

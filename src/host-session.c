@@ -764,6 +764,21 @@ session_stat(struct host_client *cl)
 	    -1);
 }
 
+/* ADVISE: how the program uses a region; passed on to the dpu. */
+static int
+session_advise(struct host_client *cl)
+{
+	struct region *r = host_region_find(cl, cl->req.a, NULL);
+
+	if (r == NULL)
+		return session_fail(cl, ENOENT);
+	if (cl->req.b > FAM_ADVICE_MAX)
+		return session_fail(cl, EINVAL);
+	r->advice = (uint32_t)cl->req.b;
+	host_region_advise(cl->h, r);
+	return session_reply(cl, 0, 0, 0, 0, 0, 0, -1);
+}
+
 /* Validates one request and serves it; returns -1 to end the session. */
 static int
 session_dispatch(struct host_client *cl)
@@ -792,6 +807,7 @@ session_dispatch(struct host_client *cl)
 	case FAM_S_MAP: rc = session_map(cl); break;
 	case FAM_S_FREE: rc = session_free(cl); break;
 	case FAM_S_STAT: rc = session_stat(cl); break;
+	case FAM_S_ADVISE: rc = session_advise(cl); break;
 	default: rc = -1; break;
 	}
 	return rc < 0 ? -1 : 0;

@@ -290,6 +290,7 @@ void host_stripe_free(struct host *h, struct stripe *s);
 void host_path_node_up(struct host *h, struct mnode *n, bool resumed);
 void host_path_tick(struct host *h);
 void host_path_set(struct host *h, int path, const char *why);
+void host_region_advise(struct host *h, struct region *r);
 struct mnode *host_node_by_instance(struct host *h, uint64_t instance);
 json_t *host_path_json(struct host *h);
 

@@ -344,8 +344,11 @@ mregion_find(struct dpu *dpu, struct dpu_node *n, uint64_t instance,
 void
 dpu_mregion_put(struct dpu_mregion *m)
 {
-	if (atomic_fetch_sub_explicit(&m->refs, 1, memory_order_acq_rel) == 1)
+	if (atomic_fetch_sub_explicit(&m->refs, 1, memory_order_acq_rel) ==
+	    1) {
+		dpu_cache_mregion_gone(m);
 		free(m);
+	}
 }
 
 /* Takes m out of the table (its last dpu region is gone). */
@@ -696,6 +699,7 @@ ctl_region_done(struct dpu_req *q)
 		DPU_INC(dpu, regions_created, 1);
 	else
 		DPU_INC(dpu, regions_adopted, 1);
+	dpu_cache_region_new(dpu, m);
 	memset(&out, 0, sizeof out);
 	out.region = r->id;
 	out.size = info.size;
@@ -876,6 +880,7 @@ static void
 ctl_advise(struct dpu_hconn *hc, const struct fam_hdr *h,
     const uint8_t *payload)
 {
+	struct dpu_region *r = NULL;
 	uint32_t id, advice;
 	int err;
 
@@ -884,9 +889,11 @@ ctl_advise(struct dpu_hconn *hc, const struct fam_hdr *h,
 		hconn_bad_request(hc, h);
 		return;
 	}
-	if (err == 0 && dpu_region_find(hc->dpu, hc->s, id) == NULL)
+	if (err == 0 && (r = dpu_region_find(hc->dpu, hc->s, id)) == NULL)
 		err = -ENOENT;
-	hconn_status(hc, h, err);
+	if (err == 0)
+		err = dpu_cache_advise(hc->dpu, r->m, advice);
+	hconn_status(hc, h, err == -ENOSPC ? 0 : err);
 }
 
 static json_t *dpu_counters_json(struct dpu *dpu);
@@ -1117,6 +1124,7 @@ role_dpu_status(struct famd *d, json_t *st)
 	json_object_set_new(st, "counters", dpu_counters_json(dpu));
 	json_object_set_new(st, "links", dpu_links_json(dpu));
 	json_object_set_new(st, "forwarding", dpu_forward_json(dpu));
+	json_object_set_new(st, "cache", dpu_cache_json(dpu));
 	if (!json_is_array(peers))
 		return;
 	pthread_mutex_lock(&dpu->stat_lock);
@@ -1240,7 +1248,8 @@ role_dpu_start(struct famd *d)
 		goto fail;
 	snprintf(dpu->listen, sizeof dpu->listen, "%s",
 	    fam_listener_addr(dpu->l));
-	if (dpu_forward_start(dpu, &cause) < 0)
+	if (dpu_cache_start(dpu, &cause) < 0 ||
+	    dpu_forward_start(dpu, &cause) < 0)
 		goto fail;
 	admin_register(dpu_cmds, nitems(dpu_cmds));
 	log_notice("dpu: listening on %s as %s, forwarding to %u memory "
@@ -1267,6 +1276,7 @@ role_dpu_reload(struct famd *d, const struct cfg *old)
 		dpu->grace_ms = grace;
 	}
 	dpu_forward_configure(dpu);
+	dpu_cache_configure(dpu);
 }
 
 /* Zeroes the dpu role's counters. */
@@ -1303,6 +1313,7 @@ role_dpu_stop(struct famd *d)
 		event_base_loop(d->base, EVLOOP_NONBLOCK);
 	/* The frees go to the memory nodes, then their connections close. */
 	dpu_forward_stop(dpu);
+	dpu_cache_stop(dpu);
 	for (unsigned i = 0; i < dpu->nnodes; i++) {
 		struct dpu_node *n = &dpu->nodes[i];
 

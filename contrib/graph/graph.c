@@ -3,14 +3,17 @@
  * malloc(), so that under libfamshim.so they are fabric-attached memory and
  * the program knows nothing of famd.
  *
- *   graph [-X] [-s SCALE] [-e EDGEFACTOR] [-S SEED] [-i ITERS] [-r ROOT] APP...
+ *   graph [-AX] [-s SCALE] [-e EDGEFACTOR] [-S SEED] [-i ITERS] [-r ROOT] APP...
  *
  * The graph is a directed graph with 2^SCALE vertices and about
  * EDGEFACTOR * 2^SCALE edges whose targets follow the R-MAT (Kronecker)
  * distribution, generated in vertex order into CSR. APPs: bfs (breadth-first search: parents checked), pagerank
  * (ITERS power iterations: ranks must sum to 1). Every result is checked,
  * so a fast wrong answer fails (-X spoils one result of each app before its
- * check, to show that the checks catch it). Prints one line per phase:
+ * check, to show that the checks catch it). -A advises the vertex arrays
+ * read at random (PageRank's contributions, BFS's parents) as static
+ * (fam_advise, when the program runs under libfamshim.so). Prints one line
+ * per phase:
  *   phase seconds detail
  * and exits 1 when a check fails.
  */
@@ -30,6 +33,22 @@
 #endif
 
 static bool corrupt; /* -X: spoil one result, to show the checks catch it */
+static bool advise;  /* -A: advise the vertex arrays read at random */
+
+/*
+ * libfam's hint, there when the program runs under libfamshim.so (or is
+ * linked with libfam); the program stays plain without it.
+ */
+extern int fam_advise(const void *ptr, int advice) __attribute__((weak));
+#define GRAPH_ADVISE_STATIC 1 /* FAM_ADVISE_STATIC */
+
+/* Advises p static when asked to and famd is there to hear it. */
+static void
+advise_static(const void *p)
+{
+	if (advise && fam_advise != NULL && fam_advise(p, GRAPH_ADVISE_STATIC) < 0)
+		fprintf(stderr, "graph: fam_advise: %m\n");
+}
 
 struct graph {
 	uint64_t n, m;   /* vertices, edges */
@@ -158,6 +177,8 @@ bfs(const struct graph *g, uint32_t root, uint64_t *reached)
 	uint64_t *next = xmalloc(words * sizeof *next);
 	bool ok = true;
 
+	advise_static(parent);
+
 	for (uint64_t i = 0; i < g->n; i++) {
 		parent[i] = -1;
 		level[i] = UINT32_MAX;
@@ -252,6 +273,8 @@ pagerank(const struct graph *g, unsigned iters, double *sum_out)
 	uint32_t *outdeg = xmalloc(g->n * sizeof *outdeg);
 	double sum = 0, base;
 
+	advise_static(contrib);
+
 	memset(outdeg, 0, g->n * sizeof *outdeg);
 	#pragma omp parallel for schedule(static, 4096)
 	for (uint64_t e = 0; e < g->m; e++)
@@ -300,8 +323,9 @@ main(int argc, char **argv)
 	double t;
 	int ch, rc = 0;
 
-	while ((ch = getopt(argc, argv, "e:i:r:s:S:X")) != -1) {
+	while ((ch = getopt(argc, argv, "Ae:i:r:s:S:X")) != -1) {
 		switch (ch) {
+		case 'A': advise = true; break;
 		case 'X': corrupt = true; break;
 		case 'e': ef = (unsigned)atoi(optarg); break;
 		case 'i': iters = (unsigned)atoi(optarg); break;
@@ -309,8 +333,9 @@ main(int argc, char **argv)
 		case 's': scale = (unsigned)atoi(optarg); break;
 		case 'S': seed = strtoull(optarg, NULL, 0); break;
 		default:
-			fprintf(stderr, "usage: graph [-s scale] [-e edgefactor] "
-			    "[-S seed] [-i iters] [-r root] bfs|pagerank...\n");
+			fprintf(stderr, "usage: graph [-AX] [-s scale] [-e "
+			    "edgefactor] [-S seed] [-i iters] [-r root] "
+			    "bfs|pagerank...\n");
 			return 2;
 		}
 	}
