@@ -14,6 +14,7 @@ static const char *const transports[] = { "tcp", "verbs", NULL };
 static const char *const evictions[] = { "clock", "fifo", NULL };
 static const char *const paths[] = { "direct", "dpu", NULL };
 static const char *const fallbacks[] = { "none", "direct", NULL };
+static const char *const dynamics[] = { "off", "on", "adaptive", NULL };
 
 #define ALL  CFG_ROLES_ALL
 #define HOST CFG_ROLE_BIT(ROLE_HOST)
@@ -190,6 +191,46 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		.reloadable = true, .roles = DPU,
 		.help = "Most bytes of static copies held at once; a region that "
 		    "would go past it is not cached (and counted).",
+	},
+	[CFG_DPU_DYNAMIC_CACHE] = {
+		.section = "dpu", .name = "dynamic_cache", .type = CFG_T_ENUM,
+		.choices = dynamics, .def = "on", .reloadable = true,
+		.roles = DPU,
+		.help = "The dynamic cache: entries of cache_entry_size that "
+		    "prefetch workers load off the critical path, next to what "
+		    "hosts read (a recent list of the last 128 reads feeds "
+		    "them), and that later reads hit. off, or on.",
+	},
+	[CFG_DPU_CACHE_SIZE] = {
+		.section = "dpu", .name = "cache_size", .type = CFG_T_SIZE,
+		.min = 1 << 20, .max = (int64_t)1 << 40, .def = "256M",
+		.roles = DPU,
+		.help = "Memory of the dynamic cache: one buffer of this many "
+		    "bytes, in entries of cache_entry_size; a full cache evicts "
+		    "an entry at random (never one being served or loaded).",
+	},
+	[CFG_DPU_CACHE_ENTRY_SIZE] = {
+		.section = "dpu", .name = "cache_entry_size", .type = CFG_T_SIZE,
+		.min = 4096, .max = 16 << 20, .pow2 = true, .def = "1M",
+		.roles = DPU,
+		.help = "Bytes one dynamic cache entry holds, loaded at once: a "
+		    "power of two, at least the hosts' chunk_size (a read that "
+		    "spans two entries is forwarded). Larger entries mean fewer "
+		    "and larger loads, and more bytes loaded for nothing.",
+	},
+	[CFG_DPU_PREFETCH_DEPTH] = {
+		.section = "dpu", .name = "prefetch_depth", .type = CFG_T_INT,
+		.min = 0, .max = 64, .def = "4", .reloadable = true,
+		.roles = DPU,
+		.help = "Entries loaded past the one a host read: a read in "
+		    "entry e makes the prefetch workers load e, e+1, ... "
+		    "e+prefetch_depth (those not cached yet).",
+	},
+	[CFG_DPU_PREFETCH_WORKERS] = {
+		.section = "dpu", .name = "prefetch_workers", .type = CFG_T_INT,
+		.min = 1, .max = 16, .def = "1", .roles = DPU,
+		.help = "Threads that take reads off the recent list and decide "
+		    "what to load.",
 	},
 	[CFG_HOST_SESSION_SOCKET] = {
 		.section = "host", .name = "session_socket", .type = CFG_T_PATH,

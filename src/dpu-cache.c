@@ -17,7 +17,24 @@
  * dpu_mregion); a reply served from it holds a reference on that record
  * until the reply is sent.
  *
- * Lock order: none here yet; piece states and counters are atomics.
+ * Dynamic cache (dynamic_cache = on): one buffer of cache_size bytes in
+ * entries of cache_entry_size (struct dpu_centry), found through a hash
+ * table on (region, entry). Every read a host sends (hit or miss) goes on
+ * the recent list, a ring of the last DPU_RECENT reads; prefetch workers
+ * (threads, waiting on a condition variable) take them, and when the list
+ * shows that a read continues a run (two reads before it, each ending where
+ * the next starts: a sequential run, from one thread or several), load the
+ * entry
+ * read and the prefetch_depth entries after it, those not cached yet, off
+ * the critical path (background reads, handed to the back through its
+ * queue). A read with no such neighbour loads nothing: random reads would
+ * only load what is not read again. A full cache evicts an entry chosen at random among those with
+ * no reference. A read the entry holds is served from the slot (zero-copy;
+ * the reply holds a reference); any other read is forwarded as before.
+ *
+ * Lock order: dc.lock and dc.rlock are leaves, never held together; piece
+ * states and counters are atomics. A reference dropped on a region record
+ * is dropped outside both locks (its end takes dc.lock).
  */
 #include "config.h"
 
@@ -30,6 +47,8 @@
 #include "dpu.h"
 
 #define STATIC_RETRY_NS (1000ull * 1000000u) /* after a failed load */
+
+static void dcache_purge(struct dpu *dpu, struct dpu_mregion *m);
 
 /* Splits static_regions into names. */
 static void
@@ -75,21 +94,103 @@ dpu_cache_configure(struct dpu *dpu)
 
 	static_names_set(dpu, cfg_str(cfg, CFG_DPU_STATIC_REGIONS));
 	dpu->static_size = (uint64_t)cfg_int(cfg, CFG_DPU_STATIC_SIZE);
+	atomic_store(&dpu->dc.depth, (unsigned)cfg_int(cfg,
+	    CFG_DPU_PREFETCH_DEPTH));
+	dpu_cache_set_dynamic(dpu, (int)cfg_int(cfg, CFG_DPU_DYNAMIC_CACHE),
+	    "configuration");
 }
 
-/* Sets the caches up. */
+static void *prefetch_main(void *arg);
+
+/* Sets the caches up: the dynamic cache's buffer, table and workers. */
 int
 dpu_cache_start(struct dpu *dpu, char **cause)
 {
+	struct dpu_dcache *dc = &dpu->dc;
+	const struct cfg *cfg = dpu->d->cfg;
+	unsigned buckets = 16;
+	int err;
+
+	pthread_mutex_init(&dc->lock, NULL);
+	pthread_mutex_init(&dc->rlock, NULL);
+	pthread_cond_init(&dc->rcond, NULL);
+	dc->entry_size = (uint32_t)cfg_int(cfg, CFG_DPU_CACHE_ENTRY_SIZE);
+	dc->entry_shift = (unsigned)__builtin_ctz(dc->entry_size);
+	dc->nentries = (unsigned)((uint64_t)cfg_int(cfg, CFG_DPU_CACHE_SIZE) /
+	    dc->entry_size);
+	if (dc->nentries < 4) {
+		*cause = xasprintf("[dpu] cache_size must hold at least 4 "
+		    "entries of cache_entry_size");
+		return -EINVAL;
+	}
+	dc->size = (uint64_t)dc->nentries * dc->entry_size;
+	while (buckets < 2 * dc->nentries)
+		buckets *= 2;
+	dc->table = calloc(buckets, sizeof *dc->table);
+	dc->table_mask = buckets - 1;
+	dc->entries = calloc(dc->nentries, sizeof *dc->entries);
+	dc->mem = mmap(NULL, dc->size, PROT_READ | PROT_WRITE, MAP_PRIVATE |
+	    MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (dc->table == NULL || dc->entries == NULL || dc->mem == MAP_FAILED) {
+		if (dc->mem == MAP_FAILED)
+			dc->mem = NULL;
+		*cause = xasprintf("cannot allocate a dynamic cache of %llu "
+		    "bytes", (unsigned long long)dc->size);
+		return -ENOMEM;
+	}
+	for (unsigned i = 0; i < dc->nentries; i++)
+		dc->entries[i].dc = dc;
+	dc->rnd = mono_ns() | 1;
 	dpu_cache_configure(dpu);
+	dc->nworkers = (unsigned)cfg_int(cfg, CFG_DPU_PREFETCH_WORKERS);
+	for (unsigned i = 0; i < dc->nworkers; i++) {
+		err = pthread_create(&dc->workers[i], NULL, prefetch_main, dpu);
+		if (err != 0) {
+			dc->nworkers = i;
+			*cause = xasprintf("cannot start a prefetch worker: %s",
+			    strerror(err));
+			return -err;
+		}
+	}
 	return 0;
 }
 
-/* Frees what the caches hold (every region is gone by now). */
+/* Stops the prefetch workers and empties the recent list. Front. */
+void
+dpu_cache_quiesce(struct dpu *dpu)
+{
+	struct dpu_dcache *dc = &dpu->dc;
+
+	pthread_mutex_lock(&dc->rlock);
+	dc->stop = true;
+	pthread_cond_broadcast(&dc->rcond);
+	pthread_mutex_unlock(&dc->rlock);
+	for (unsigned i = 0; i < dc->nworkers; i++)
+		pthread_join(dc->workers[i], NULL);
+	dc->nworkers = 0;
+	while (dc->tail < dc->head) {
+		dpu_mregion_put(dc->ring[dc->tail % DPU_RECENT].m);
+		dc->tail++;
+	}
+}
+
+/* Frees what the caches hold (every region and load is gone by now). */
 void
 dpu_cache_stop(struct dpu *dpu)
 {
+	struct dpu_dcache *dc = &dpu->dc;
+
 	static_names_set(dpu, "");
+	if (dc->mem != NULL)
+		munmap(dc->mem, dc->size);
+	free(dc->table);
+	free(dc->entries);
+	dc->mem = NULL;
+	dc->table = NULL;
+	dc->entries = NULL;
+	pthread_mutex_destroy(&dc->lock);
+	pthread_mutex_destroy(&dc->rlock);
+	pthread_cond_destroy(&dc->rcond);
 }
 
 /* ---- the static cache ------------------------------------------------- */
@@ -211,6 +312,8 @@ dpu_cache_advise(struct dpu *dpu, struct dpu_mregion *m, uint32_t advice)
 	return static_start(dpu, m, "advised");
 }
 
+static void dcache_load_done(struct dpu *dpu, struct dpu_req *q);
+
 /* A load is over: the piece is there (or empty again); the next starts. */
 void
 dpu_cache_load_done(struct dpu *dpu, struct dpu_req *q)
@@ -221,6 +324,10 @@ dpu_cache_load_done(struct dpu *dpu, struct dpu_req *q)
 	uint64_t p = q->off / DPU_STATIC_PIECE;
 	struct dpu_req *next = NULL;
 
+	if (q->entry != NULL) {
+		dcache_load_done(dpu, q);
+		return;
+	}
 	atomic_fetch_sub(&st->loads_out, 1);
 	if (q->status == 0) {
 		atomic_store_explicit(&st->state[p], DS_LOADED,
@@ -258,6 +365,9 @@ static_covers(struct dpu_static *st, uint64_t off, uint32_t len)
 	return true;
 }
 
+static bool dcache_read(struct dpu_hconn *hc, const struct fam_hdr *h,
+    struct dpu_mregion *m, uint64_t off, uint32_t len);
+
 /*
  * Serves a host's READ from a cache when it can: the reply references the
  * cached bytes (zero-copy). Returns false when the read must be forwarded.
@@ -272,7 +382,7 @@ dpu_cache_read(struct dpu_hconn *hc, const struct fam_hdr *h,
 	    memory_order_acquire);
 
 	if (st == NULL)
-		return false;
+		return dcache_read(hc, h, m, off, len);
 	if (!static_covers(st, off, len)) {
 		DPU_INC(dpu, static_misses, 1);
 		if (atomic_load(&st->loads_out) == 0 &&
@@ -301,6 +411,8 @@ dpu_cache_read(struct dpu_hconn *hc, const struct fam_hdr *h,
 	return true;
 }
 
+static void dcache_write(struct dpu *dpu, struct dpu_req *q);
+
 /* A write the memory node has: the cached copy gets it too. Back. */
 void
 dpu_cache_write_done(struct dpu *dpu, struct dpu_req *q)
@@ -310,6 +422,8 @@ dpu_cache_write_done(struct dpu *dpu, struct dpu_req *q)
 
 	if (st != NULL && q->off + q->len <= st->size)
 		memcpy(st->mem + q->off, q->buf, q->len);
+	else
+		dcache_write(dpu, q);
 }
 
 /* A region record goes: its cached copy with it. Any side. */
@@ -319,6 +433,7 @@ dpu_cache_mregion_gone(struct dpu_mregion *m)
 	struct dpu_static *st = atomic_load(&m->st);
 	struct dpu *dpu = m->node->dpu;
 
+	dcache_purge(dpu, m);
 	if (st == NULL)
 		return;
 	atomic_fetch_sub(&dpu->static_bytes, st->size);
@@ -328,14 +443,428 @@ dpu_cache_mregion_gone(struct dpu_mregion *m)
 	free(st);
 }
 
+/* ---- the dynamic cache ------------------------------------------------ */
+
+/* Returns the bucket of entry index of m. */
+static unsigned
+dcache_bucket(const struct dpu_dcache *dc, const struct dpu_mregion *m,
+    uint64_t index)
+{
+	uint64_t k = (uint64_t)(uintptr_t)m ^ (index * 0x9e3779b97f4a7c15ull);
+
+	k ^= k >> 29;
+	return (unsigned)(k * 0xbf58476d1ce4e5b9ull >> 32) & dc->table_mask;
+}
+
+/* Finds entry index of m in the table. Under dc->lock. */
+static struct dpu_centry *
+dcache_find(struct dpu_dcache *dc, const struct dpu_mregion *m,
+    uint64_t index)
+{
+	struct dpu_centry *e = dc->table[dcache_bucket(dc, m, index)];
+
+	while (e != NULL && !(e->m == m && e->index == index))
+		e = e->hnext;
+	return e;
+}
+
+/* Takes e out of the table. Under dc->lock. */
+static void
+dcache_unlink(struct dpu_dcache *dc, struct dpu_centry *e)
+{
+	struct dpu_centry **pp = &dc->table[dcache_bucket(dc, e->m, e->index)];
+
+	while (*pp != NULL && *pp != e)
+		pp = &(*pp)->hnext;
+	if (*pp == e)
+		*pp = e->hnext;
+	e->hnext = NULL;
+}
+
+/* Gives e's slot back. Under dc->lock; e is out of the table. */
+static void
+dcache_release(struct dpu_dcache *dc, struct dpu_centry *e)
+{
+	e->state = CE_FREE;
+	e->m = NULL;
+	e->dead = false;
+	dc->nused--;
+}
+
+/* Drops e: out of the table, its slot free now or at its last reference. */
+static void
+dcache_drop(struct dpu_dcache *dc, struct dpu_centry *e)
+{
+	if (e->state == CE_FREE || e->dead)
+		return;
+	dcache_unlink(dc, e);
+	if (e->refs == 0)
+		dcache_release(dc, e);
+	else
+		e->dead = true;
+}
+
+/* Drops a reference to an entry. Under dc->lock. */
+static void
+dcache_unref(struct dpu_dcache *dc, struct dpu_centry *e)
+{
+	if (--e->refs == 0 && e->dead)
+		dcache_release(dc, e);
+}
+
+/* Returns the slot memory of e. */
+static uint8_t *
+dcache_slot(struct dpu_dcache *dc, const struct dpu_centry *e)
+{
+	return dc->mem + (size_t)(e - dc->entries) * dc->entry_size;
+}
+
+/*
+ * Finds a slot for a new entry: a free one, else one chosen at random among
+ * those with no reference (evicted). Under dc->lock; NULL when none.
+ */
+static struct dpu_centry *
+dcache_slot_get(struct dpu *dpu, struct dpu_dcache *dc)
+{
+	unsigned start;
+
+	dc->rnd ^= dc->rnd << 13;
+	dc->rnd ^= dc->rnd >> 7;
+	dc->rnd ^= dc->rnd << 17;
+	start = (unsigned)(dc->rnd % dc->nentries);
+	for (unsigned k = 0; k < dc->nentries; k++) {
+		struct dpu_centry *e = &dc->entries[(start + k) % dc->nentries];
+
+		if (e->state == CE_FREE) {
+			dc->nused++;
+			return e;
+		}
+		if (dc->nused < dc->nentries)
+			continue; /* a free slot exists: take that */
+		if (e->state == CE_VALID && e->refs == 0 && !e->dead) {
+			dcache_unlink(dc, e);
+			DPU_INC(dpu, dyn_evictions, 1);
+			return e;
+		}
+	}
+	return NULL;
+}
+
+/* The reply of a dynamic hit is sent: the entry may go. Front. */
+static void
+dcache_sent(void *arg)
+{
+	struct dpu_centry *e = arg;
+	struct dpu_dcache *dc = e->dc;
+
+	pthread_mutex_lock(&dc->lock);
+	dcache_unref(dc, e);
+	pthread_mutex_unlock(&dc->lock);
+}
+
+/* Puts a read on the recent list and wakes a prefetch worker. Front. */
+static void
+recent_push(struct dpu *dpu, struct dpu_mregion *m, uint64_t off,
+    uint32_t len)
+{
+	struct dpu_dcache *dc = &dpu->dc;
+	struct dpu_mregion *old = NULL;
+
+	atomic_fetch_add(&m->refs, 1);
+	pthread_mutex_lock(&dc->rlock);
+	if (dc->head - dc->tail == DPU_RECENT) {
+		/* Full: the oldest is overwritten. */
+		old = dc->ring[dc->tail % DPU_RECENT].m;
+		dc->tail++;
+	}
+	dc->ring[dc->head % DPU_RECENT].m = m;
+	dc->ring[dc->head % DPU_RECENT].off = off;
+	dc->ring[dc->head % DPU_RECENT].len = len;
+	dc->head++;
+	pthread_cond_signal(&dc->rcond);
+	pthread_mutex_unlock(&dc->rlock);
+	DPU_INC(dpu, recent_pushed, 1);
+	if (old != NULL) {
+		DPU_INC(dpu, recent_dropped, 1);
+		dpu_mregion_put(old);
+	}
+}
+
+/* Looks a READ up in the dynamic cache; serves it on a hit. Front. */
+static bool
+dcache_read(struct dpu_hconn *hc, const struct fam_hdr *h,
+    struct dpu_mregion *m, uint64_t off, uint32_t len)
+{
+	struct dpu *dpu = hc->dpu;
+	struct dpu_dcache *dc = &dpu->dc;
+	uint64_t index = off >> dc->entry_shift;
+	uint64_t base = index << dc->entry_shift;
+	struct dpu_centry *e;
+	bool hit = false, loading = false;
+
+	if (!atomic_load_explicit(&dc->enabled, memory_order_relaxed))
+		return false;
+	pthread_mutex_lock(&dc->lock);
+	e = dcache_find(dc, m, index);
+	if (e != NULL && e->state == CE_VALID && off + len <= base + e->len) {
+		e->refs++;
+		hit = true;
+	} else
+		loading = e != NULL && e->state == CE_LOADING;
+	pthread_mutex_unlock(&dc->lock);
+	recent_push(dpu, m, off, len);
+	if (!hit) {
+		DPU_INC(dpu, dyn_misses, 1);
+		if (loading)
+			DPU_INC(dpu, dyn_loading, 1);
+		return false;
+	}
+	if (fam_conn_reply(hc->c, h, 0, dcache_slot(dc, e) + (off - base), len,
+	    false, dcache_sent, e) < 0) {
+		pthread_mutex_lock(&dc->lock);
+		dcache_unref(dc, e);
+		pthread_mutex_unlock(&dc->lock);
+		return true; /* the connection is closing */
+	}
+	DPU_INC(dpu, dyn_hits, 1);
+	DPU_INC(dpu, dyn_hit_bytes, len);
+	DPU_INC(dpu, host_read_bytes, len);
+	if (h->flags & FAM_F_BACKGROUND)
+		DPU_INC(dpu, host_background_bytes, len);
+	else
+		DPU_INC(dpu, host_ondemand_bytes, len);
+	return true;
+}
+
+/*
+ * Makes the load of entry index of m unless it is cached or loading.
+ * Returns the load, NULL when there is nothing to do (or no room).
+ * Prefetch worker.
+ */
+static struct dpu_req *
+dcache_load_new(struct dpu *dpu, struct dpu_mregion *m, uint64_t index)
+{
+	struct dpu_dcache *dc = &dpu->dc;
+	uint64_t off = index << dc->entry_shift;
+	struct dpu_centry *e;
+	struct dpu_req *q;
+
+	if (off >= m->remote.size)
+		return NULL;
+	q = calloc(1, sizeof *q);
+	if (q == NULL)
+		return NULL;
+	pthread_mutex_lock(&dc->lock);
+	if (dcache_find(dc, m, index) != NULL ||
+	    (e = dcache_slot_get(dpu, dc)) == NULL) {
+		if (dcache_find(dc, m, index) == NULL)
+			DPU_INC(dpu, dyn_full, 1);
+		pthread_mutex_unlock(&dc->lock);
+		free(q);
+		return NULL;
+	}
+	e->m = m;
+	e->index = index;
+	e->len = (uint32_t)(m->remote.size - off < dc->entry_size ?
+	    m->remote.size - off : dc->entry_size);
+	e->state = CE_LOADING;
+	e->dead = false;
+	e->refs = 1;
+	e->hnext = dc->table[dcache_bucket(dc, m, index)];
+	dc->table[dcache_bucket(dc, m, index)] = e;
+	pthread_mutex_unlock(&dc->lock);
+	q->kind = DR_LOAD;
+	q->dpu = dpu;
+	q->m = m;
+	atomic_fetch_add(&m->refs, 1);
+	q->off = off;
+	q->len = e->len;
+	q->buf = dcache_slot(dc, e);
+	q->flags = FAM_F_BACKGROUND;
+	q->entry = e;
+	q->start_ns = mono_ns();
+	DPU_INC(dpu, dyn_loads, 1);
+	return q;
+}
+
+/* Returns the recent read of m that ended at off, or NULL. Under rlock. */
+static const struct dpu_recent *
+recent_ending_at(struct dpu_dcache *dc, const struct dpu_mregion *m,
+    uint64_t off)
+{
+	uint64_t lo = dc->head > DPU_RECENT ? dc->head - DPU_RECENT : 0;
+
+	for (uint64_t i = lo; i < dc->head; i++) {
+		const struct dpu_recent *x = &dc->ring[i % DPU_RECENT];
+
+		if (x->m == m && x->len > 0 && x->off + x->len == off)
+			return x;
+	}
+	return NULL;
+}
+
+/*
+ * Returns true when the recent list shows r continuing a run: a read that
+ * ended where r starts, and one that ended where that one started. A
+ * random read has such neighbours rarely. Under dc->rlock.
+ */
+static bool
+recent_continues(struct dpu_dcache *dc, const struct dpu_recent *r)
+{
+	const struct dpu_recent *p = recent_ending_at(dc, r->m, r->off);
+
+	return p != NULL && p->off >= p->len &&
+	    recent_ending_at(dc, r->m, p->off) != NULL;
+}
+
+/* A prefetch worker: takes reads off the recent list, loads ahead of runs. */
+static void *
+prefetch_main(void *arg)
+{
+	struct dpu *dpu = arg;
+	struct dpu_dcache *dc = &dpu->dc;
+
+	for (;;) {
+		struct dpu_recent r;
+		struct dpu_reqq list;
+		unsigned n = 0, depth;
+		uint64_t index;
+		bool run;
+
+		pthread_mutex_lock(&dc->rlock);
+		while (!dc->stop && dc->tail == dc->head)
+			pthread_cond_wait(&dc->rcond, &dc->rlock);
+		if (dc->stop) {
+			pthread_mutex_unlock(&dc->rlock);
+			return NULL;
+		}
+		r = dc->ring[dc->tail % DPU_RECENT];
+		run = recent_continues(dc, &r);
+		dc->tail++;
+		pthread_mutex_unlock(&dc->rlock);
+		TAILQ_INIT(&list);
+		depth = atomic_load(&dc->depth);
+		index = r.off >> dc->entry_shift;
+		for (unsigned k = 0; run && k <= depth &&
+		    atomic_load_explicit(&dc->enabled, memory_order_relaxed);
+		    k++) {
+			struct dpu_req *q = dcache_load_new(dpu, r.m, index + k);
+
+			if (q == NULL)
+				continue;
+			TAILQ_INSERT_TAIL(&list, q, link);
+			n++;
+		}
+		if (n > 0)
+			dpu_submit_from(dpu, &list, n);
+		dpu_mregion_put(r.m);
+	}
+}
+
+/* A dynamic load is over: the entry is valid, or goes. Back. */
+static void
+dcache_load_done(struct dpu *dpu, struct dpu_req *q)
+{
+	struct dpu_dcache *dc = &dpu->dc;
+	struct dpu_centry *e = q->entry;
+
+	pthread_mutex_lock(&dc->lock);
+	if (q->status == 0 && !e->dead)
+		e->state = CE_VALID;
+	else if (!e->dead) {
+		dcache_unlink(dc, e);
+		e->dead = true;
+	}
+	dcache_unref(dc, e);
+	pthread_mutex_unlock(&dc->lock);
+	if (q->status == 0)
+		DPU_INC(dpu, dyn_load_bytes, q->len);
+	else
+		DPU_INC(dpu, dyn_load_errors, 1);
+	dpu_mregion_put(q->m);
+	free(q);
+}
+
+/* A write the memory node has: a cached entry gets it too. Back. */
+static void
+dcache_write(struct dpu *dpu, struct dpu_req *q)
+{
+	struct dpu_dcache *dc = &dpu->dc;
+	uint64_t end = q->off + q->len;
+
+	for (uint64_t index = q->off >> dc->entry_shift;
+	    (index << dc->entry_shift) < end; index++) {
+		uint64_t base = index << dc->entry_shift;
+		uint64_t from = q->off > base ? q->off : base;
+		uint64_t to = end < base + dc->entry_size ? end :
+		    base + dc->entry_size;
+		struct dpu_centry *e;
+
+		pthread_mutex_lock(&dc->lock);
+		e = dcache_find(dc, q->m, index);
+		if (e != NULL && !e->dead && to - base <= e->len)
+			e->refs++;
+		else
+			e = NULL;
+		pthread_mutex_unlock(&dc->lock);
+		if (e == NULL)
+			continue;
+		memcpy(dcache_slot(dc, e) + (from - base), q->buf + (from -
+		    q->off), to - from);
+		DPU_INC(dpu, dyn_write_updates, 1);
+		pthread_mutex_lock(&dc->lock);
+		dcache_unref(dc, e);
+		pthread_mutex_unlock(&dc->lock);
+	}
+}
+
+/* Drops every entry of m (its record goes), or of every region (NULL). */
+static void
+dcache_purge(struct dpu *dpu, struct dpu_mregion *m)
+{
+	struct dpu_dcache *dc = &dpu->dc;
+
+	if (dc->entries == NULL)
+		return;
+	pthread_mutex_lock(&dc->lock);
+	for (unsigned i = 0; i < dc->nentries; i++) {
+		struct dpu_centry *e = &dc->entries[i];
+
+		if (e->state != CE_FREE && (m == NULL || e->m == m))
+			dcache_drop(dc, e);
+	}
+	pthread_mutex_unlock(&dc->lock);
+}
+
+/* Turns the dynamic cache on or off (off empties it). Front. */
+void
+dpu_cache_set_dynamic(struct dpu *dpu, int mode, const char *why)
+{
+	struct dpu_dcache *dc = &dpu->dc;
+	bool on = mode != CFG_DYNAMIC_OFF;
+
+	if (atomic_exchange(&dc->enabled, on) == on)
+		return;
+	if (!on)
+		dcache_purge(dpu, NULL);
+	log_notice("dpu: dynamic cache %s (%s)", on ? "on" : "off", why);
+}
+
 /* Describes the caches for status. */
 json_t *
 dpu_cache_json(struct dpu *dpu)
 {
+	struct dpu_dcache *dc = &dpu->dc;
 	uint64_t hits = DPU_GET(dpu, static_hits);
 	uint64_t misses = DPU_GET(dpu, static_misses);
+	uint64_t dhits = DPU_GET(dpu, dyn_hits), dmiss = DPU_GET(dpu, dyn_misses);
+	unsigned used;
+	json_t *j;
 
-	return json_pack("{s:{s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:I,s:I,s:I}}",
+	pthread_mutex_lock(&dc->lock);
+	used = dc->nused;
+	pthread_mutex_unlock(&dc->lock);
+	j = json_pack("{s:{s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:I,s:I,s:I}}",
 	    "static",
 	    "regions", (json_int_t)atomic_load(&dpu->static_regions),
 	    "size", (json_int_t)dpu->static_size,
@@ -348,4 +877,28 @@ dpu_cache_json(struct dpu *dpu)
 	    "hit_bytes", (json_int_t)DPU_GET(dpu, static_hit_bytes),
 	    "rejected", (json_int_t)DPU_GET(dpu, static_rejected),
 	    "load_errors", (json_int_t)DPU_GET(dpu, static_load_errors));
+	json_object_set_new(j, "dynamic", json_pack("{s:b,s:I,s:I,s:i,s:i,"
+	    "s:i,s:i,s:I,s:I,s:f,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+	    "enabled", atomic_load(&dc->enabled),
+	    "size", (json_int_t)dc->size,
+	    "entry_size", (json_int_t)dc->entry_size,
+	    "entries", (int)dc->nentries,
+	    "entries_used", (int)used,
+	    "prefetch_depth", (int)atomic_load(&dc->depth),
+	    "prefetch_workers", (int)dc->nworkers,
+	    "hits", (json_int_t)dhits,
+	    "misses", (json_int_t)dmiss,
+	    "hit_rate", dhits + dmiss > 0 ? (double)dhits /
+	    (double)(dhits + dmiss) : 0.0,
+	    "hit_bytes", (json_int_t)DPU_GET(dpu, dyn_hit_bytes),
+	    "misses_while_loading", (json_int_t)DPU_GET(dpu, dyn_loading),
+	    "loads", (json_int_t)DPU_GET(dpu, dyn_loads),
+	    "load_bytes", (json_int_t)DPU_GET(dpu, dyn_load_bytes),
+	    "load_errors", (json_int_t)DPU_GET(dpu, dyn_load_errors),
+	    "evictions", (json_int_t)DPU_GET(dpu, dyn_evictions),
+	    "no_room", (json_int_t)DPU_GET(dpu, dyn_full),
+	    "write_updates", (json_int_t)DPU_GET(dpu, dyn_write_updates),
+	    "recent_pushed", (json_int_t)DPU_GET(dpu, recent_pushed),
+	    "recent_overwritten", (json_int_t)DPU_GET(dpu, recent_dropped)));
+	return j;
 }

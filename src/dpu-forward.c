@@ -454,6 +454,13 @@ batch_cb(evutil_socket_t fd, short what, void *arg)
 	batch_send(dpu);
 }
 
+/* Hands requests made on another thread (prefetch loads) to the back. */
+void
+dpu_submit_from(struct dpu *dpu, struct dpu_reqq *list, unsigned n)
+{
+	queue_push(&dpu->to_back, list, n, &dpu->n.queue_back_max);
+}
+
 /* Hands a request to the back side, in the batch or alone. Front. */
 void
 dpu_submit(struct dpu *dpu, struct dpu_req *q)
@@ -621,6 +628,13 @@ dpu_forward_start(struct dpu *dpu, char **cause)
 			*cause = xasprintf("out of memory");
 			return -ENOMEM;
 		}
+		/* The prefetch workers' way in, on the one loop. */
+		if ((err = queue_init(&dpu->to_back, dpu, dpu->back_base,
+		    back_run)) < 0) {
+			*cause = xasprintf("forwarding queue: %s",
+			    strerror(-err));
+			return err;
+		}
 		dpu_nodes_connect(dpu);
 		return 0;
 	}
@@ -667,9 +681,15 @@ dpu_forward_stop(struct dpu *dpu)
 		event_free(dpu->batch_ev);
 	dpu->batch_ev = NULL;
 	if (!dpu->async) {
+		TAILQ_INIT(&list);
+		pthread_mutex_lock(&dpu->to_back.lock);
+		TAILQ_CONCAT(&list, &dpu->to_back.q, link);
+		pthread_mutex_unlock(&dpu->to_back.lock);
+		back_run(dpu, &list);
 		dpu_nodes_close(dpu);
 		for (int i = 0; i < 100 && !dpu_nodes_closed(dpu); i++)
 			event_base_loop(dpu->base, EVLOOP_NONBLOCK);
+		queue_fini(&dpu->to_back);
 		dpu_buf_fini();
 		return;
 	}

@@ -99,6 +99,75 @@ struct dpu_static {
 };
 
 /*
+ * An entry of the dynamic cache: cache_entry_size bytes of a region, in a
+ * slot of the cache's one buffer. States:
+ *   CE_FREE     the slot holds nothing
+ *   CE_LOADING  a prefetch load into the slot is out (its reference)
+ *   CE_VALID    the data is there; reads hit it
+ * A write the memory node acknowledges is copied into a LOADING or VALID
+ * entry, for the reason given for static copies. refs counts the load and
+ * the replies served from the slot; an entry is evicted only at refs 0.
+ * An entry dropped while referenced (its region went, the cache was
+ * turned off) is `dead`: out of the table, its slot freed at refs 0.
+ */
+enum dpu_entry_state {
+	CE_FREE,
+	CE_LOADING,
+	CE_VALID,
+};
+
+struct dpu_mregion;
+
+struct dpu_dcache;
+
+struct dpu_centry {
+	struct dpu_dcache *dc;
+	struct dpu_mregion *m;        /* whose bytes (no reference) */
+	uint64_t index;               /* offset in m / entry size */
+	uint32_t len;                 /* bytes (the region's last: fewer) */
+	uint8_t state;
+	bool dead;
+	unsigned refs;
+	struct dpu_centry *hnext;     /* the hash table's chain */
+};
+
+#define DPU_RECENT 128 /* reads the recent list remembers */
+
+/* A read the prefetch workers are to look at. */
+struct dpu_recent {
+	struct dpu_mregion *m;        /* a reference until a worker took it */
+	uint64_t off;
+	uint32_t len;
+};
+
+/*
+ * The dynamic cache: a table over one buffer, and the recent list that
+ * feeds the prefetch workers. `lock` guards the table and the entries'
+ * state, refs and dead; `rlock` the recent list. Both are leaves.
+ */
+struct dpu_dcache {
+	pthread_mutex_t lock;
+	uint8_t *mem;
+	uint64_t size;
+	uint32_t entry_size;
+	unsigned entry_shift;
+	struct dpu_centry *entries;   /* one per slot */
+	unsigned nentries, nused;
+	struct dpu_centry **table;
+	unsigned table_mask;
+	uint64_t rnd;                 /* random eviction */
+	_Atomic bool enabled;
+	_Atomic unsigned depth;
+	pthread_mutex_t rlock;
+	pthread_cond_t rcond;
+	struct dpu_recent ring[DPU_RECENT];
+	uint64_t head, tail;          /* pushed, taken */
+	bool stop;
+	pthread_t workers[16];
+	unsigned nworkers;
+};
+
+/*
  * A region on a memory node, held by this dpu's session there. Several
  * dpu regions may stand for one (a shared region opened by many hosts, a
  * region adopted again): each holds one reference on the memory node.
@@ -190,6 +259,7 @@ struct dpu_req {
 	dpu_req_fn done;              /* CALL: the front's completion */
 	void *arg;                    /* CALL: for done */
 	uint32_t arg32;
+	struct dpu_centry *entry;     /* LOAD into the dynamic cache */
 };
 
 TAILQ_HEAD(dpu_reqq, dpu_req);
@@ -235,6 +305,10 @@ struct dpu_counters {
 	_Atomic uint64_t static_loaded_bytes;
 	_Atomic uint64_t static_hits, static_hit_bytes, static_misses;
 	_Atomic uint64_t static_rejected, static_load_errors;
+	_Atomic uint64_t dyn_hits, dyn_hit_bytes, dyn_misses, dyn_loading;
+	_Atomic uint64_t dyn_loads, dyn_load_bytes, dyn_load_errors;
+	_Atomic uint64_t dyn_evictions, dyn_full, dyn_write_updates;
+	_Atomic uint64_t recent_pushed, recent_dropped;
 };
 
 struct dpu {
@@ -267,6 +341,7 @@ struct dpu {
 	/* caches (dpu-cache.c) */
 	uint64_t static_size;         /* most bytes of static copies */
 	_Atomic uint64_t static_regions, static_bytes; /* now (not counters) */
+	struct dpu_dcache dc;
 	char **static_names;          /* static_regions, split */
 	unsigned nstatic_names;
 	/* memory nodes (back) */
@@ -315,10 +390,13 @@ struct dpu_req *dpu_call_new(struct dpu *dpu, struct dpu_node *node,
     void *arg);
 void dpu_buf_fini(void);
 void dpu_issue(struct dpu *dpu, struct dpu_req *q);
+void dpu_submit_from(struct dpu *dpu, struct dpu_reqq *list, unsigned n);
 
 /* dpu-cache.c */
 int dpu_cache_start(struct dpu *dpu, char **cause);
 void dpu_cache_configure(struct dpu *dpu);
+void dpu_cache_quiesce(struct dpu *dpu);
+void dpu_cache_set_dynamic(struct dpu *dpu, int mode, const char *why);
 void dpu_cache_stop(struct dpu *dpu);
 json_t *dpu_cache_json(struct dpu *dpu);
 void dpu_cache_region_new(struct dpu *dpu, struct dpu_mregion *m);

@@ -656,8 +656,23 @@ session_alloc(struct host_client *cl)
 	nstripes = (m->b & FAM_S_ALLOC_FILE) ? 1 :
 	    (chunks < h->nnodes ? (unsigned)chunks : h->nnodes);
 	if (h->has_dpu && h->path == CFG_PATH_DPU && !via_dpu &&
-	    h->fallback == CFG_FALLBACK_NONE)
+	    h->fallback == CFG_FALLBACK_NONE) {
+		/* Wait for the dpu, as reads and writes do, op_timeout long. */
+		uint64_t limit = (uint64_t)cfg_int(h->d->cfg, CFG_OP_TIMEOUT) *
+		    1000000u;
+
+		if (!cl->waits_dpu) {
+			cl->waits_dpu = true;
+			cl->wait_since = mono_ns();
+		}
+		if (mono_ns() - cl->wait_since < limit) {
+			cl->busy = true;
+			return 0;
+		}
+		cl->waits_dpu = false;
 		return session_fail(cl, EHOSTDOWN);
+	}
+	cl->waits_dpu = false;
 	for (unsigned i = 0; i < nstripes && !via_dpu; i++)
 		if (h->nodes[i].state != MN_UP)
 			return session_fail(cl, EHOSTDOWN);
@@ -711,6 +726,22 @@ session_alloc(struct host_client *cl)
 	if (cl->pending_calls == 0)
 		alloc_finish(cl);
 	return 0;
+}
+
+/* Serves again the ALLOCs that wait for the dpu (it is back, or time). */
+void
+host_session_retry(struct host *h)
+{
+	struct host_client *cl, *next;
+
+	for (cl = h->clients; cl != NULL; cl = next) {
+		next = cl->next;
+		if (!cl->waits_dpu || cl->dead || cl->pending_region != NULL)
+			continue;
+		cl->busy = false;
+		if (session_alloc(cl) < 0)
+			host_client_release(cl);
+	}
 }
 
 /* MAP: the program mapped a new arena; register it for faults. */

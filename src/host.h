@@ -176,6 +176,8 @@ struct host_client {
 	uint8_t inbuf[sizeof(struct fam_smsg) + FAM_SESSION_MAX_DATA];
 	int pending_fd;
 	bool busy;          /* a request is being served asynchronously */
+	bool waits_dpu;     /* an ALLOC waits for the dpu (fallback none) */
+	uint64_t wait_since; /* ... since */
 	struct region *pending_region;
 	unsigned pending_calls;
 	int pending_err;
@@ -298,6 +300,7 @@ json_t *host_path_json(struct host *h);
 int host_session_open(struct host *h, char **cause);
 void host_session_close(struct host *h);
 void host_client_release(struct host_client *cl);
+void host_session_retry(struct host *h);
 void host_client_put(struct host_client *cl);
 void host_region_free(struct region *r);
 void host_region_idle(struct region *r);

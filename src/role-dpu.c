@@ -1312,6 +1312,7 @@ role_dpu_stop(struct famd *d)
 	for (int i = 0; i < 50 && !TAILQ_EMPTY(&dpu->conns); i++)
 		event_base_loop(d->base, EVLOOP_NONBLOCK);
 	/* The frees go to the memory nodes, then their connections close. */
+	dpu_cache_quiesce(dpu);
 	dpu_forward_stop(dpu);
 	dpu_cache_stop(dpu);
 	for (unsigned i = 0; i < dpu->nnodes; i++) {

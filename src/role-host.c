@@ -183,6 +183,7 @@ host_tick_cb(evutil_socket_t fd, short what, void *arg)
 	struct host *h = arg;
 
 	host_path_tick(h);
+	host_session_retry(h);
 	if (h->parked != NULL)
 		host_fetch_unpark(h);
 	host_evict_background(h);

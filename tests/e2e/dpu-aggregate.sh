@@ -15,7 +15,8 @@ fwd() { ctl "$1" status -j | jq -er ".forwarding.$2"; }
 for async in off on; do
 	for agg in off on; do
 		name=dpu-$async-$agg
-		start_dpu "$name" "$MEM_ADDR" -o dpu.async=$async -o dpu.aggregate=$agg
+		start_dpu "$name" "$MEM_ADDR" -o dpu.async=$async -o dpu.aggregate=$agg \
+			-o dpu.dynamic_cache=off
 		addr=$DPU_ADDR
 		"$FAMCLIENT" -q "$addr" rw 32M 64K 32 >"$T/rw.txt" 2>&1 ||
 			fail "async=$async aggregate=$agg: $(cat "$T/rw.txt")"
@@ -47,7 +48,7 @@ for async in off on; do
 done
 
 # Threads of a program through a host: concurrent faults are batched.
-start_host host 64M "$MEM_ADDR" -o host.dpu="$addr" -o host.path=dpu
+start_host host 64M "$MEM_ADDR" -o host.dpu="$addr" -o host.path=dpu -o famd.op_timeout=10s
 shim "$FAMTEST" -f -s 192M -t 8 seq shared split random >"$T/ft.txt" 2>&1 ||
 	fail "famtest through async + aggregate: $(tail -3 "$T/ft.txt")"
 [ "$(fwd dpu-on-on batch_max)" -gt 1 ] || fail "a host's concurrent requests were not batched"

@@ -9,7 +9,7 @@
 require_cmd jq
 
 start_memory mem
-start_dpu dpu "$MEM_ADDR" -o dpu.session_grace=0
+start_dpu dpu "$MEM_ADDR" -o dpu.session_grace=0 -o dpu.dynamic_cache=off
 fc() { "$FAMCLIENT" -t 5000 "$DPU_ADDR" "$@"; }
 
 fc -n h1 rw 4M 64K 8 >"$T/rw.txt" || fail "round trip: $(cat "$T/rw.txt")"
@@ -58,7 +58,7 @@ pass "a host's regions are freed on the memory node when it disconnects (session
 
 # A host famd that takes the dpu for its memory node: famtest through it.
 FAMTEST=$top_builddir/tests/tools/famtest
-start_host host 64M "$DPU_ADDR"
+start_host host 64M "$DPU_ADDR" -o famd.op_timeout=10s
 shim "$FAMTEST" -f -s 192M seq random strided shared split calloc realloc align fork \
 	>"$T/famtest.out" 2>&1 || fail "famtest through the dpu: $(tail -5 "$T/famtest.out")"
 ctl host status -j | jq -e '.counters | .sigbus == 0 and .fetch_errors == 0 and .fetches > 0

@@ -10,7 +10,7 @@ require_cmd jq
 FAMTEST=$top_builddir/tests/tools/famtest
 start_memory mem
 start_dpu dpu "$MEM_ADDR"
-start_host host 64M "$MEM_ADDR" -o host.dpu="$DPU_ADDR" -o host.path=dpu
+start_host host 64M "$MEM_ADDR" -o host.dpu="$DPU_ADDR" -o host.path=dpu -o famd.op_timeout=10s
 hc() { ctl host status -j | jq -er ".counters.$1"; }
 
 shim "$FAMTEST" -f -s 128M seq random >"$T/f1.out" 2>&1 || fail "famtest through the dpu: $(tail -3 "$T/f1.out")"
@@ -71,7 +71,6 @@ pass "the dpu returns: reconnected, and chunks go through it again ($(($(hc hand
 
 # fallback = none: requests wait for the dpu (a short outage is invisible).
 ctl host call path.set '{"path":"dpu"}' >/dev/null
-sed -i 's/^op_timeout = .*/op_timeout = 10s/' "$T/host.conf"
 printf 'fallback = none\n' >>"$T/host.conf"
 ctl host reload >/dev/null || fail "reload with fallback = none"
 direct=$(hc ops_direct)
@@ -85,4 +84,4 @@ start_famd dpu "$T/dpu.conf" -o dpu.listen="$DPU_ADDR"
 DPU_PID=$FAMD_PID
 wait "$ft" || fail "famtest across a dpu restart with fallback = none: $(tail -3 "$T/f5.out")"
 [ "$(hc ops_direct)" = "$direct" ] || fail "fallback = none went direct"
-pass "fallback = none: requests wait out a dpu restart; nothing goes direct, nothing is lost"
+pass "fallback = none: requests (allocations too) wait out a dpu restart; nothing goes direct, nothing is lost"

@@ -9,7 +9,8 @@
 require_cmd jq
 
 start_memory mem
-start_dpu dpu "$MEM_ADDR" -o dpu.static_regions=pr-static,too-big -o dpu.static_size=64M
+start_dpu dpu "$MEM_ADDR" -o dpu.static_regions=pr-static,too-big -o dpu.static_size=64M \
+	-o dpu.dynamic_cache=off
 st() { ctl dpu status -j | jq -er ".cache.static.$1"; }
 loaded_is() { [ "$(st loaded_bytes)" -ge "$1" ]; }
 
@@ -43,7 +44,7 @@ pass "a region that would pass static_size is not cached (counted), and works as
 # PageRank through a host with an 8 MiB buffer, vertex array advised static
 # (graph -A, through libfamshim's fam_advise) or not.
 GRAPH=$top_builddir/contrib/graph/graph
-start_host host 8M "$MEM_ADDR" -o host.dpu="$DPU_ADDR" -o host.path=dpu
+start_host host 8M "$MEM_ADDR" -o host.dpu="$DPU_ADDR" -o host.path=dpu -o famd.op_timeout=10s
 run_graph() {
 	ctl dpu stats-reset >/dev/null
 	shim env OMP_NUM_THREADS=2 "$GRAPH" "$@" -s 18 -i 5 pagerank >"$T/g.txt" 2>&1 ||

@@ -172,14 +172,15 @@ CONF
 
 # start_dpu NAME MEMORY_NODES [famd options...]: a dpu famd on a free
 # loopback port, forwarding to MEMORY_NODES; sets DPU_ADDR, DPU_PID and
-# waits until every memory node is up.
+# waits until every memory node is up. Its op_timeout is 10 s: the tests
+# that use it page hundreds of MiB on a machine that may be busy.
 start_dpu() {
 	local name=$1 nodes=$2
 	shift 2
 	cat >"$T/$name.conf" <<CONF
 [famd]
 role = dpu
-op_timeout = 3s
+op_timeout = 10s
 [dpu]
 listen = 127.0.0.1:0
 memory_nodes = $nodes
