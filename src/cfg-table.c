@@ -194,12 +194,16 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 	},
 	[CFG_DPU_DYNAMIC_CACHE] = {
 		.section = "dpu", .name = "dynamic_cache", .type = CFG_T_ENUM,
-		.choices = dynamics, .def = "on", .reloadable = true,
+		.choices = dynamics, .def = "adaptive", .reloadable = true,
 		.roles = DPU,
 		.help = "The dynamic cache: entries of cache_entry_size that "
-		    "prefetch workers load off the critical path, next to what "
-		    "hosts read (a recent list of the last 128 reads feeds "
-		    "them), and that later reads hit. off, or on.",
+		    "prefetch workers load off the critical path, ahead of "
+		    "sequential runs hosts read (a recent list of the last 128 "
+		    "reads feeds them), and that later reads hit. off; on; or "
+		    "adaptive: on while its hit rate over hit_window reads stays "
+		    "above bw_ratio (below it, caching costs more than it "
+		    "saves), off for probe_interval when it falls under, then "
+		    "tried again. famctl call cache.set changes it at run time.",
 	},
 	[CFG_DPU_CACHE_SIZE] = {
 		.section = "dpu", .name = "cache_size", .type = CFG_T_SIZE,
@@ -220,7 +224,7 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 	},
 	[CFG_DPU_PREFETCH_DEPTH] = {
 		.section = "dpu", .name = "prefetch_depth", .type = CFG_T_INT,
-		.min = 0, .max = 64, .def = "4", .reloadable = true,
+		.min = 0, .max = 64, .def = "8", .reloadable = true,
 		.roles = DPU,
 		.help = "Entries loaded past the one a host read: a read in "
 		    "entry e makes the prefetch workers load e, e+1, ... "
@@ -231,6 +235,30 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		.min = 1, .max = 16, .def = "1", .roles = DPU,
 		.help = "Threads that take reads off the recent list and decide "
 		    "what to load.",
+	},
+	[CFG_DPU_BW_RATIO] = {
+		.section = "dpu", .name = "bw_ratio", .type = CFG_T_INT,
+		.min = 1, .max = 100, .def = "50", .reloadable = true,
+		.roles = DPU,
+		.help = "B_net / B_intra in percent: the bandwidth of the network "
+		    "to the memory nodes over that of the host-dpu link (50 for "
+		    "a network half as fast). Dynamic caching pays when its hit "
+		    "rate h exceeds this ratio (h > B_net / B_intra); adaptive "
+		    "turns it off below.",
+	},
+	[CFG_DPU_HIT_WINDOW] = {
+		.section = "dpu", .name = "hit_window", .type = CFG_T_INT,
+		.min = 16, .max = 1 << 20, .def = "1024", .reloadable = true,
+		.roles = DPU,
+		.help = "Reads over which the adaptive dynamic cache measures its "
+		    "hit rate before deciding.",
+	},
+	[CFG_DPU_PROBE_INTERVAL] = {
+		.section = "dpu", .name = "probe_interval",
+		.type = CFG_T_DURATION, .min = 100, .max = 3600000, .def = "10s",
+		.reloadable = true, .roles = DPU,
+		.help = "How long the adaptive dynamic cache stays off before it "
+		    "is tried again for a window.",
 	},
 	[CFG_HOST_SESSION_SOCKET] = {
 		.section = "host", .name = "session_socket", .type = CFG_T_PATH,

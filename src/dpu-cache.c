@@ -22,15 +22,23 @@
  * table on (region, entry). Every read a host sends (hit or miss) goes on
  * the recent list, a ring of the last DPU_RECENT reads; prefetch workers
  * (threads, waiting on a condition variable) take them, and when the list
- * shows that a read continues a run (two reads before it, each ending where
- * the next starts: a sequential run, from one thread or several), load the
- * entry
- * read and the prefetch_depth entries after it, those not cached yet, off
- * the critical path (background reads, handed to the back through its
- * queue). A read with no such neighbour loads nothing: random reads would
- * only load what is not read again. A full cache evicts an entry chosen at random among those with
- * no reference. A read the entry holds is served from the slot (zero-copy;
- * the reply holds a reference); any other read is forwarded as before.
+ * shows that a read continues a run (two reads before it, each ending
+ * where the next starts: a sequential run, from one thread or several),
+ * load the entry read and the prefetch_depth entries after it, those not
+ * cached yet, off the critical path (background reads, handed to the back
+ * through its queue). A read with no such neighbours loads nothing: random
+ * reads would only load what is not read again. A full cache evicts an
+ * entry chosen at random among those with no reference. A read an entry
+ * holds is served from the slot (zero-copy; the reply holds a reference);
+ * any other read is forwarded as before.
+ *
+ * Adaptive (dynamic_cache = adaptive): the front counts the dynamic
+ * cache's hits over windows of hit_window reads. Caching beats going to
+ * the memory node when its hit rate h exceeds B_net / B_intra (bw_ratio;
+ * the paper's model: E[T_d] = s/B_intra + (1 - h) s/B_net < s/B_net); a
+ * window below that turns the cache off (emptied: no lookups, no loads)
+ * for probe_interval, after which it is turned on again and judged on the
+ * next window. Each switch is logged and counted.
  *
  * Lock order: dc.lock and dc.rlock are leaves, never held together; piece
  * states and counters are atomics. A reference dropped on a region record
@@ -96,8 +104,15 @@ dpu_cache_configure(struct dpu *dpu)
 	dpu->static_size = (uint64_t)cfg_int(cfg, CFG_DPU_STATIC_SIZE);
 	atomic_store(&dpu->dc.depth, (unsigned)cfg_int(cfg,
 	    CFG_DPU_PREFETCH_DEPTH));
-	dpu_cache_set_dynamic(dpu, (int)cfg_int(cfg, CFG_DPU_DYNAMIC_CACHE),
-	    "configuration");
+	dpu->dc.bw_ratio = (unsigned)cfg_int(cfg, CFG_DPU_BW_RATIO);
+	dpu->dc.window = (unsigned)cfg_int(cfg, CFG_DPU_HIT_WINDOW);
+	dpu->dc.probe_ns = (uint64_t)cfg_int(cfg, CFG_DPU_PROBE_INTERVAL) *
+	    1000000u;
+	if ((int)cfg_int(cfg, CFG_DPU_DYNAMIC_CACHE) != dpu->dc.cfg_mode ||
+	    dpu->dc.mode < 0) {
+		dpu->dc.cfg_mode = (int)cfg_int(cfg, CFG_DPU_DYNAMIC_CACHE);
+		dpu_cache_set_dynamic(dpu, dpu->dc.cfg_mode, "configuration");
+	}
 }
 
 static void *prefetch_main(void *arg);
@@ -141,6 +156,8 @@ dpu_cache_start(struct dpu *dpu, char **cause)
 	for (unsigned i = 0; i < dc->nentries; i++)
 		dc->entries[i].dc = dc;
 	dc->rnd = mono_ns() | 1;
+	dc->mode = -1;
+	dc->last_rate = -1;
 	dpu_cache_configure(dpu);
 	dc->nworkers = (unsigned)cfg_int(cfg, CFG_DPU_PREFETCH_WORKERS);
 	for (unsigned i = 0; i < dc->nworkers; i++) {
@@ -590,6 +607,68 @@ recent_push(struct dpu *dpu, struct dpu_mregion *m, uint64_t off,
 	}
 }
 
+/* Turns the dynamic cache on or off (off empties it). Front. */
+static void
+dcache_enable(struct dpu *dpu, bool on)
+{
+	struct dpu_dcache *dc = &dpu->dc;
+
+	if (atomic_exchange(&dc->enabled, on) != on && !on)
+		dcache_purge(dpu, NULL);
+}
+
+/* An adaptive switch: on (a probe) or off until probe_interval. Front. */
+static void
+adaptive_switch(struct dpu *dpu, bool on, const char *why)
+{
+	struct dpu_dcache *dc = &dpu->dc;
+
+	dc->win_reads = dc->win_hits = 0;
+	if (on) {
+		dc->probe_at = 0;
+		dc->probing = true;
+		dc->switches_on++;
+	} else {
+		dc->probe_at = mono_ns() + dc->probe_ns;
+		dc->probing = false;
+		dc->switches_off++;
+	}
+	dcache_enable(dpu, on);
+	log_notice("dpu: dynamic cache %s: %s", on ? "on" : "off", why);
+}
+
+/* Counts a lookup of the adaptive cache; judges a full window. Front. */
+static void
+adaptive_count(struct dpu *dpu, bool hit)
+{
+	struct dpu_dcache *dc = &dpu->dc;
+	char why[192];
+	double rate;
+
+	dc->win_reads++;
+	dc->win_hits += hit;
+	if (dc->win_reads < dc->window)
+		return;
+	rate = (double)dc->win_hits / (double)dc->win_reads;
+	dc->last_rate = rate;
+	dc->windows++;
+	if (rate * 100.0 < (double)dc->bw_ratio) {
+		snprintf(why, sizeof why, "hit rate %.1f%% over the last %u "
+		    "reads is below bw_ratio %u%% (B_net/B_intra): it costs more "
+		    "than it saves; trying again in %llu ms", rate * 100.0,
+		    dc->win_reads, dc->bw_ratio,
+		    (unsigned long long)(dc->probe_ns / 1000000u));
+		adaptive_switch(dpu, false, why);
+		return;
+	}
+	if (dc->probing)
+		log_notice("dpu: dynamic cache stays on: hit rate %.1f%% over "
+		    "%u reads, above bw_ratio %u%%", rate * 100.0, dc->win_reads,
+		    dc->bw_ratio);
+	dc->probing = false;
+	dc->win_reads = dc->win_hits = 0;
+}
+
 /* Looks a READ up in the dynamic cache; serves it on a hit. Front. */
 static bool
 dcache_read(struct dpu_hconn *hc, const struct fam_hdr *h,
@@ -602,8 +681,12 @@ dcache_read(struct dpu_hconn *hc, const struct fam_hdr *h,
 	struct dpu_centry *e;
 	bool hit = false, loading = false;
 
-	if (!atomic_load_explicit(&dc->enabled, memory_order_relaxed))
-		return false;
+	if (!atomic_load_explicit(&dc->enabled, memory_order_relaxed)) {
+		if (dc->mode != CFG_DYNAMIC_ADAPTIVE || dc->probe_at == 0 ||
+		    mono_ns() < dc->probe_at)
+			return false;
+		adaptive_switch(dpu, true, "probing its hit rate again");
+	}
 	pthread_mutex_lock(&dc->lock);
 	e = dcache_find(dc, m, index);
 	if (e != NULL && e->state == CE_VALID && off + len <= base + e->len) {
@@ -613,6 +696,8 @@ dcache_read(struct dpu_hconn *hc, const struct fam_hdr *h,
 		loading = e != NULL && e->state == CE_LOADING;
 	pthread_mutex_unlock(&dc->lock);
 	recent_push(dpu, m, off, len);
+	if (dc->mode == CFG_DYNAMIC_ADAPTIVE)
+		adaptive_count(dpu, hit);
 	if (!hit) {
 		DPU_INC(dpu, dyn_misses, 1);
 		if (loading)
@@ -717,19 +802,37 @@ recent_continues(struct dpu_dcache *dc, const struct dpu_recent *r)
 	    recent_ending_at(dc, r->m, p->off) != NULL;
 }
 
-/* A prefetch worker: takes reads off the recent list, loads ahead of runs. */
+/* Returns true when index of m lies in a range already handled. */
+static bool
+prefetch_covered(struct dpu_mregion *const *cm, const uint64_t *hi,
+    unsigned ncov, const struct dpu_mregion *m, uint64_t index)
+{
+	for (unsigned i = 0; i < ncov; i++)
+		if (cm[i] == m && index <= hi[i])
+			return true;
+	return false;
+}
+
+/*
+ * A prefetch worker: takes every read waiting on the recent list and, from
+ * the newest back, loads ahead of those that continue a run. A newer read
+ * of a run covers the older ones (the run has moved past them), so a
+ * worker that fell behind catches up at once instead of loading behind
+ * the reader.
+ */
 static void *
 prefetch_main(void *arg)
 {
 	struct dpu *dpu = arg;
 	struct dpu_dcache *dc = &dpu->dc;
+	struct dpu_recent items[DPU_RECENT];
+	bool run[DPU_RECENT];
+	struct dpu_mregion *cm[8];
+	uint64_t chi[8];
 
 	for (;;) {
-		struct dpu_recent r;
 		struct dpu_reqq list;
-		unsigned n = 0, depth;
-		uint64_t index;
-		bool run;
+		unsigned n = 0, nq = 0, ncov = 0, depth;
 
 		pthread_mutex_lock(&dc->rlock);
 		while (!dc->stop && dc->tail == dc->head)
@@ -738,26 +841,40 @@ prefetch_main(void *arg)
 			pthread_mutex_unlock(&dc->rlock);
 			return NULL;
 		}
-		r = dc->ring[dc->tail % DPU_RECENT];
-		run = recent_continues(dc, &r);
-		dc->tail++;
+		while (dc->tail < dc->head && n < DPU_RECENT) {
+			items[n] = dc->ring[dc->tail % DPU_RECENT];
+			run[n] = recent_continues(dc, &items[n]);
+			dc->tail++;
+			n++;
+		}
 		pthread_mutex_unlock(&dc->rlock);
 		TAILQ_INIT(&list);
 		depth = atomic_load(&dc->depth);
-		index = r.off >> dc->entry_shift;
-		for (unsigned k = 0; run && k <= depth &&
-		    atomic_load_explicit(&dc->enabled, memory_order_relaxed);
-		    k++) {
-			struct dpu_req *q = dcache_load_new(dpu, r.m, index + k);
+		for (unsigned i = n; i-- > 0;) {
+			uint64_t index = items[i].off >> dc->entry_shift;
 
-			if (q == NULL)
+			if (!run[i] || prefetch_covered(cm, chi, ncov, items[i].m,
+			    index) || !atomic_load_explicit(&dc->enabled,
+			    memory_order_relaxed))
 				continue;
-			TAILQ_INSERT_TAIL(&list, q, link);
-			n++;
+			for (unsigned k = 0; k <= depth; k++) {
+				struct dpu_req *q = dcache_load_new(dpu,
+				    items[i].m, index + k);
+
+				if (q == NULL)
+					continue;
+				TAILQ_INSERT_TAIL(&list, q, link);
+				nq++;
+			}
+			if (ncov < nitems(cm)) {
+				cm[ncov] = items[i].m;
+				chi[ncov++] = index + depth;
+			}
 		}
-		if (n > 0)
-			dpu_submit_from(dpu, &list, n);
-		dpu_mregion_put(r.m);
+		if (nq > 0)
+			dpu_submit_from(dpu, &list, nq);
+		for (unsigned i = 0; i < n; i++)
+			dpu_mregion_put(items[i].m);
 	}
 }
 
@@ -836,18 +953,21 @@ dcache_purge(struct dpu *dpu, struct dpu_mregion *m)
 	pthread_mutex_unlock(&dc->lock);
 }
 
-/* Turns the dynamic cache on or off (off empties it). Front. */
+/* Sets the dynamic cache's mode: off, on, or adaptive (on to start). */
 void
 dpu_cache_set_dynamic(struct dpu *dpu, int mode, const char *why)
 {
 	struct dpu_dcache *dc = &dpu->dc;
-	bool on = mode != CFG_DYNAMIC_OFF;
+	static const char *const names[] = { "off", "on", "adaptive" };
 
-	if (atomic_exchange(&dc->enabled, on) == on)
+	if (mode == dc->mode)
 		return;
-	if (!on)
-		dcache_purge(dpu, NULL);
-	log_notice("dpu: dynamic cache %s (%s)", on ? "on" : "off", why);
+	dc->mode = mode;
+	dc->win_reads = dc->win_hits = 0;
+	dc->probe_at = 0;
+	dc->probing = false;
+	dcache_enable(dpu, mode != CFG_DYNAMIC_OFF);
+	log_notice("dpu: dynamic cache %s (%s)", names[mode], why);
 }
 
 /* Describes the caches for status. */
@@ -877,8 +997,10 @@ dpu_cache_json(struct dpu *dpu)
 	    "hit_bytes", (json_int_t)DPU_GET(dpu, static_hit_bytes),
 	    "rejected", (json_int_t)DPU_GET(dpu, static_rejected),
 	    "load_errors", (json_int_t)DPU_GET(dpu, static_load_errors));
-	json_object_set_new(j, "dynamic", json_pack("{s:b,s:I,s:I,s:i,s:i,"
+	json_object_set_new(j, "dynamic", json_pack("{s:s,s:b,s:I,s:I,s:i,s:i,"
 	    "s:i,s:i,s:I,s:I,s:f,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+	    "mode", dc->mode == CFG_DYNAMIC_ADAPTIVE ? "adaptive" :
+	    dc->mode == CFG_DYNAMIC_ON ? "on" : "off",
 	    "enabled", atomic_load(&dc->enabled),
 	    "size", (json_int_t)dc->size,
 	    "entry_size", (json_int_t)dc->entry_size,
@@ -900,5 +1022,17 @@ dpu_cache_json(struct dpu *dpu)
 	    "write_updates", (json_int_t)DPU_GET(dpu, dyn_write_updates),
 	    "recent_pushed", (json_int_t)DPU_GET(dpu, recent_pushed),
 	    "recent_overwritten", (json_int_t)DPU_GET(dpu, recent_dropped)));
+	json_object_set_new(json_object_get(j, "dynamic"), "adaptive",
+	    json_pack("{s:f,s:i,s:i,s:i,s:f,s:I,s:I,s:I,s:I}",
+	    "threshold", (double)dc->bw_ratio / 100.0,
+	    "window", (int)dc->window,
+	    "window_reads", (int)dc->win_reads,
+	    "window_hits", (int)dc->win_hits,
+	    "last_window_hit_rate", dc->last_rate,
+	    "windows", (json_int_t)dc->windows,
+	    "switches_off", (json_int_t)dc->switches_off,
+	    "switches_on", (json_int_t)dc->switches_on,
+	    "probe_in_ms", (json_int_t)(dc->probe_at > mono_ns() ?
+	    (dc->probe_at - mono_ns()) / 1000000u : 0)));
 	return j;
 }

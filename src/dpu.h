@@ -158,6 +158,17 @@ struct dpu_dcache {
 	uint64_t rnd;                 /* random eviction */
 	_Atomic bool enabled;
 	_Atomic unsigned depth;
+	/* adaptive (front) */
+	int mode;                     /* enum cfg_dynamic */
+	int cfg_mode;                 /* as configured: reloads compare */
+	unsigned bw_ratio;            /* percent */
+	unsigned window;              /* reads a window */
+	uint64_t probe_ns;
+	unsigned win_reads, win_hits;
+	double last_rate;             /* of the last full window; -1 none */
+	bool probing;                 /* the window after turning back on */
+	uint64_t probe_at;            /* off: when to try again */
+	uint64_t windows, switches_off, switches_on;
 	pthread_mutex_t rlock;
 	pthread_cond_t rcond;
 	struct dpu_recent ring[DPU_RECENT];

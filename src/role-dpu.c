@@ -1176,9 +1176,38 @@ cmd_regions(struct admin_req *req)
 	return list;
 }
 
+/* cache.set: the dynamic cache's mode, off, on or adaptive. */
+static json_t *
+cmd_cache_set(struct admin_req *req)
+{
+	const char *v = json_string_value(json_object_get(req->params,
+	    "dynamic"));
+	int mode;
+
+	if (strcmp(v, "off") == 0)
+		mode = CFG_DYNAMIC_OFF;
+	else if (strcmp(v, "on") == 0)
+		mode = CFG_DYNAMIC_ON;
+	else if (strcmp(v, "adaptive") == 0)
+		mode = CFG_DYNAMIC_ADAPTIVE;
+	else
+		return admin_fail(req, ADMIN_ERR_PARAMS, "cache.set: dynamic is "
+		    "off, on or adaptive, not '%s'", v);
+	dpu_cache_set_dynamic(dpu_state, mode, "cache.set");
+	return dpu_cache_json(dpu_state);
+}
+
+static const struct admin_param cache_set_params[] = {
+	{ "dynamic", ADMIN_P_STRING, true },
+	{ NULL, 0, false },
+};
+
 static const struct admin_cmd dpu_cmds[] = {
 	{ "regions", "regions hosts hold through this dpu, with the memory "
 	    "node and region each stands for", NULL, 0, cmd_regions },
+	{ "cache.set", "the dynamic cache's mode, {\"dynamic\": \"off\"|"
+	    "\"on\"|\"adaptive\"}", cache_set_params, ADMIN_F_CHANGE,
+	    cmd_cache_set },
 };
 
 /* ---- role --------------------------------------------------------------- */
