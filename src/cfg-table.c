@@ -227,8 +227,10 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		.min = 0, .max = 64, .def = "8", .reloadable = true,
 		.roles = DPU,
 		.help = "Entries loaded past the one a host read: a read in "
-		    "entry e makes the prefetch workers load e, e+1, ... "
-		    "e+prefetch_depth (those not cached yet).",
+		    "entry e that continues a sequential run makes the prefetch "
+		    "workers load e, e+1, ... e+prefetch_depth (those not cached "
+		    "yet), but never more than a quarter of the cache's "
+		    "entries.",
 	},
 	[CFG_DPU_PREFETCH_WORKERS] = {
 		.section = "dpu", .name = "prefetch_workers", .type = CFG_T_INT,

@@ -24,8 +24,8 @@
  * (threads, waiting on a condition variable) take them, and when the list
  * shows that a read continues a run (two reads before it, each ending
  * where the next starts: a sequential run, from one thread or several),
- * load the entry read and the prefetch_depth entries after it, those not
- * cached yet, off the critical path (background reads, handed to the back
+ * load the entry read and the prefetch_depth entries after it (at most a
+ * quarter of the cache), those not cached yet, off the critical path (background reads, handed to the back
  * through its queue). A read with no such neighbours loads nothing: random
  * reads would only load what is not read again. A full cache evicts an
  * entry chosen at random among those with no reference. A read an entry
@@ -849,7 +849,14 @@ prefetch_main(void *arg)
 		}
 		pthread_mutex_unlock(&dc->rlock);
 		TAILQ_INIT(&list);
+		/*
+		 * A run never loads more than a quarter of the cache ahead:
+		 * deeper, its loads would evict each other before they are
+		 * read (random eviction does not know them from old ones).
+		 */
 		depth = atomic_load(&dc->depth);
+		if (depth > dc->nentries / 4)
+			depth = dc->nentries / 4;
 		for (unsigned i = n; i-- > 0;) {
 			uint64_t index = items[i].off >> dc->entry_shift;
 

@@ -1133,23 +1133,25 @@ role_dpu_status(struct famd *d, json_t *st)
 		int state = node_state(n);
 
 		json_array_append_new(peers, json_pack(
-		    "{s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:s}",
+		    "{s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:I,s:s}",
 		    "role", "memory", "address", n->addr, "name", n->name,
 		    "state", state == DN_UP ? "up" : state == DN_CONNECTING ?
 		    "connecting" : "down",
 		    "connects", (json_int_t)n->connects,
 		    "disconnects", (json_int_t)n->disconnects,
+		    "session", (json_int_t)0,
 		    "regions", (json_int_t)0,
 		    "last_error", n->last_error));
 	}
 	pthread_mutex_unlock(&dpu->stat_lock);
 	TAILQ_FOREACH(s, &dpu->sessions, link)
 		json_array_append_new(peers, json_pack(
-		    "{s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:s}",
+		    "{s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:I,s:s}",
 		    "role", "host", "address", s->peer, "name", s->node,
 		    "state", s->hc != NULL ? "connected" : "detached",
-		    "connects", (json_int_t)s->serial,
+		    "connects", (json_int_t)0,
 		    "disconnects", (json_int_t)0,
+		    "session", (json_int_t)s->serial,
 		    "regions", (json_int_t)s->nregions,
 		    "last_error", ""));
 }

@@ -13,12 +13,13 @@ start_dpu dpu "$MEM_ADDR"
 start_host host 64M "$MEM_ADDR" -o host.dpu="$DPU_ADDR" -o host.path=dpu -o famd.op_timeout=10s
 hc() { ctl host status -j | jq -er ".counters.$1"; }
 
-shim "$FAMTEST" -f -s 128M seq random >"$T/f1.out" 2>&1 || fail "famtest through the dpu: $(tail -3 "$T/f1.out")"
+shim "$FAMTEST" -f -s 128M -n 2000 seq random strided shared split calloc realloc align many fork \
+	>"$T/f1.out" 2>&1 || fail "famtest through the dpu: $(tail -3 "$T/f1.out")"
 [ "$(hc ops_direct)" = 0 ] && [ "$(hc ops_dpu)" -gt 1000 ] ||
 	fail "path dpu: $(ctl host status -j | jq -c .counters)"
 [ "$(hc adoptions)" -gt 0 ] || fail "regions made through the dpu were not adopted on the memory node"
 [ "$(link dpu memory background)" -gt 0 ] || fail "read-ahead and write-backs not marked background"
-pass "path = dpu: every read and write-back through the dpu; its regions adopted on the memory node; background traffic marked"
+pass "path = dpu: famtest's every pattern (2000 blocks at once too) through the dpu; its regions adopted on the memory node; background traffic marked"
 
 ctl host call path.set '{"path":"sideways"}' >/dev/null 2>&1 && fail "path.set accepted a bad path"
 ctl host call path.set '{"path":"direct"}' | jq -e '.path == "direct"' >/dev/null || fail "path.set direct"
