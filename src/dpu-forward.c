@@ -535,6 +535,8 @@ front_done(struct dpu *dpu, struct dpu_req *q)
 		DPU_INC(dpu, host_background_bytes, q->len);
 	else
 		DPU_INC(dpu, host_ondemand_bytes, q->len);
+	DPU_INC(dpu, forwarded, 1);
+	DPU_INC(dpu, forward_ns, mono_ns() - q->start_ns);
 	if (q->kind == DR_WRITE) {
 		DPU_INC(dpu, host_write_bytes, q->len);
 		(void)fam_conn_reply(hc->c, &q->h, 0, NULL, 0, false, NULL,
@@ -720,12 +722,13 @@ dpu_forward_json(struct dpu *dpu)
 {
 	json_t *hist = json_array();
 	uint64_t batches = DPU_GET(dpu, batches);
+	uint64_t fwd = DPU_GET(dpu, forwarded);
 
 	for (unsigned b = 0; b < DPU_BATCH_BUCKETS; b++)
 		json_array_append_new(hist, json_integer((json_int_t)
 		    DPU_GET(dpu, batch_hist[b])));
 	return json_pack("{s:b,s:b,s:i,s:I,s:I,s:I,s:f,s:o,s:I,s:I,s:I,s:I,"
-	    "s:I,s:I}",
+	    "s:I,s:I,s:f}",
 	    "async", dpu->async,
 	    "aggregate", atomic_load(&dpu->aggregate),
 	    "batch_limit", (int)dpu->batch_limit,
@@ -740,7 +743,9 @@ dpu_forward_json(struct dpu *dpu)
 	    "memory_in_flight", (json_int_t)atomic_load(&dpu->mem_inflight),
 	    "memory_in_flight_max", (json_int_t)DPU_GET(dpu, mem_inflight_max),
 	    "queue_to_back_max", (json_int_t)DPU_GET(dpu, queue_back_max),
-	    "queue_to_front_max", (json_int_t)DPU_GET(dpu, queue_front_max));
+	    "queue_to_front_max", (json_int_t)DPU_GET(dpu, queue_front_max),
+	    "forward_latency_us_mean", fwd > 0 ?
+	    (double)DPU_GET(dpu, forward_ns) / (double)fwd / 1000.0 : 0.0);
 }
 
 /* Refuses a READ or WRITE with status err (a positive errno). */

@@ -269,7 +269,6 @@ struct dpu_req {
 	uint32_t rlen;
 	dpu_req_fn done;              /* CALL: the front's completion */
 	void *arg;                    /* CALL: for done */
-	uint32_t arg32;
 	struct dpu_centry *entry;     /* LOAD into the dynamic cache */
 };
 
@@ -309,6 +308,7 @@ struct dpu_counters {
 	_Atomic uint64_t connections, hello_refusals, bad_frames, timeouts;
 	_Atomic uint64_t sessions_started, sessions_resumed, sessions_ended;
 	_Atomic uint64_t staging_failures;
+	_Atomic uint64_t forwarded, forward_ns; /* answered from memory */
 	_Atomic uint64_t batches, batch_requests, batch_max, flushes;
 	_Atomic uint64_t batch_hist[DPU_BATCH_BUCKETS];
 	_Atomic uint64_t queue_back_max, queue_front_max;

@@ -1062,7 +1062,7 @@ static json_t *
 dpu_counters_json(struct dpu *dpu)
 {
 	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
-	    "s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+	    "s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
 	    "reads", (json_int_t)DPU_GET(dpu, reads),
 	    "writes", (json_int_t)DPU_GET(dpu, writes),
 	    "rw_errors", (json_int_t)DPU_GET(dpu, rw_errors),
@@ -1086,6 +1086,7 @@ dpu_counters_json(struct dpu *dpu)
 	    "sessions_resumed", (json_int_t)DPU_GET(dpu, sessions_resumed),
 	    "sessions_ended", (json_int_t)DPU_GET(dpu, sessions_ended),
 	    "staging_bytes", (json_int_t)dpu->staging_bytes,
+	    "staging_peak_bytes", (json_int_t)dpu->staging_peak,
 	    "staging_failures", (json_int_t)DPU_GET(dpu, staging_failures));
 }
 
