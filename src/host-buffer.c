@@ -221,7 +221,8 @@ writeback_start(struct host *h, struct region *r, uint64_t c)
 	ch->state = CH_EVICTING;
 	wb->r = r;
 	wb->chunk = c;
-	rc = fam_conn_write(s->node->conn, &s->remote, off, (uint32_t)h->chunk,
+	rc = fam_conn_write(host_node_conn(s, true), &s->remote, off,
+	    (uint32_t)h->chunk,
 	    r->ar->local + r->off + (c << h->chunk_shift), NULL,
 	    writeback_done, wb);
 	if (rc < 0) {

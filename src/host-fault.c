@@ -294,7 +294,7 @@ host_fetch_kick(struct host *h)
 			continue;
 		}
 		f->staging = h->staging_free[--h->nstaging_free];
-		rc = fam_conn_read(s->node->conn, &s->remote, off,
+		rc = fam_conn_read(host_node_conn(s, !urgent), &s->remote, off,
 		    (uint32_t)h->chunk, f->staging, NULL, fetch_done, f);
 		if (demand) {
 			if ((h->demandq = f->next) == NULL)

@@ -64,8 +64,11 @@ struct mnode {
 	struct host *h;
 	unsigned index;
 	char *addr;
-	struct fam_conn *conn;
+	struct fam_conn *conn;    /* faults and control */
+	struct fam_conn *bg;      /* read-ahead and write-back, once joined */
 	enum { MN_DOWN, MN_CONNECTING, MN_UP } state;
+	bool bg_up;
+	struct event *bg_retry;
 	char name[FAM_NAME_MAX + 1];
 	uint64_t session;  /* token for resuming after a reconnect */
 	uint64_t instance; /* changes when the memory famd restarts */
@@ -236,6 +239,7 @@ struct host {
 void host_node_lost(struct host *h, struct mnode *n);
 void host_admin_register(void);
 bool host_node_usable(const struct host *h, const struct stripe *s);
+struct fam_conn *host_node_conn(const struct stripe *s, bool background);
 
 /* host-session.c */
 int host_session_open(struct host *h, char **cause);

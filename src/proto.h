@@ -97,6 +97,12 @@ struct fam_hello_resp {
 	char node[FAM_NAME_MAX + 1];
 };
 
+/* HELLO features. */
+#define FAM_FEAT_JOIN 0x1u /* join the live session `resume` as one more
+                            * connection (e.g. for background traffic),
+                            * instead of taking it over */
+#define FAM_SESSION_CONNS 4u /* most connections of one session */
+
 #define FAM_HELLO_LEN      144u
 #define FAM_HELLO_RESP_LEN 88u
 

@@ -22,6 +22,7 @@
 static struct host *host_state;
 
 static void node_connect(struct mnode *n);
+static void node_connect_bg(struct mnode *n);
 
 /* Returns true if the stripe's node is connected to the instance holding it. */
 bool
@@ -29,6 +30,19 @@ host_node_usable(const struct host *h, const struct stripe *s)
 {
 	return s->node->state == MN_UP && s->node->conn != NULL &&
 	    s->node->instance == s->instance;
+}
+
+/*
+ * Returns the connection for an operation on the stripe's node: background
+ * work (read-ahead, write-back) goes on the second connection when it is
+ * up, so that it never queues in front of a fault.
+ */
+struct fam_conn *
+host_node_conn(const struct stripe *s, bool background)
+{
+	if (background && s->node->bg_up)
+		return s->node->bg;
+	return s->node->conn;
 }
 
 /* Marks every region with a stripe on n's old instance as lost. */
@@ -76,8 +90,53 @@ node_connected(struct fam_conn *c, const struct fam_hello_resp *resp,
 	    "reconnected as a new instance");
 	if (old != 0 && !resumed)
 		host_node_lost(h, n);
+	node_connect_bg(n);
 	host_fetch_unpark(h);
 }
+
+/* The background connection joined our session. */
+static void
+node_bg_connected(struct fam_conn *c, const struct fam_hello_resp *resp,
+    void *arg)
+{
+	struct mnode *n = arg;
+
+	if (resp->session != n->session || resp->instance != n->instance ||
+	    n->state != MN_UP) {
+		/* The memory famd did not let it join: do without. */
+		log_info("memory node %s: background connection not joined; "
+		    "read-ahead and write-back share the main one", n->addr);
+		fam_conn_close(c);
+		return;
+	}
+	n->bg_up = true;
+	log_debug("memory node %s: background connection up", n->addr);
+}
+
+/* Retries the background connection. */
+static void
+node_bg_retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	node_connect_bg(arg);
+}
+
+/* The background connection is gone; retried while the node is up. */
+static void
+node_bg_closed(struct fam_conn *c, int err, void *arg)
+{
+	struct mnode *n = arg;
+	struct timeval tv = { 1, 0 };
+
+	n->bg = NULL;
+	n->bg_up = false;
+	if (n->state == MN_UP && !n->h->stopping)
+		evtimer_add(n->bg_retry, &tv);
+}
+
+static const struct fam_conn_handlers node_bg_handlers = {
+	.connected = node_bg_connected,
+	.closed = node_bg_closed,
+};
 
 /* Retries the connection after the back-off. */
 static void
@@ -110,6 +169,8 @@ node_closed(struct fam_conn *c, int err, void *arg)
 
 	n->conn = NULL;
 	n->state = MN_DOWN;
+	if (n->bg != NULL)
+		fam_conn_close(n->bg);
 	if (was_up) {
 		n->disconnects++;
 		log_warn("memory node %s lost: %s; reconnecting", n->addr,
@@ -134,28 +195,58 @@ static const struct fam_conn_handlers node_handlers = {
 	.closed = node_closed,
 };
 
-/* Starts connecting to memory node n. */
+/* Fills the options of a connection to memory node n. */
 static void
-node_connect(struct mnode *n)
+node_opts(struct mnode *n, struct fam_conn_opts *opts)
 {
 	struct host *h = n->h;
-	struct fam_conn_opts opts = { 0 };
 	char host[256] = "";
-	char *cause = NULL;
 	const char *name = cfg_str(h->d->cfg, CFG_NODE_NAME);
 
 	if (*name == '\0') {
 		gethostname(host, sizeof host - 1);
 		name = host;
 	}
-	opts.kind = (enum fam_transport_kind)cfg_int(h->d->cfg, CFG_TRANSPORT);
-	opts.hello.role = FAM_WIRE_ROLE_HOST;
-	opts.hello.resume = n->session;
-	snprintf(opts.hello.node, sizeof opts.hello.node, "%s", name);
-	memcpy(opts.hello.secret, h->secret, sizeof opts.hello.secret);
-	opts.op_timeout_ms = (uint32_t)cfg_int(h->d->cfg, CFG_OP_TIMEOUT);
-	opts.max_outstanding = 1024;
-	opts.max_payload = FAM_PROTO_MAX_PAYLOAD;
+	memset(opts, 0, sizeof *opts);
+	opts->kind = (enum fam_transport_kind)cfg_int(h->d->cfg, CFG_TRANSPORT);
+	opts->hello.role = FAM_WIRE_ROLE_HOST;
+	opts->hello.resume = n->session;
+	snprintf(opts->hello.node, sizeof opts->hello.node, "%s", name);
+	memcpy(opts->hello.secret, h->secret, sizeof opts->hello.secret);
+	opts->op_timeout_ms = (uint32_t)cfg_int(h->d->cfg, CFG_OP_TIMEOUT);
+	opts->max_outstanding = 1024;
+	opts->max_payload = FAM_PROTO_MAX_PAYLOAD;
+}
+
+/* Opens the background connection, joining the session of the main one. */
+static void
+node_connect_bg(struct mnode *n)
+{
+	struct fam_conn_opts opts;
+	char *cause = NULL;
+
+	if (n->bg != NULL || n->state != MN_UP || n->h->stopping)
+		return;
+	node_opts(n, &opts);
+	opts.hello.features = FAM_FEAT_JOIN;
+	if (fam_connect(n->h->base, n->addr, &opts, &node_bg_handlers, n,
+	    &n->bg, &cause) < 0) {
+		log_debug("memory node %s: background connection: %s", n->addr,
+		    cause);
+		free(cause);
+		n->bg = NULL;
+	}
+}
+
+/* Starts connecting to memory node n. */
+static void
+node_connect(struct mnode *n)
+{
+	struct host *h = n->h;
+	struct fam_conn_opts opts;
+	char *cause = NULL;
+
+	node_opts(n, &opts);
 	n->state = MN_CONNECTING;
 	if (fam_connect(h->base, n->addr, &opts, &node_handlers, n, &n->conn,
 	    &cause) < 0) {
@@ -256,6 +347,8 @@ role_host_start(struct famd *d)
 	for (unsigned i = 0; i < h->nnodes; i++) {
 		h->nodes[i].retry = evtimer_new(h->base, node_retry_cb,
 		    &h->nodes[i]);
+		h->nodes[i].bg_retry = evtimer_new(h->base, node_bg_retry_cb,
+		    &h->nodes[i]);
 		node_connect(&h->nodes[i]);
 	}
 	h->tick = event_new(h->base, -1, EV_PERSIST, host_tick_cb, h);
@@ -314,10 +407,11 @@ role_host_status(struct famd *d, json_t *st)
 		    fam_conn_stats(n->conn) : NULL;
 
 		json_array_append_new(peers, json_pack(
-		    "{s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:s}",
+		    "{s:s,s:s,s:s,s:s,s:b,s:I,s:I,s:I,s:s}",
 		    "role", "memory", "address", n->addr, "name", n->name,
 		    "state", n->state == MN_UP ? "up" :
 		    n->state == MN_CONNECTING ? "connecting" : "down",
+		    "background", n->bg_up,
 		    "connects", (json_int_t)n->connects,
 		    "disconnects", (json_int_t)n->disconnects,
 		    "outstanding", (json_int_t)(cs != NULL ? cs->outstanding : 0),
@@ -399,10 +493,14 @@ role_host_stop(struct famd *d)
 	for (unsigned i = 0; i < h->nnodes; i++) {
 		struct mnode *n = &h->nodes[i];
 
+		if (n->bg != NULL)
+			fam_conn_close(n->bg);
 		if (n->conn != NULL)
 			fam_conn_close(n->conn);
 		if (n->retry != NULL)
 			event_free(n->retry);
+		if (n->bg_retry != NULL)
+			event_free(n->bg_retry);
 		free(n->addr);
 		free(n->last_error);
 	}

@@ -86,7 +86,8 @@ struct mem_session {
 	uint8_t role;             /* enum fam_role_wire of the peer */
 	char node[FAM_NAME_MAX + 1];
 	char peer[64];            /* address of the last connection */
-	struct mem_conn *mc;      /* NULL while detached */
+	struct mem_conn *mcs[FAM_SESSION_CONNS]; /* its live connections */
+	unsigned nmc;             /* 0 while detached */
 	struct event *grace;
 	unsigned nregions;
 	uint64_t bytes;
@@ -339,10 +340,11 @@ mem_session_end(struct mem_session *s, const char *why)
 		log_notice("memory: session %" PRIu64 " of node %s ended (%s): "
 		    "%u region%s freed, %u kept", s->serial, s->node, why,
 		    freed, freed == 1 ? "" : "s", kept);
-	if (s->mc != NULL) {
-		s->mc->s = NULL;
+	for (unsigned i = 0; i < s->nmc; i++)
+		s->mcs[i]->s = NULL;
+	if (s->nmc > 0)
 		mem.nattached--;
-	}
+	s->nmc = 0;
 	event_free(s->grace);
 	TAILQ_REMOVE(&mem.sessions, s, link);
 	mem.nsessions--;
@@ -397,26 +399,37 @@ mem_session_new(struct mem_conn *mc, const struct fam_hello *req)
 	return s;
 }
 
-/* Attaches a connection to a session. */
+/* Attaches a connection to a session (one more, when it joins). */
 static void
 mem_session_attach(struct mem_session *s, struct mem_conn *mc)
 {
 	evtimer_del(s->grace);
-	s->mc = mc;
+	if (s->nmc == 0)
+		mem.nattached++;
+	s->mcs[s->nmc++] = mc;
 	mc->s = s;
 	snprintf(s->peer, sizeof s->peer, "%s", mc->peer);
-	mem.nattached++;
 }
 
-/* A session's connection is gone: keep it for the grace, or end it. */
+/*
+ * A connection of a session is gone: when it was the last one, keep the
+ * session for the grace, or end it.
+ */
 static void
-mem_session_detach(struct mem_session *s, int err)
+mem_session_detach(struct mem_session *s, struct mem_conn *mc, int err)
 {
 	struct timeval tv = { (time_t)(mem.grace_ms / 1000),
 		(suseconds_t)(mem.grace_ms % 1000 * 1000) };
 	char gr[32];
 
-	s->mc = NULL;
+	for (unsigned i = 0; i < s->nmc; i++)
+		if (s->mcs[i] == mc) {
+			s->mcs[i] = s->mcs[--s->nmc];
+			break;
+		}
+	mc->s = NULL;
+	if (s->nmc > 0)
+		return;
 	mem.nattached--;
 	if (mem.stopping)
 		return;
@@ -935,16 +948,25 @@ mem_hello(struct fam_conn *c, const struct fam_hello *req,
 		    s->node);
 		s = NULL;
 	}
-	if (s != NULL) {
-		if (s->mc != NULL) {
-			struct mem_conn *old = s->mc;
+	if (s != NULL && (req->features & FAM_FEAT_JOIN) && s->nmc > 0) {
+		/* One more connection of a live session (background traffic). */
+		if (s->nmc == FAM_SESSION_CONNS) {
+			mc->refused = true;
+			return -EMFILE;
+		}
+		mem_session_attach(s, mc);
+		log_info("memory: session %" PRIu64 " of node %s: connection "
+		    "%u from %s", s->serial, s->node, s->nmc, mc->peer);
+	} else if (s != NULL) {
+		while (s->nmc > 0) {
+			struct mem_conn *old = s->mcs[--s->nmc];
 
 			log_notice("memory: session %" PRIu64 " of node %s "
 			    "moves from %s to %s", s->serial, s->node,
 			    old->peer, mc->peer);
 			old->s = NULL;
-			s->mc = NULL;
-			mem.nattached--;
+			if (s->nmc == 0)
+				mem.nattached--;
 			fam_conn_close(old->c);
 		}
 		mem_session_attach(s, mc);
@@ -985,7 +1007,7 @@ mem_closed(struct fam_conn *c, int err, void *arg)
 	if (err == -ETIMEDOUT)
 		mem.n.timeouts++;
 	if (mc->s != NULL)
-		mem_session_detach(mc->s, err);
+		mem_session_detach(mc->s, mc, err);
 	else if (mc->refused || err == -EACCES || err == -EPROTONOSUPPORT)
 		mem.n.hello_refusals++;
 	log_info("memory: connection from %s closed%s%s", mc->peer,
@@ -1193,7 +1215,7 @@ role_memory_status(struct famd *d, json_t *st)
 		    "s:I,s:I,s:I}",
 		    "node", s->node,
 		    "address", s->peer,
-		    "state", s->mc != NULL ? "connected" : "detached",
+		    "state", s->nmc > 0 ? "connected" : "detached",
 		    "session", (json_int_t)s->serial,
 		    "regions", (int)s->nregions,
 		    "bytes", (json_int_t)s->bytes,
