@@ -428,16 +428,11 @@ tcp_teardown_cb(evutil_socket_t fd, short what, void *arg)
 	free(c);
 }
 
-/* Allocates a connection on fd (non-blocking) with its events. */
-static struct tcp_conn *
-tcp_conn_new(struct event_base *evb, int fd, const struct fam_conn_opts *opts,
-    bool active);
-
-/* Read and write callbacks, defined below. */
 static void tcp_read_cb(evutil_socket_t fd, short what, void *arg);
 static void tcp_write_cb(evutil_socket_t fd, short what, void *arg);
 static void tcp_timer_cb(evutil_socket_t fd, short what, void *arg);
 
+/* Allocates a connection on fd (non-blocking) with its events. */
 static struct tcp_conn *
 tcp_conn_new(struct event_base *evb, int fd, const struct fam_conn_opts *opts,
     bool active)

@@ -240,30 +240,35 @@ run_until(bool (*pred)(void), int ms)
 
 static int want_done;
 
+/* True once the client's hello is answered (or it closed). */
 static bool
 p_connected(void)
 {
 	return cli.connected || cli.closed;
 }
 
+/* True once want_done operations completed. */
 static bool
 p_done(void)
 {
 	return cli.ops_done >= want_done;
 }
 
+/* True once the client's closed handler ran. */
 static bool
 p_cli_closed(void)
 {
 	return cli.closed;
 }
 
+/* True once the server connection's closed handler ran. */
 static bool
 p_srv_closed(void)
 {
 	return srv.closed;
 }
 
+/* True once both ends are closed. */
 static bool
 p_both_closed(void)
 {
@@ -309,6 +314,7 @@ start_client(const char *secret, uint32_t timeout_ms, uint32_t outstanding)
 	    &cli.c, &cause), 0);
 }
 
+/* Fresh state and event loop for each test. */
 static void
 setup(void)
 {
@@ -323,6 +329,7 @@ setup(void)
 	log_open(LOG_DEST_STDERR, LOG_WARNING);
 }
 
+/* Closes what is left; no operation completed twice. */
 static void
 teardown(void)
 {
@@ -402,6 +409,7 @@ p_raw_frame(void)
 	return raw_len >= FAM_PROTO_HDR_LEN || raw_eof;
 }
 
+/* True once the raw socket saw the end of the stream. */
 static bool
 p_raw_eof(void)
 {
@@ -949,10 +957,10 @@ START_TEST(test_request_before_hello_refused)
 	ck_assert_uint_eq(h.flags, FAM_F_RESPONSE);
 	ck_assert_int_eq(h.status, EACCES);
 	ck_assert(run_until(p_raw_eof, 2000));
+	close(fd);
 	ck_assert(run_until(p_srv_closed, 2000));
 	ck_assert_uint_eq(srv.bad_frames, 1);
 	ck_assert_uint_eq(srv.resolves, 0);
-	close(fd);
 	cli.closed = true;
 }
 END_TEST
@@ -970,9 +978,9 @@ START_TEST(test_huge_length_answered_and_closed)
 	ck_assert_uint_eq(h.id, 8);
 	ck_assert_int_eq(h.status, EMSGSIZE);
 	ck_assert(run_until(p_raw_eof, 2000));
+	close(fd);
 	ck_assert(run_until(p_srv_closed, 2000));
 	ck_assert_uint_eq(srv.bad_frames, 1);
-	close(fd);
 	cli.closed = true;
 }
 END_TEST
@@ -1012,10 +1020,10 @@ START_TEST(test_wrong_version_hello_refused)
 	ck_assert_uint_eq(r.version, FAM_PROTO_VERSION);
 	ck_assert_uint_eq(r.id, 3);
 	ck_assert(run_until(p_raw_eof, 2000));
+	close(fd);
 	ck_assert(run_until(p_srv_closed, 2000));
 	ck_assert_int_eq(srv.closed_err, -EPROTONOSUPPORT);
 	ck_assert_uint_eq(srv.bad_frames, 0);
-	close(fd);
 	cli.closed = true;
 }
 END_TEST
@@ -1074,9 +1082,65 @@ START_TEST(test_second_hello_is_a_violation)
 	raw_send(fd, FAM_MSG_HELLO, 0, 2, 0, FAM_HELLO_LEN, buf, sizeof buf);
 	ck_assert(raw_recv(fd, &h, NULL));
 	ck_assert_int_eq(h.status, EPROTO);
+	ck_assert(run_until(p_raw_eof, 2000));
+	close(fd);
 	ck_assert(run_until(p_srv_closed, 2000));
 	ck_assert_uint_eq(srv.bad_frames, 1);
+	cli.closed = true;
+}
+END_TEST
+
+/* Bytes drained from a raw socket, and how many are expected. */
+static size_t drained, drain_want;
+
+/* Reads and counts whatever the raw socket has; true once all arrived. */
+static bool
+p_drained(void)
+{
+	static uint8_t sink[1 << 16];
+	ssize_t n;
+
+	while ((n = recv(raw_fd, sink, sizeof sink, MSG_DONTWAIT)) > 0)
+		drained += (size_t)n;
+	return drained >= drain_want;
+}
+
+/* Never true: runs the loop for the whole time given. */
+static bool
+p_never(void)
+{
+	return false;
+}
+
+START_TEST(test_pipelined_reads_pause_input_until_answers_drain)
+{
+	struct fam_rw m = { .region = 1, .len = 1 << 20 };
+	uint8_t buf[FAM_READ_LEN];
+	int fd, n = 32, rcvbuf = 1 << 16;
+
+	start_server("", 5000);
+	fd = raw_connect();
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+	raw_hello(fd, "");
+	proto_put_read(buf, &m);
+	for (int i = 0; i < n; i++)
+		raw_send(fd, FAM_MSG_READ, 0, 10 + (uint64_t)i, 0,
+		    FAM_READ_LEN, buf, sizeof buf);
+	/* Nobody reads the answers: the server stops taking requests. */
+	run_until(p_never, 300);
+	ck_assert_uint_lt(srv.resolves, (unsigned)n);
+	ck_assert_uint_gt(srv.resolves, 0);
+	/* Reading them lets it go on, to the last one. */
+	raw_fd = fd;
+	drain_want = (size_t)n * (FAM_PROTO_HDR_LEN + m.len);
+	ck_assert(run_until(p_drained, 5000));
+	ck_assert_uint_eq(drained, drain_want);
+	ck_assert_uint_eq(srv.resolves, (unsigned)n);
+	ck_assert_uint_eq(srv.releases, (unsigned)n);
+	ck_assert_uint_eq(srv.released_bytes, (uint64_t)n * m.len);
 	close(fd);
+	ck_assert(run_until(p_srv_closed, 2000));
+	ck_assert_int_eq(srv.closed_err, 0);
 	cli.closed = true;
 }
 END_TEST
@@ -1116,6 +1180,7 @@ transport_suite(void)
 	tcase_add_test(t, test_silent_peer_dropped_after_deadline);
 	tcase_add_test(t, test_stalled_write_data_dropped_and_hold_released);
 	tcase_add_test(t, test_second_hello_is_a_violation);
+	tcase_add_test(t, test_pipelined_reads_pause_input_until_answers_drain);
 	suite_add_tcase(s, t);
 	return s;
 }
