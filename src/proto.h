@@ -103,7 +103,8 @@ struct fam_hello_resp {
 /* Region flags (REGION_CREATE). */
 #define FAM_RF_FILE       0x01u /* preload from `path` under preload_dir */
 #define FAM_RF_SHARED     0x02u /* read-only, shared by `name` */
-#define FAM_RF_PERSISTENT 0x04u /* survives the end of the creating session */
+#define FAM_RF_PERSISTENT 0x04u /* survives the end of the creating session
+                                 * (named: it is found again by its name) */
 #define FAM_RF_ALL        0x07u
 
 /*

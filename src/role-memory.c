@@ -606,6 +606,8 @@ mem_region_create(struct mem_session *s, const struct fam_region_create *req,
 	int fd = -1, err;
 	char sz[32];
 
+	if ((req->flags & FAM_RF_PERSISTENT) && req->name[0] == '\0')
+		return -EINVAL; /* nobody could ever find it again */
 	if (req->name[0] != '\0' && (r = mem_region_by_name(req->name)) !=
 	    NULL) {
 		err = mem_region_open(s, r, req->flags);
@@ -1060,9 +1062,38 @@ cmd_regions(struct admin_req *req)
 	return list;
 }
 
+/* region.free: frees a region no session uses (a kept persistent one). */
+static json_t *
+cmd_region_free(struct admin_req *req)
+{
+	json_int_t id = json_integer_value(json_object_get(req->params, "id"));
+	struct mem_region *r;
+	char why[64];
+
+	if (id <= 0 || id > UINT32_MAX ||
+	    (r = mem_region_find((uint32_t)id)) == NULL)
+		return admin_fail(req, ADMIN_ERR_PARAMS,
+		    "region.free: no region %" JSON_INTEGER_FORMAT, id);
+	if (r->nhandles > 0)
+		return admin_fail(req, ADMIN_ERR_FAILED, "region.free: region "
+		    "%" JSON_INTEGER_FORMAT " is in use by %u session%s", id,
+		    r->nhandles, r->nhandles == 1 ? "" : "s");
+	snprintf(why, sizeof why, "freed by uid %ld", (long)req->peer->uid);
+	mem_region_unlink(r, why);
+	return json_pack("{s:I}", "id", id);
+}
+
+static const struct admin_param region_free_params[] = {
+	{ "id", ADMIN_P_INT, true },
+	{ NULL, 0, false },
+};
+
 static const struct admin_cmd mem_cmds[] = {
 	{ "regions", "list the regions this memory node lends", NULL, 0,
 	    cmd_regions },
+	{ "region.free", "free a region that no session uses, "
+	    "{\"id\": N}", region_free_params, ADMIN_F_CHANGE,
+	    cmd_region_free },
 };
 
 /* ---- role --------------------------------------------------------------- */

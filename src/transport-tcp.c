@@ -1629,6 +1629,13 @@ tcp_connect(struct event_base *base, const char *addr,
 	struct tcp_op *op;
 	int fd, err;
 
+	if (opts->hello.node[0] == '\0' ||
+	    opts->hello.role < FAM_WIRE_ROLE_HOST ||
+	    opts->hello.role > FAM_WIRE_ROLE_MEMORY) {
+		*cause = xasprintf("connect %s: the hello needs a node name and "
+		    "a role", addr);
+		return -EINVAL;
+	}
 	err = tp_resolve(addr, false, &ss, &sslen, cause);
 	if (err < 0)
 		return err;

@@ -832,6 +832,28 @@ START_TEST(test_api_misuse_returns_errors)
 }
 END_TEST
 
+START_TEST(test_connect_without_node_name_refused_at_once)
+{
+	struct fam_conn_opts o = opts("", 2000, 0);
+	char *cause = NULL;
+
+	start_server("", 2000);
+	o.hello.node[0] = '\0';
+	ck_assert_int_eq(fam_connect(base, srv_addr, &o, &cli_handlers, NULL,
+	    &cli.c, &cause), -EINVAL);
+	ck_assert_ptr_nonnull(cause);
+	free(cause);
+	cli.c = NULL;
+	o = opts("", 2000, 0);
+	o.hello.role = 0;
+	ck_assert_int_eq(fam_connect(base, srv_addr, &o, &cli_handlers, NULL,
+	    &cli.c, &cause), -EINVAL);
+	free(cause);
+	cli.c = NULL;
+	cli.closed = srv.closed = true;
+}
+END_TEST
+
 START_TEST(test_unknown_response_id_closes_that_connection)
 {
 	struct fam_conn_opts o = opts("", 2000, 0);
@@ -1170,6 +1192,7 @@ transport_suite(void)
 	tcase_add_test(t, test_resolve_errors_answered_and_stream_stays_in_sync);
 	tcase_add_test(t, test_reads_and_writes_go_to_request_without_resolve);
 	tcase_add_test(t, test_api_misuse_returns_errors);
+	tcase_add_test(t, test_connect_without_node_name_refused_at_once);
 	tcase_add_test(t, test_unknown_response_id_closes_that_connection);
 	tcase_add_test(t, test_wrong_read_response_length_closes_that_connection);
 	tcase_add_test(t, test_truncated_header_then_close_counted);
