@@ -73,7 +73,7 @@ ctl m call regions | jq -e "length == 1 and .[0].id == $id and .[0].users == 2 a
 counter_is m bytes_reserved 303104 || fail "shared region reserved twice"
 kill -TERM "$second"
 wait "$second"
-wait_until 5 sh -c "\"$FAMCTL\" -s \"$(sock m)\" call regions | jq -e '.[0].users == 1'" ||
+wait_until 10 sh -c "\"$FAMCTL\" -s \"$(sock m)\" call regions | jq -e '.[0].users == 1'" ||
 	fail "users not dropped: $(ctl m call regions)"
 kill -USR1 "$holder"
 wait "$holder" || fail "first sharer after the second left: $(cat "$T/sa.txt")"
