@@ -64,6 +64,7 @@ struct mem_region {
 	uint32_t id;
 	uint32_t flags;           /* FAM_RF_* */
 	uint64_t size;            /* bytes mapped, a multiple of the page */
+	uint64_t length;          /* bytes of content (preloaded or asked) */
 	void *mem;
 	char name[FAM_NAME_MAX + 1];
 	char *path;               /* FAM_RF_FILE: the file, under preload_dir */
@@ -560,6 +561,7 @@ mem_region_info(const struct mem_region *r, struct fam_region_info *info)
 	info->region = r->id;
 	info->size = r->size;
 	info->flags = r->flags;
+	info->length = r->length;
 }
 
 /* Opens an existing region by name for session s. Returns 0 or -errno. */
@@ -686,6 +688,8 @@ mem_region_create(struct mem_session *s, const struct fam_region_create *req,
 	r->id = mem.next_id++;
 	r->flags = req->flags;
 	r->size = rounded;
+	r->length = (req->flags & FAM_RF_FILE) && (uint64_t)st.st_size < size ?
+	    (uint64_t)st.st_size : size;
 	r->mem = m;
 	snprintf(r->name, sizeof r->name, "%s", req->name);
 	snprintf(r->node, sizeof r->node, "%s", s->node);
@@ -1045,10 +1049,11 @@ cmd_regions(struct admin_req *req)
 	TAILQ_FOREACH(r, &mem.regions, link) {
 		struct mem_handle *h = LIST_FIRST(&r->handles);
 
-		json_array_append_new(list, json_pack("{s:I,s:I,s:s,s:s,s:s,"
-		    "s:s,s:I,s:i,s:s,s:I,s:I}",
+		json_array_append_new(list, json_pack("{s:I,s:I,s:I,s:s,s:s,"
+		    "s:s,s:s,s:I,s:i,s:s,s:I,s:I}",
 		    "id", (json_int_t)r->id,
 		    "size", (json_int_t)r->size,
+		    "length", (json_int_t)r->length,
 		    "flags", mem_flags_text(fl, sizeof fl, r->flags),
 		    "name", r->name[0] ? r->name : "-",
 		    "file", r->path != NULL ? r->path : "-",
