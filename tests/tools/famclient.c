@@ -397,7 +397,8 @@ fc_step_create(char **argv, int argc)
 		fc.cur.region = info.region;
 		fc.cur.size = info.size;
 		printf("region id=%" PRIu32 " size=%" PRIu64 " flags=%" PRIu32
-		    "\n", info.region, info.size, info.flags);
+		    " length=%" PRIu64 "\n", info.region, info.size,
+		    info.flags, info.length);
 		fflush(stdout);
 	}
 	free(call.out);
