@@ -578,8 +578,8 @@ alloc_finish(struct host_client *cl)
 	    r->ar->id);
 	/* For a file the program learns the file's length. */
 	if (session_reply(cl, 0, ar != NULL ? FAM_S_NEW_ARENA : 0, r->ar->id,
-	    r->off, (r->flags & FAM_S_ALLOC_FILE) ? r->stripes[0].remote.size :
-	    r->size, r->handle, ar != NULL ? ar->memfd : -1) < 0)
+	    r->off, (r->flags & FAM_S_ALLOC_FILE) ? r->length : r->size,
+	    r->handle, ar != NULL ? ar->memfd : -1) < 0)
 		host_client_release(cl);
 }
 
@@ -606,6 +606,8 @@ alloc_stripe_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 		s->remote.rkey = info.rkey;
 		s->remote.addr = info.addr;
 		s->remote.size = info.size;
+		if (s == &r->stripes[0])
+			r->length = info.length;
 	}
 	r->busy--;
 	if (--cl->pending_calls > 0)

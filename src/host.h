@@ -92,6 +92,7 @@ struct region {
 	uint64_t handle;
 	uint64_t off;     /* byte offset in the arena */
 	uint64_t size;    /* bytes, a multiple of the chunk size */
+	uint64_t length;  /* a file region: the file's length */
 	uint64_t nchunks;
 	uint32_t flags;   /* FAM_S_ALLOC_* */
 	bool listed;      /* in the client's list (reply sent) */
