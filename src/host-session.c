@@ -823,8 +823,16 @@ session_read_cb(evutil_socket_t fd, short what, void *arg)
 		}
 	}
 	if (n <= 0 || (mh.msg_flags & MSG_CTRUNC)) {
-		if (n < 0 || (mh.msg_flags & MSG_CTRUNC))
-			cl->h->stats.bad_messages += (mh.msg_flags & MSG_CTRUNC) != 0;
+		if (mh.msg_flags & MSG_CTRUNC) {
+			cl->h->stats.bad_messages++;
+			log_info("session pid %ld: too many descriptors on one "
+			    "message; ending the session", (long)cl->pid);
+		} else if (n == 0 && cl->inlen > 0) {
+			cl->h->stats.bad_messages++;
+			log_info("session pid %ld: closed in the middle of a "
+			    "message (%zu bytes of it came)", (long)cl->pid,
+			    cl->inlen);
+		}
 		host_client_release(cl);
 		return;
 	}
