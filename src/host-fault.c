@@ -223,12 +223,13 @@ fetch_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 /*
  * Starts what the queues allow: frames for waiting fetches (evicting for
  * faults, never for read-ahead), zero-fills at once, reads up to
- * max_fetches.
+ * max_fetches. A fault that waited op_timeout for room fails.
  */
 void
 host_fetch_kick(struct host *h)
 {
 	unsigned max = (unsigned)cfg_int(h->d->cfg, CFG_HOST_MAX_FETCHES);
+	uint64_t limit = (uint64_t)cfg_int(h->d->cfg, CFG_OP_TIMEOUT) * 1000000u;
 
 	if (max > h->nstaging)
 		max = h->nstaging;
@@ -257,6 +258,15 @@ host_fetch_kick(struct host *h)
 			}
 			while (fr < 0 && host_evict_for_room(h))
 				fr = host_frame_get(h);
+			if (fr < 0 && mono_ns() - f->start_ns >= limit) {
+				/*
+				 * The buffer is full of dirty chunks that
+				 * could not be written back in op_timeout
+				 * (their memory node is unreachable).
+				 */
+				status = -ENOBUFS;
+				goto dequeue_complete;
+			}
 			if (fr < 0) {
 				if (!f->counted_wait) {
 					h->stats.fault_waits_for_room++;
