@@ -102,7 +102,9 @@ host_frame_get(struct host *h)
 	if (h->nfree == 0)
 		return -1;
 	h->used++;
-	return h->free_frames[--h->nfree];
+	h->nfree--;
+	h->frames[h->free_frames[h->nfree]].gen = h->evict_gen;
+	return h->free_frames[h->nfree];
 }
 
 /* Returns a frame to the free list. */
@@ -240,10 +242,13 @@ writeback_start(struct host *h, struct region *r, uint64_t c)
 /*
  * Advances the hand to the next victim and evicts it: a clean chunk at once
  * (returns 1), a dirty one by starting its write-back (returns 0). Returns
- * -1 when no chunk can leave now.
+ * -1 when no chunk can leave now. In the background, chunks that arrived
+ * since the last background pass are left alone: the thread that faulted
+ * on one may not have touched it yet, and evicting it would only make that
+ * thread fault again (for ever, when the dirty chunks cannot leave).
  */
 static int
-evict_one(struct host *h)
+evict_one(struct host *h, bool background)
 {
 	bool clock = cfg_int(h->d->cfg, CFG_HOST_EVICTION) == CFG_EVICTION_CLOCK;
 
@@ -255,6 +260,8 @@ evict_one(struct host *h)
 
 		h->hand = (h->hand + 1) % h->nframes;
 		if (r == NULL || r->dying)
+			continue;
+		if (background && fr->gen == h->evict_gen)
 			continue;
 		ch = &r->chunks[c];
 		if (ch->state != CH_RESIDENT)
@@ -288,7 +295,7 @@ bool
 host_evict_for_room(struct host *h)
 {
 	for (;;) {
-		int rc = evict_one(h);
+		int rc = evict_one(h, false);
 
 		if (rc == 1)
 			return true;
@@ -319,9 +326,10 @@ host_evict_background(struct host *h)
 			break;
 		}
 		if (h->writebacks_inflight >= MAX_WRITEBACKS ||
-		    evict_one(h) < 0)
+		    evict_one(h, true) < 0)
 			break;
 	}
+	h->evict_gen++;
 }
 
 /* Takes every chunk of a region being freed out of the buffer. */

@@ -171,6 +171,7 @@ struct fetch {
 struct frame {
 	struct region *r; /* NULL when free */
 	uint64_t chunk;
+	uint64_t gen;     /* host.evict_gen when it was taken */
 };
 
 struct host_stats {
@@ -218,6 +219,7 @@ struct host {
 	uint64_t nframes, nfree, used, dirty, hand;
 	bool evicting;
 	unsigned writebacks_inflight;
+	uint64_t evict_gen; /* background eviction passes so far */
 	/* chunk reads */
 	uint8_t *staging;
 	uint8_t **staging_free;
