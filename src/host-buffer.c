@@ -46,6 +46,21 @@ host_stripe_offset(const struct host *h, const struct region *r, uint64_t c,
 	return (c / r->nstripes) << h->chunk_shift;
 }
 
+/*
+ * Returns the bytes of a chunk at off in stripe s that the memory node
+ * holds: a whole chunk, but for the last chunk of a file, which the memory
+ * node reserves to its page size, not to our chunk size.
+ */
+uint32_t
+host_stripe_len(const struct host *h, const struct stripe *s, uint64_t off)
+{
+	if (off >= s->remote.size)
+		return 0;
+	if (s->remote.size - off < h->chunk)
+		return (uint32_t)(s->remote.size - off);
+	return (uint32_t)h->chunk;
+}
+
 /* Allocates the frames, staging buffers and the zero chunk. */
 int
 host_buffer_init(struct host *h, uint64_t buffer_size, char **cause)
@@ -223,9 +238,9 @@ writeback_start(struct host *h, struct region *r, uint64_t c)
 	ch->state = CH_EVICTING;
 	wb->r = r;
 	wb->chunk = c;
-	rc = fam_conn_write(s->node->conn, &s->remote, off, (uint32_t)h->chunk,
-	    r->ar->local + r->off + (c << h->chunk_shift), NULL,
-	    writeback_done, wb);
+	rc = fam_conn_write(s->node->conn, &s->remote, off,
+	    host_stripe_len(h, s, off), r->ar->local + r->off +
+	    (c << h->chunk_shift), NULL, writeback_done, wb);
 	if (rc < 0) {
 		ch->state = CH_RESIDENT;
 		ch->flags |= CH_DIRTY;

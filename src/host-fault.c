@@ -240,6 +240,7 @@ host_fetch_kick(struct host *h)
 		struct stripe *s;
 		unsigned si;
 		uint64_t off;
+		uint32_t len;
 		int rc;
 
 		f = demand ? h->demandq : h->prefetchq;
@@ -304,8 +305,11 @@ host_fetch_kick(struct host *h)
 			continue;
 		}
 		f->staging = h->staging_free[--h->nstaging_free];
-		rc = fam_conn_read(s->node->conn, &s->remote, off,
-		    (uint32_t)h->chunk, f->staging, NULL, fetch_done, f);
+		len = host_stripe_len(h, s, off);
+		if (len < h->chunk) /* the end of a file: zeros after it */
+			memset(f->staging + len, 0, h->chunk - len);
+		rc = fam_conn_read(s->node->conn, &s->remote, off, len,
+		    f->staging, NULL, fetch_done, f);
 		if (demand) {
 			if ((h->demandq = f->next) == NULL)
 				h->demandq_tail = NULL;
@@ -466,10 +470,24 @@ fault(struct host_client *cl, uint64_t addr, uint64_t flags, pid_t tid)
 	 */
 	if ((flags & UFFD_PAGEFAULT_FLAG_WP) &&
 	    (ch->state == CH_RESIDENT || ch->state == CH_EVICTING)) {
+		unsigned si;
+		uint64_t off = host_stripe_offset(h, r, c, &si);
+		uint64_t held = host_stripe_len(h, &r->stripes[si], off);
+
 		h->stats.faults_wp++;
 		if (r->flags & FAM_S_ALLOC_SHARED) {
 			host_sigbus(h, cl, tid, "write to a read-only shared "
 			    "region");
+			return;
+		}
+		/*
+		 * The last chunk of a file may extend past what the memory
+		 * node holds: what is written there could not be written
+		 * back, so that part stays write-protected.
+		 */
+		if (addr - chunk_uaddr(h, r, c) >= held) {
+			host_sigbus(h, cl, tid, "write past the end of a "
+			    "file's copy on the memory node");
 			return;
 		}
 		if (!(ch->flags & CH_DIRTY)) {
@@ -479,8 +497,8 @@ fault(struct host_client *cl, uint64_t addr, uint64_t flags, pid_t tid)
 		}
 		ch->flags |= CH_REF | CH_UNPROT;
 		ch->flags &= ~CH_PREFETCH;
-		if (uffd_protect(cl->uffd, chunk_uaddr(h, r, c), h->chunk,
-		    false) < 0)
+		if (uffd_protect(cl->uffd, chunk_uaddr(h, r, c),
+		    (held + PAGE - 1) & ~(uint64_t)(PAGE - 1), false) < 0)
 			uffd_wake(cl->uffd, addr & ~(uint64_t)(PAGE - 1), PAGE);
 		return;
 	}

@@ -275,5 +275,7 @@ bool host_evict_for_room(struct host *h);
 void host_region_drop_chunks(struct host *h, struct region *r);
 uint64_t host_stripe_offset(const struct host *h, const struct region *r,
     uint64_t c, unsigned *stripe);
+uint32_t host_stripe_len(const struct host *h, const struct stripe *s,
+    uint64_t off);
 
 #endif /* FAM_HOST_H */
