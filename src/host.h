@@ -175,6 +175,7 @@ struct fetch {
 struct frame {
 	struct region *r; /* NULL when free */
 	uint64_t chunk;
+	uint64_t gen;     /* host.evict_gen when it was taken */
 };
 
 struct host_stats {
@@ -222,6 +223,7 @@ struct host {
 	uint64_t nframes, nfree, used, dirty, hand;
 	bool evicting;
 	unsigned writebacks_inflight;
+	uint64_t evict_gen; /* background eviction passes so far */
 	/* chunk reads */
 	uint8_t *staging;
 	uint8_t **staging_free;
@@ -278,5 +280,7 @@ bool host_evict_for_room(struct host *h);
 void host_region_drop_chunks(struct host *h, struct region *r);
 uint64_t host_stripe_offset(const struct host *h, const struct region *r,
     uint64_t c, unsigned *stripe);
+uint32_t host_stripe_len(const struct host *h, const struct stripe *s,
+    uint64_t off);
 
 #endif /* FAM_HOST_H */
