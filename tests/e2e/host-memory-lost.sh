@@ -31,7 +31,9 @@ start=$SECONDS
 wait_until 15 grep -q '^waiting' "$T/lost.out" ||
 	fail "famlost: $(cat "$T/lost.out" "$T/lost.err")"
 cat "$T/lost.out"
-[ $((SECONDS - start)) -le 5 ] || fail "SIGBUS took $((SECONDS - start)) s, op_timeout is 1 s"
+# Readers get SIGBUS at op_timeout; the writer once the buffer holds only
+# dirty chunks and op_timeout more: seconds, far from famlost's -w 30.
+[ $((SECONDS - start)) -le 10 ] || fail "SIGBUS took $((SECONDS - start)) s, op_timeout is 1 s"
 grep -q "^ok - 4 threads reading the block and one writing got SIGBUS when the memory node died" "$T/lost.out" ||
 	fail "not every thread got SIGBUS"
 pass "memory famd killed: SIGBUS in every reading thread within op_timeout, no wrong word"
