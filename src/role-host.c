@@ -171,6 +171,8 @@ node_closed(struct fam_conn *c, int err, void *arg)
 	n->state = MN_DOWN;
 	if (n->bg != NULL)
 		fam_conn_close(n->bg);
+	if (n->h->stopping)
+		return; /* we closed it */
 	if (was_up) {
 		n->disconnects++;
 		log_warn("memory node %s lost: %s; reconnecting", n->addr,
@@ -185,8 +187,6 @@ node_closed(struct fam_conn *c, int err, void *arg)
 	free(n->last_error);
 	n->last_error = strdup(err != 0 ? strerror(err < 0 ? -err : err) :
 	    "closed");
-	if (n->h->stopping)
-		return;
 	node_schedule(n);
 }
 
@@ -478,6 +478,16 @@ role_host_stats_reset(struct famd *d)
 	memset(&h->stats, 0, sizeof h->stats);
 }
 
+/* Tells whether a memory node connection is still to be torn down. */
+static bool
+host_conns_open(const struct host *h)
+{
+	for (unsigned i = 0; i < h->nnodes; i++)
+		if (h->nodes[i].conn != NULL || h->nodes[i].bg != NULL)
+			return true;
+	return false;
+}
+
 /* Stops the host role: sessions end, connections close, memory is freed. */
 static void
 role_host_stop(struct famd *d)
@@ -493,16 +503,28 @@ role_host_stop(struct famd *d)
 	for (unsigned i = 0; i < h->nnodes; i++) {
 		struct mnode *n = &h->nodes[i];
 
+		if (n->retry != NULL)
+			event_free(n->retry);
+		n->retry = NULL;
+		if (n->bg_retry != NULL)
+			event_free(n->bg_retry);
+		n->bg_retry = NULL;
 		if (n->bg != NULL)
 			fam_conn_close(n->bg);
 		if (n->conn != NULL)
 			fam_conn_close(n->conn);
-		if (n->retry != NULL)
-			event_free(n->retry);
-		if (n->bg_retry != NULL)
-			event_free(n->bg_retry);
-		free(n->addr);
-		free(n->last_error);
+	}
+	/*
+	 * Connections are torn down from the loop (which completes what was
+	 * in flight on them): let it run that.
+	 */
+	for (int i = 0; i < 100 && host_conns_open(h); i++)
+		event_base_loop(h->base, EVLOOP_NONBLOCK);
+	if (host_conns_open(h))
+		log_warn("host: memory node connections did not close");
+	for (unsigned i = 0; i < h->nnodes; i++) {
+		free(h->nodes[i].addr);
+		free(h->nodes[i].last_error);
 	}
 	host_fetch_unpark(h);
 	host_buffer_fini(h);
