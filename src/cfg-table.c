@@ -94,7 +94,9 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 	[CFG_MEMORY_LISTEN] = {
 		.section = "memory", .name = "listen", .type = CFG_T_ADDR,
 		.def = "0.0.0.0:7700", .example = "127.0.0.1:7700", .roles = MEM,
-		.help = "Address and port where hosts and dpus connect.",
+		.any_port = true,
+		.help = "Address and port where hosts and dpus connect. Port 0 "
+		    "takes any free port; famctl status shows the one taken.",
 	},
 	[CFG_MEMORY_CAPACITY] = {
 		.section = "memory", .name = "capacity", .type = CFG_T_SIZE,

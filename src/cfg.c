@@ -120,9 +120,12 @@ cfg_parse_scaled(const char *text, const char *const *units,
 	return 0;
 }
 
-/* Checks "host:port" or "[v6]:port"; returns a cause or NULL. */
+/*
+ * Checks "host:port" or "[v6]:port" (port 0 too with any_port); returns a
+ * cause or NULL.
+ */
 static const char *
-cfg_check_addr(const char *a, size_t len)
+cfg_check_addr(const char *a, size_t len, bool any_port)
 {
 	const char *colon;
 	char port[8];
@@ -154,8 +157,9 @@ cfg_check_addr(const char *a, size_t len)
 	port[len] = '\0';
 	errno = 0;
 	p = strtol(port, &end, 10);
-	if (errno != 0 || *end != '\0' || p < 1 || p > 65535)
-		return "port must be 1 to 65535";
+	if (errno != 0 || *end != '\0' || p < (any_port ? 0 : 1) || p > 65535)
+		return any_port ? "port must be 0 to 65535" :
+		    "port must be 1 to 65535";
 	return NULL;
 }
 
@@ -296,7 +300,8 @@ cfg_parse_value(enum cfg_key key, const char *text, struct cfg_value *out,
 		}
 		break;
 	case CFG_T_ADDR: {
-		const char *why = cfg_check_addr(text, strlen(text));
+		const char *why = cfg_check_addr(text, strlen(text),
+		    d->any_port);
 
 		if (why != NULL) {
 			*cause = xasprintf("'%s': %s", text, why);
@@ -319,7 +324,7 @@ cfg_parse_value(enum cfg_key key, const char *text, struct cfg_value *out,
 			}
 			while (len > 0 && p[len - 1] == ' ')
 				len--;
-			why = cfg_check_addr(p, len);
+			why = cfg_check_addr(p, len, false);
 			if (why != NULL) {
 				*cause = xasprintf("'%.*s': %s", (int)len, p,
 				    why);

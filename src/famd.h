@@ -104,6 +104,7 @@ struct cfg_key_def {
 	bool auto_ok;        /* CFG_T_INT: "auto" is accepted, stored as -1 */
 	bool pow2;           /* CFG_T_SIZE: must be a power of two */
 	bool empty_ok;       /* CFG_T_PATH: empty means "none" */
+	bool any_port;       /* CFG_T_ADDR: port 0 means any free port */
 	const char *help;    /* one or more sentences, no trailing newline */
 };
 

@@ -9,6 +9,7 @@ set -u
 : "${top_srcdir:=$top_builddir}"
 FAMD=$top_builddir/src/famd
 FAMCTL=$top_builddir/src/famctl
+FAMCLIENT=$top_builddir/tests/tools/famclient
 CONFDIR=$top_builddir/conf
 TEST_NAME=$(basename "$0" .sh)
 
@@ -95,12 +96,13 @@ ctl() {
 
 # start_famd NAME CONF [famd options...]: starts famd in the foreground
 # with its admin socket at $T/NAME.sock and its log at $T/NAME.log, and
-# waits until it answers. Sets FAMD_PID.
+# waits until it answers. A memory role listens on a free loopback port
+# (mem_addr NAME tells which). Sets FAMD_PID.
 start_famd() {
 	local name=$1 conf=$2
 	shift 2
-	"$FAMD" -f -c "$conf" -o famd.admin_socket="$(sock "$name")" "$@" \
-		2>>"$T/$name.log" &
+	"$FAMD" -f -c "$conf" -o famd.admin_socket="$(sock "$name")" \
+		-o memory.listen=127.0.0.1:0 "$@" 2>>"$T/$name.log" &
 	FAMD_PID=$!
 	FAMD_PIDS+=("$FAMD_PID")
 	if ! wait_until 10 ctl "$name" status; then
@@ -126,6 +128,38 @@ rpc() {
 	printf '%s\n' "$@" | timeout 10 socat -t 2 - UNIX-CONNECT:"$(sock "$name")"
 }
 
+# mem_addr NAME: the address the memory famd called NAME listens on.
+mem_addr() {
+	ctl "$1" status -j | jq -er .memory.listen
+}
+
+# counter NAME KEY: one of the role's counters, from famctl status --json.
+counter() {
+	ctl "$1" status -j | jq -er ".counters.$2"
+}
+
+# counter_is NAME KEY VALUE: true when the counter has that value.
+counter_is() {
+	[ "$(counter "$1" "$2")" = "$3" ]
+}
+
+# wait_counter NAME KEY VALUE: waits (5 s at most) for a counter's value.
+wait_counter() {
+	wait_until 5 counter_is "$@" ||
+		fail "counter $2 is $(counter "$1" "$2"), expected $3"
+}
+
+# hold_client OUT ARGS...: runs famclient ARGS (which include a hold step)
+# in the background with its output in OUT, and waits until it holds.
+# Sets HOLD_PID (SIGUSR1 lets it go on, SIGTERM ends it).
+hold_client() {
+	local out=$1
+	shift
+	"$FAMCLIENT" "$@" >"$out" 2>&1 &
+	HOLD_PID=$!
+	wait_until 10 grep -q '^holding$' "$out" || fail "famclient $*: $(cat "$out")"
+}
+
 # free_port: a TCP port nothing listens on now.
 free_port() {
 	local p
@@ -142,22 +176,22 @@ free_port() {
 SHIM=$top_builddir/src/.libs/libfamshim.so
 
 # start_memory NAME [famd options...]: a memory famd on a free loopback
-# port, preload_dir $T/preload; sets MEM_ADDR and MEM_PID.
+# port (start_famd picks it), preload_dir $T/preload; sets MEM_ADDR and
+# MEM_PID.
 start_memory() {
 	local name=$1
 	shift
-	MEM_ADDR=127.0.0.1:$(free_port) || fail "no free port"
 	mkdir -p "$T/preload"
 	cat >"$T/$name.conf" <<CONF
 [famd]
 role = memory
 [memory]
-listen = $MEM_ADDR
 capacity = 64G
 preload_dir = $T/preload
 CONF
 	start_famd "$name" "$T/$name.conf" "$@"
 	MEM_PID=$FAMD_PID
+	MEM_ADDR=$(mem_addr "$name") || fail "memory $name: no listen address"
 }
 
 # start_host NAME BUFFER MEMORY_NODES [famd options...]: a host famd whose
@@ -189,9 +223,4 @@ host_nodes_up() {
 # shim CMD...: runs CMD with libfamshim.so preloaded (famd at $FAM_SOCKET).
 shim() {
 	LD_PRELOAD=$SHIM "$@"
-}
-
-# counter NAME FIELD: one counter of famd NAME's status.
-counter() {
-	ctl "$1" status -j | jq -er ".counters.$2"
 }

@@ -424,9 +424,11 @@ START_TEST(test_error_addresses)
 {
 	assert_one_error("[famd]\nrole = memory\n[memory]\nlisten = 7700\n",
 	    "'7700': expected host:port");
-	assert_one_error("[famd]\nrole = memory\n[memory]\nlisten = a:0\n",
-	    "port must be 1 to 65535");
+	assert_one_error("[famd]\nrole = memory\n[memory]\nlisten = a:-1\n",
+	    "port must be 0 to 65535");
 	assert_one_error("[famd]\nrole = memory\n[memory]\nlisten = a:99999\n",
+	    "port must be 0 to 65535");
+	assert_one_error("[famd]\nrole = host\n[host]\nmemory_nodes = a:0\n",
 	    "port must be 1 to 65535");
 	assert_one_error("[famd]\nrole = memory\n[memory]\nlisten = [::1\n",
 	    "expected [address]:port");
@@ -448,6 +450,11 @@ START_TEST(test_addresses_and_auto)
 	ck_assert_int_eq(cfg_int(&cfg, CFG_HOST_MEMORY_NODES), 2);
 	ck_assert_int_eq(cfg_int(&cfg, CFG_HOST_NUMA_NODE), 1);
 	ck_assert_str_eq(cfg_str(&cfg, CFG_SECRET_FILE), "");
+	cfg_free(&cfg);
+	/* A listener may take any free port. */
+	ck_assert_int_eq(load_text("[famd]\nrole = memory\n[memory]\n"
+	    "listen = 127.0.0.1:0\n", &cfg, &errs), 0);
+	ck_assert_str_eq(cfg_str(&cfg, CFG_MEMORY_LISTEN), "127.0.0.1:0");
 	cfg_free(&cfg);
 	ck_assert_int_eq(load_text("[famd]\nrole = host\n[host]\n"
 	    "memory_nodes = m:1\n", &cfg, &errs), 0);

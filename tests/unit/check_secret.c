@@ -1,0 +1,179 @@
+/*
+ * check_secret.c - loading the shared secret: what is accepted, and every
+ * file an operator could get wrong.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "famd.h"
+
+static char path[] = "/tmp/check_secret.XXXXXX";
+
+/* Writes len bytes to a fresh file of the given mode; returns its path. */
+static const char *
+secret_file(const char *text, size_t len, mode_t mode)
+{
+	int fd;
+
+	strcpy(path, "/tmp/check_secret.XXXXXX");
+	fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, text, len), (ssize_t)len);
+	ck_assert_int_eq(fchmod(fd, mode), 0);
+	close(fd);
+	return path;
+}
+
+/* Loads text from a file of mode; returns the result, out and cause. */
+static int
+load(const char *text, size_t len, mode_t mode, char *out, char **cause)
+{
+	int rc;
+
+	*cause = NULL;
+	rc = secret_load(secret_file(text, len, mode), out, cause);
+	unlink(path);
+	return rc;
+}
+
+START_TEST(test_empty_path_means_no_secret)
+{
+	char out[FAM_SECRET_MAX + 1] = "junk";
+	char *cause = NULL;
+
+	ck_assert_int_eq(secret_load("", out, &cause), 0);
+	ck_assert_str_eq(out, "");
+	ck_assert_ptr_null(cause);
+}
+END_TEST
+
+START_TEST(test_first_line_is_the_secret)
+{
+	char out[FAM_SECRET_MAX + 1];
+	char *cause;
+
+	ck_assert_int_eq(load("s3cret\nsecond line\n", 19, 0600, out, &cause),
+	    0);
+	ck_assert_str_eq(out, "s3cret");
+	ck_assert_int_eq(load("crlf\r\n", 6, 0640, out, &cause), 0);
+	ck_assert_str_eq(out, "crlf");
+	ck_assert_int_eq(load("no-newline", 10, 0400, out, &cause), 0);
+	ck_assert_str_eq(out, "no-newline");
+}
+END_TEST
+
+START_TEST(test_longest_secret_accepted)
+{
+	char text[FAM_SECRET_MAX + 2], out[FAM_SECRET_MAX + 1];
+	char *cause;
+
+	memset(text, 'k', FAM_SECRET_MAX);
+	text[FAM_SECRET_MAX] = '\n';
+	ck_assert_int_eq(load(text, FAM_SECRET_MAX + 1, 0600, out, &cause), 0);
+	ck_assert_uint_eq(strlen(out), FAM_SECRET_MAX);
+}
+END_TEST
+
+START_TEST(test_overlong_secret_refused)
+{
+	char text[FAM_SECRET_MAX + 2], out[FAM_SECRET_MAX + 1];
+	char *cause;
+
+	memset(text, 'k', FAM_SECRET_MAX + 1);
+	text[FAM_SECRET_MAX + 1] = '\n';
+	ck_assert_int_eq(load(text, sizeof text, 0600, out, &cause), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(cause, "longer than 64"));
+	free(cause);
+}
+END_TEST
+
+START_TEST(test_world_readable_file_refused)
+{
+	char out[FAM_SECRET_MAX + 1];
+	char *cause;
+
+	ck_assert_int_eq(load("s3cret\n", 7, 0644, out, &cause), -EPERM);
+	ck_assert_ptr_nonnull(strstr(cause, "others"));
+	ck_assert_ptr_nonnull(strstr(cause, "0644"));
+	ck_assert_str_eq(out, "");
+	free(cause);
+	ck_assert_int_eq(load("s3cret\n", 7, 0602, out, &cause), -EPERM);
+	free(cause);
+}
+END_TEST
+
+START_TEST(test_empty_first_line_refused)
+{
+	char out[FAM_SECRET_MAX + 1];
+	char *cause;
+
+	ck_assert_int_eq(load("\nsecret\n", 8, 0600, out, &cause), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(cause, "empty"));
+	free(cause);
+	ck_assert_int_eq(load("", 0, 0600, out, &cause), -EINVAL);
+	free(cause);
+}
+END_TEST
+
+START_TEST(test_nul_in_secret_refused)
+{
+	char out[FAM_SECRET_MAX + 1];
+	char *cause;
+
+	ck_assert_int_eq(load("ab\0cd\n", 6, 0600, out, &cause), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(cause, "NUL"));
+	free(cause);
+}
+END_TEST
+
+START_TEST(test_missing_file_or_directory_refused)
+{
+	char out[FAM_SECRET_MAX + 1];
+	char *cause = NULL;
+
+	ck_assert_int_eq(secret_load("/nonexistent/secret", out, &cause),
+	    -ENOENT);
+	ck_assert_ptr_nonnull(strstr(cause, "/nonexistent/secret"));
+	free(cause);
+	ck_assert_int_eq(secret_load("/tmp", out, &cause), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(cause, "not a regular file"));
+	free(cause);
+}
+END_TEST
+
+/* Builds the suite. */
+static Suite *
+secret_suite(void)
+{
+	Suite *s = suite_create("secret");
+	TCase *t = tcase_create("load");
+
+	tcase_add_test(t, test_empty_path_means_no_secret);
+	tcase_add_test(t, test_first_line_is_the_secret);
+	tcase_add_test(t, test_longest_secret_accepted);
+	tcase_add_test(t, test_overlong_secret_refused);
+	tcase_add_test(t, test_world_readable_file_refused);
+	tcase_add_test(t, test_empty_first_line_refused);
+	tcase_add_test(t, test_nul_in_secret_refused);
+	tcase_add_test(t, test_missing_file_or_directory_refused);
+	suite_add_tcase(s, t);
+	return s;
+}
+
+int
+main(void)
+{
+	SRunner *sr = srunner_create(secret_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
