@@ -4,7 +4,9 @@
 require_cmd jq
 
 for role in memory dpu host; do
-	start_famd "$role" "$CONFDIR/famd-$role.conf"
+	# The host serves programs on a session socket: a private one here.
+	start_famd "$role" "$CONFDIR/famd-$role.conf" \
+		-o host.session_socket="$T/$role.session"
 	pid=$FAMD_PID
 	ctl "$role" status >"$T/$role.txt" || fail "famctl status ($role)"
 	grep -Eq "^role +$role\$" "$T/$role.txt" ||

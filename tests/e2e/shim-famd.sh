@@ -17,7 +17,7 @@ SESSION=$T/session.sock
 port=$((20000 + $$ % 20000))
 
 start_famd mem "$CONFDIR/famd-memory.conf" -o memory.listen=127.0.0.1:$port \
-	-o memory.capacity=2G
+	-o memory.capacity=64G
 start_famd host "$CONFDIR/famd-host.conf" -o host.memory_nodes=127.0.0.1:$port \
 	-o host.session_socket="$SESSION" -o host.buffer_size=64M
 host_pid=$FAMD_PID
