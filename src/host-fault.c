@@ -287,7 +287,7 @@ host_fetch_kick(struct host *h)
 		}
 		f->staging = h->staging_free[--h->nstaging_free];
 		rc = fam_conn_read(s->node->conn, &s->remote, off,
-		    (uint32_t)h->chunk, f->staging, NULL, fetch_done, f);
+		    (uint32_t)h->chunk, f->staging, s->node->mr, fetch_done, f);
 		if (demand) {
 			if ((h->demandq = f->next) == NULL)
 				h->demandq_tail = NULL;

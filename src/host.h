@@ -65,6 +65,7 @@ struct mnode {
 	unsigned index;
 	char *addr;
 	struct fam_conn *conn;
+	struct fam_mr *mr;  /* the staging buffers, registered on conn */
 	enum { MN_DOWN, MN_CONNECTING, MN_UP } state;
 	char name[FAM_NAME_MAX + 1];
 	uint64_t session;  /* token for resuming after a reconnect */
@@ -81,6 +82,7 @@ struct stripe {
 	struct mnode *node;
 	struct fam_remote remote;
 	uint64_t instance; /* of the node when the stripe was created */
+	bool leasing;      /* a new lease is asked for (after a resume) */
 };
 
 struct region {
