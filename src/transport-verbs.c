@@ -86,8 +86,14 @@
 #include "transport-int.h"
 
 #define VB_MSG_BUF       4096u      /* one SEND: header and payload bytes */
-#define VB_RECV_PER_QP   64u        /* receive buffers per QP, on the SRQ */
 #define VB_SEND_BUFS     128u       /* send buffers per connection */
+/*
+ * Receive buffers on the SRQ: twice what the peer can have in flight (its
+ * send buffers), plus some per QP, so that a receiver a little behind
+ * still never answers with an RNR NAK.
+ */
+#define VB_RECV_BUFS(nqps) (2u * VB_SEND_BUFS + 16u * (nqps))
+#define VB_MIN_RNR_TIMER 12         /* 0.64 ms (rdma_cm leaves 655 ms) */
 #define VB_SQ_DEPTH      256u       /* send WRs per QP (one kept for drain) */
 #define VB_SLAB          (64u << 10) /* bounce slab */
 #define VB_SLABS         40u        /* a FAM_RW_MAX operation always fits */
@@ -504,7 +510,7 @@ fam_memlock_check(uint64_t bytes, char **cause)
 static uint64_t
 vb_conn_pinned(unsigned nqps)
 {
-	return (uint64_t)nqps * VB_RECV_PER_QP * VB_MSG_BUF +
+	return (uint64_t)VB_RECV_BUFS(nqps) * VB_MSG_BUF +
 	    (uint64_t)VB_SEND_BUFS * VB_MSG_BUF + (uint64_t)VB_SLABS * VB_SLAB;
 }
 
@@ -885,7 +891,7 @@ vb_conn_setup(struct vb_conn *c, struct ibv_context *ctx, unsigned nqps)
 		err = -errno;
 		goto out_cchan;
 	}
-	cqe = (int)(nqps * (VB_SQ_DEPTH + VB_RECV_PER_QP) + 16);
+	cqe = (int)(nqps * VB_SQ_DEPTH + VB_RECV_BUFS(nqps) + 16);
 	if (c->dev->max_cqe > 0 && cqe > c->dev->max_cqe)
 		cqe = c->dev->max_cqe;
 	c->cq = ibv_create_cq(ctx, cqe, c, c->cchan, 0);
@@ -898,7 +904,7 @@ vb_conn_setup(struct vb_conn *c, struct ibv_context *ctx, unsigned nqps)
 		goto out_cq;
 	}
 	sattr.srq_context = c;
-	sattr.attr.max_wr = nqps * VB_RECV_PER_QP;
+	sattr.attr.max_wr = VB_RECV_BUFS(nqps);
 	sattr.attr.max_sge = 1;
 	c->srq = ibv_create_srq(c->pd, &sattr);
 	if (c->srq == NULL) {
@@ -906,7 +912,7 @@ vb_conn_setup(struct vb_conn *c, struct ibv_context *ctx, unsigned nqps)
 		goto out_cq;
 	}
 	/* Receive buffers: written by our HCA only. */
-	c->nrbufs = nqps * VB_RECV_PER_QP;
+	c->nrbufs = VB_RECV_BUFS(nqps);
 	c->rlen = (size_t)c->nrbufs * VB_MSG_BUF;
 	err = vb_buf_reg(c, c->rlen, IBV_ACCESS_LOCAL_WRITE, &c->rmem, &c->rmr);
 	if (err < 0)
@@ -1757,24 +1763,23 @@ vb_check_usable(const struct vb_conn *c)
 
 /* ---- completions ------------------------------------------------------- */
 
-/* Maps a completion status to the errno its operation fails with. */
+/*
+ * Maps a bad completion to the errno its operation fails with. The peer
+ * refusing the access (-EACCES: no such lease, or past its end) or the
+ * request (-EINVAL) is the operation's own failure; anything else is the
+ * connection failing (-ECONNRESET, as for every other operation on it),
+ * which the caller may retry on a new connection.
+ */
 static int
 vb_wc_errno(enum ibv_wc_status st)
 {
 	switch (st) {
 	case IBV_WC_REM_ACCESS_ERR:
-		return -EACCES;      /* the lease (rkey) is gone or too short */
+		return -EACCES;
 	case IBV_WC_REM_INV_REQ_ERR:
 		return -EINVAL;
-	case IBV_WC_RETRY_EXC_ERR:
-	case IBV_WC_RNR_RETRY_EXC_ERR:
-		return -EHOSTUNREACH;
-	case IBV_WC_LOC_PROT_ERR:
-	case IBV_WC_LOC_LEN_ERR:
-	case IBV_WC_LOC_ACCESS_ERR:
-		return -EFAULT;
 	default:
-		return -EIO;
+		return -ECONNRESET;
 	}
 }
 
@@ -2631,6 +2636,24 @@ vb_qp_established(struct vb_conn *c, struct vb_qp *q,
 	}
 }
 
+/*
+ * Lowers the RNR NAK delay our side asks of a sender when no receive is
+ * posted (RTS -> RTS): rdma_cm leaves the largest, 655 ms.
+ */
+static void
+vb_qp_tune(struct vb_qp *q)
+{
+	struct ibv_qp_attr attr = { .min_rnr_timer = VB_MIN_RNR_TIMER };
+	int err;
+
+	if (q->qp == NULL)
+		return;
+	err = ibv_modify_qp(q->qp, &attr, IBV_QP_MIN_RNR_TIMER);
+	if (err != 0)
+		log_debug("verbs: %s: QP %u: cannot set min_rnr_timer: %s",
+		    q->c->peer, q->index, strerror(err));
+}
+
 /* Returns the errno an rdma_cm failure event stands for. */
 static int
 vb_cm_errno(const struct vb_cm_event *e)
@@ -2701,6 +2724,7 @@ vb_cm_event(struct vb_conn *c, const struct vb_cm_event *e)
 		q->state = VQ_CONNECT;
 		return;
 	case RDMA_CM_EVENT_ESTABLISHED:
+		vb_qp_tune(q);
 		if (c->active) {
 			vb_qp_established(c, q, e);
 		} else {

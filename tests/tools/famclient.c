@@ -6,7 +6,11 @@
  *   create SIZE [name=N] [file=PATH] [shared] [persistent]
  *                          create a region (or open one by name); it
  *                          becomes the current region
- *   use ID SIZE            make region ID the current one (after -r)
+ *   use ID SIZE [lease=ADDR:RKEY]
+ *                          make region ID the current one (after -r),
+ *                          with no lease (two-sided) or the one given
+ *   lease                  a new lease on the current region for this
+ *                          connection (REGION_LEASE)
  *   write OFF LEN SEED     write pattern SEED (0: zeros) at OFF
  *   read OFF LEN SEED      read at OFF and check pattern SEED
  *   readfile OFF LEN FILE  read at OFF and compare with FILE at OFF
@@ -98,7 +102,7 @@ fc_usage(FILE *f)
 	    "                 host:port step...\n"
 	    "       famclient [options] host:port attack NAME\n"
 	    "steps: create SIZE [name=N] [file=P] [shared] [persistent] | "
-	    "use ID SIZE |\n"
+	    "use ID SIZE [lease=ADDR:RKEY] | lease |\n"
 	    "       write OFF LEN SEED | read OFF LEN SEED | readfile OFF LEN "
 	    "FILE |\n"
 	    "       free [ID] | stats | expect ERRNO | hold [SECONDS] | "
@@ -523,6 +527,29 @@ fc_step_free(char **argv, int argc)
 	return used;
 }
 
+/* lease: a new lease on the current region for this connection. */
+static void
+fc_step_lease(void)
+{
+	uint8_t buf[FAM_REGION_LEASE_LEN];
+	struct fam_region_info info;
+	struct fc_call call;
+	int st;
+
+	proto_put_region_free(buf, fc.cur.region);
+	st = fc_call(FAM_MSG_REGION_LEASE, buf, sizeof buf, &call);
+	if (fc_check("lease", st)) {
+		if (proto_get_region_info(call.out, call.len, &info) < 0)
+			fc_fail("lease: malformed answer");
+		fc.cur.rkey = info.rkey;
+		fc.cur.addr = info.addr;
+		printf("lease addr=%" PRIx64 " rkey=%" PRIx32 "\n", info.addr,
+		    info.rkey);
+		fflush(stdout);
+	}
+	free(call.out);
+}
+
 /* stats: the memory node's counters. */
 static void
 fc_step_stats(void)
@@ -653,8 +680,18 @@ fc_steps(char **argv, int argc)
 				fc_fail("use: ID SIZE");
 			fc.cur.region = (uint32_t)fc_size(argv[i]);
 			fc.cur.size = fc_size(argv[i + 1]);
+			fc.cur.addr = 0;
+			fc.cur.rkey = 0;
 			i += 2;
-		} else if (strcmp(step, "write") == 0)
+			if (i < argc && strncmp(argv[i], "lease=", 6) == 0) {
+				if (sscanf(argv[i] + 6, "%" SCNx64 ":%" SCNx32,
+				    &fc.cur.addr, &fc.cur.rkey) != 2)
+					fc_fail("use: lease=ADDR:RKEY in hex");
+				i++;
+			}
+		} else if (strcmp(step, "lease") == 0)
+			fc_step_lease();
+		else if (strcmp(step, "write") == 0)
 			i += fc_step_rw(true, argv + i, argc - i);
 		else if (strcmp(step, "read") == 0)
 			i += fc_step_rw(false, argv + i, argc - i);
