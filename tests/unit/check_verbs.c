@@ -702,7 +702,7 @@ END_TEST
 
 START_TEST(test_deadline_fails_every_op_and_closes)
 {
-	start_pair(1000, 1, 0);
+	start_pair(3000, 1, 0);
 	srv.hold_requests = true;
 	for (int i = 1; i <= 5; i++)
 		ck_assert_int_eq(fam_conn_call(cli.c, FAM_MSG_STATS, NULL, 0,
