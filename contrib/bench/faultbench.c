@@ -3,6 +3,7 @@
  * accesses, sequential or random.
  *
  *   faultbench [-m MODE] [-s SIZE] [-c CHUNK] [-p seq|rand] [-w]
+ *              [-P FLUSH]
  *
  * MODE:
  *   malloc   the memory comes from malloc(); run it under libfamshim.so to
@@ -17,6 +18,13 @@
  * permutation, times the first touch of each chunk, and prints one line:
  *   mode pattern bytes seconds GB/s chunks/s p50_us p99_us checksum
  * With -w it then writes every page and reads everything back to check.
+ *
+ * -P FLUSH (malloc mode, under libfamshim.so with SIZE above the host's
+ * buffer): before the timed pass, write every page of the block, then read
+ * FLUSH bytes (twice the buffer) of a second, never-written block, so that
+ * every chunk of the first lives on the memory node and the buffer holds
+ * clean chunks: each timed first touch is then a chunk fetch from the
+ * memory node, with no write-back in its way.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -165,12 +173,14 @@ main(int argc, char **argv)
 	size_t size = 256u << 20, nchunks, *order;
 	uint64_t *lat, t0, t1, sum = 0;
 	bool check = false;
+	size_t flush = 0;
 	pthread_t thr;
 	uint8_t *p;
 	int ch;
 
-	while ((ch = getopt(argc, argv, "c:m:p:s:w")) != -1) {
+	while ((ch = getopt(argc, argv, "c:m:p:P:s:w")) != -1) {
 		switch (ch) {
+		case 'P': flush = parse_size(optarg); break;
 		case 'c': chunk = parse_size(optarg); break;
 		case 'm': mode = optarg; break;
 		case 'p': pattern = optarg; break;
@@ -178,7 +188,8 @@ main(int argc, char **argv)
 		case 'w': check = true; break;
 		default:
 			fprintf(stderr, "usage: faultbench [-m malloc|ceiling] "
-			    "[-s size] [-c chunk] [-p seq|rand] [-w]\n");
+			    "[-s size] [-c chunk] [-p seq|rand] [-w] "
+			    "[-P flush]\n");
 			return 2;
 		}
 	}
@@ -208,6 +219,19 @@ main(int argc, char **argv)
 			order[i] = order[j];
 			order[j] = t;
 		}
+	}
+	if (flush > 0) {
+		uint8_t *f = malloc(flush);
+
+		if (f == NULL) {
+			perror("faultbench: allocation");
+			return 1;
+		}
+		for (size_t i = 0; i < size; i += PAGE)
+			*(volatile uint64_t *)(p + i) = i;
+		for (size_t i = 0; i < flush; i += PAGE)
+			sum += *(volatile uint64_t *)(f + i);
+		free(f);
 	}
 	t0 = now_ns();
 	for (size_t i = 0; i < nchunks; i++) {
