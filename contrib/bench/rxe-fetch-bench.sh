@@ -20,7 +20,9 @@
 #              fault served by a fetch and UFFDIO_COPY; prefetch off
 #              (latency, p50 per chunk) and on (16: bandwidth)
 # Under TCG these are the emulator's speed, not rxe's, let alone a NIC's:
-# only the ratios mean something, and they move by tens of percent between
+# only the ratios mean something. perftest and famd alternate BENCH_REPS
+# times (default 3) and each figure is the median, so that other load on
+# the machine hits both; still, on a shared machine the ratios move between
 # runs (BENCH_RUNS=N repeats the whole set and prints every run).
 set -u
 BENCH_N=${BENCH_N:-500}
@@ -123,41 +125,61 @@ CONF
 	unset 'pids[-1]'
 }
 
+# median: the median of the numbers on stdin.
+median() {
+	sort -g | awk '{v[NR] = $1} END {if (NR == 0) print "nan";
+		else if (NR % 2) print v[(NR + 1) / 2];
+		else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+}
+
+# ratio A B: A / B with two decimals.
+ratio() {
+	awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'
+}
+
+# row LABEL FAMD PERFTEST
+row() {
+	printf '%-46s %10s %10s %7s\n' "$1" "$2" "$3" "$(ratio "$2" "$3")"
+}
+
 echo "guest $(uname -r), $DEV ($IP), 64 KiB messages"
 for run in $(seq "$BENCH_RUNS"); do
-	lat=$(perftest ib_read_lat -s 65536 -n "$BENCH_N" | awk '$1 == 65536 {print $5, $6}')
-	late=$(perftest ib_read_lat -e -s 65536 -n "$BENCH_N" | awk '$1 == 65536 {print $5, $6}')
-	bw=$(perftest ib_read_bw -s 65536 -n "$BENCH_NBW" | awk '$1 == 65536 {print $4}')
-	fb=$(timeout 600 "$B/contrib/bench/fetchbench" -T verbs -c 64K -S 16M -n "$BENCH_N" \
-		-N "$BENCH_NBW" -d "$BENCH_DEPTH" "$MEM") || { echo "fetchbench failed"; exit 1; }
-	fb_avg=$(sed -n 's/^fetchbench lat .* avg=\([0-9.]*\) p50=\([0-9.]*\) .*/\1/p' <<<"$fb")
-	fb_p50=$(sed -n 's/^fetchbench lat .* p50=\([0-9.]*\) .*/\1/p' <<<"$fb")
-	fb_bw=$(sed -n 's/^fetchbench bw .*MiB\/s=\([0-9.]*\)$/\1/p' <<<"$fb")
+	: >"$T/samples"
+	# perftest and famd alternate, so that a change of load on the
+	# machine hits both; each figure is the median of BENCH_REPS.
+	for rep in $(seq "${BENCH_REPS:-3}"); do
+		perftest ib_read_lat -s 65536 -n "$BENCH_N" |
+			awk '$1 == 65536 {print "pl_typ", $5; print "pl_avg", $6}' >>"$T/samples"
+		perftest ib_read_lat -e -s 65536 -n "$BENCH_N" |
+			awk '$1 == 65536 {print "pe_typ", $5; print "pe_avg", $6}' >>"$T/samples"
+		timeout 600 "$B/contrib/bench/fetchbench" -T verbs -c 64K -S 16M \
+			-n "$BENCH_N" -N "$BENCH_NBW" -d "$BENCH_DEPTH" "$MEM" >"$T/fb.out" ||
+			{ echo "fetchbench failed: $(cat "$T/fb.out")"; exit 1; }
+		sed -n 's/^fetchbench lat .* avg=\([0-9.]*\) p50=\([0-9.]*\) .*/fb_avg \1\nfb_p50 \2/p' \
+			"$T/fb.out" >>"$T/samples"
+		sed -n 's/^fetchbench bw .*MiB\/s=\([0-9.]*\)$/fb_bw \1/p' "$T/fb.out" >>"$T/samples"
+		perftest ib_read_bw -s 65536 -n "$BENCH_NBW" |
+			awk '$1 == 65536 {print "pb", $4}' >>"$T/samples"
+	done
+	med() {
+		awk -v k="$1" '$1 == k {print $2}' "$T/samples" | median
+	}
 	# faultbench: mode pattern bytes seconds GB/s chunks/s p50_us p99_us sum
 	h0=$(host_run 0 2>"$T/h0.counters")
 	h16=$(host_run 16 2>"$T/h16.counters")
 	h_p50=$(awk '{print $7}' <<<"$h0")
 	h_bw=$(awk '{printf "%.2f", $5 * 1e9 / 1048576}' <<<"$h16")
-	read -r pl_typ pl_avg <<<"$lat"
-	read -r pe_typ pe_avg <<<"$late"
-	ratio() {
-		awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'
-	}
 	echo
-	echo "run $run"
-	printf '%-44s %12s %12s %8s\n' "64 KiB RDMA READ" "famd" "perftest" "ratio"
-	printf '%-44s %12s %12s %8s\n' "latency avg (us): fetch / ib_read_lat" "$fb_avg" "$pl_avg" \
-		"$(ratio "$fb_avg" "$pl_avg")"
-	printf '%-44s %12s %12s %8s\n' "latency avg (us): fetch / ib_read_lat -e" "$fb_avg" "$pe_avg" \
-		"$(ratio "$fb_avg" "$pe_avg")"
-	printf '%-44s %12s %12s %8s\n' "latency p50 (us): fetch / ib_read_lat -e" "$fb_p50" "$pe_typ" \
-		"$(ratio "$fb_p50" "$pe_typ")"
-	printf '%-44s %12s %12s %8s\n' "latency p50 (us): host fault / -e" "$h_p50" "$pe_typ" \
-		"$(ratio "$h_p50" "$pe_typ")"
-	printf '%-44s %12s %12s %8s\n' "bandwidth, transport depth $BENCH_DEPTH (MiB/s)" "$fb_bw" "$bw" \
-		"$(ratio "$fb_bw" "$bw")"
-	printf '%-44s %12s %12s %8s\n' "bandwidth, host faults, prefetch 16 (MiB/s)" "$h_bw" "$bw" \
-		"$(ratio "$h_bw" "$bw")"
+	echo "run $run (medians of ${BENCH_REPS:-3} alternations)"
+	printf '%-46s %10s %10s %7s\n' "64 KiB RDMA READ" "famd" "perftest" "ratio"
+	row "latency avg (us): fetch / ib_read_lat" "$(med fb_avg)" "$(med pl_avg)"
+	row "latency p50 (us): fetch / ib_read_lat" "$(med fb_p50)" "$(med pl_typ)"
+	row "latency avg (us): fetch / ib_read_lat -e" "$(med fb_avg)" "$(med pe_avg)"
+	row "latency p50 (us): fetch / ib_read_lat -e" "$(med fb_p50)" "$(med pe_typ)"
+	row "latency p50 (us): host fault+fetch / -e" "$h_p50" "$(med pe_typ)"
+	row "bandwidth (MiB/s): fetch depth $BENCH_DEPTH / ib_read_bw" "$(med fb_bw)" "$(med pb)"
+	row "bandwidth (MiB/s): host faults, prefetch 16" "$h_bw" "$(med pb)"
+	echo "samples: $(sort "$T/samples" | awk '{a[$1] = a[$1] " " $2} END {for (k in a) printf "%s:%s; ", k, a[k]}')"
 	echo "host counters (prefetch 0): $(cat "$T/h0.counters")"
 	echo "host counters (prefetch 16): $(cat "$T/h16.counters")"
 done
