@@ -301,6 +301,7 @@ struct vb_listener {
 	struct rdma_event_channel *ch;
 	struct rdma_cm_id *id;
 	struct event *ev;
+	struct vb_dev *dev;      /* its device, when bound to one address */
 	struct fam_conn_opts opts;
 	fam_accept_fn accept;
 	void *arg;
@@ -616,13 +617,24 @@ vb_async_cb(evutil_socket_t fd, short what, void *arg)
 				vb_close(c, -EIO);
 			}
 			break;
-		case IBV_EVENT_PORT_ERR:
+		case IBV_EVENT_PORT_ERR: {
+			struct ibv_port_attr pa;
+
+			/* Read late (a quick bounce): the QPs may have lived. */
+			if (ibv_query_port(dev->ctx, (uint8_t)ev.element.port_num,
+			    &pa) == 0 && pa.state == IBV_PORT_ACTIVE) {
+				log_info("verbs: %s port %d went down and is up "
+				    "again", ibv_get_device_name(dev->ctx->device),
+				    ev.element.port_num);
+				break;
+			}
 			log_warn("verbs: %s port %d is down; closing its "
 			    "connections", ibv_get_device_name(dev->ctx->device),
 			    ev.element.port_num);
 			vb_dev_close_conns(dev, (uint8_t)ev.element.port_num,
 			    -ENETDOWN);
 			break;
+		}
 		case IBV_EVENT_DEVICE_FATAL:
 			log_err("verbs: %s: fatal device error; closing every "
 			    "connection on it",
@@ -673,6 +685,17 @@ vb_dev_get(struct event_base *evb, struct ibv_context *ctx)
 	if (dev->rd_atom < 1)
 		dev->rd_atom = 1;
 	dev->max_cqe = attr.max_cqe;
+	if (fd_set_nonblock(ctx->async_fd) == 0) {
+		struct ibv_async_event ev;
+
+		/* Events from before anyone here watched: nothing of ours. */
+		while (ibv_get_async_event(ctx, &ev) == 0) {
+			log_debug("verbs: %s: earlier %s ignored",
+			    ibv_get_device_name(ctx->device),
+			    ibv_event_type_str(ev.event_type));
+			ibv_ack_async_event(&ev);
+		}
+	}
 	if (fd_set_nonblock(ctx->async_fd) < 0 ||
 	    (dev->ev = event_new(evb, ctx->async_fd, EV_READ | EV_PERSIST,
 	    vb_async_cb, dev)) == NULL || event_add(dev->ev, NULL) < 0) {
@@ -3066,6 +3089,9 @@ vb_listen(struct event_base *base, const char *addr,
 	tp_format_addr(sa, sa->sa_family == AF_INET6 ?
 	    sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in), l->addr,
 	    sizeof l->addr);
+	/* Watch the device's events while listening, not only while connected. */
+	if (l->id->verbs != NULL)
+		l->dev = vb_dev_get(base, l->id->verbs);
 	l->ev = event_new(base, l->ch->fd, EV_READ | EV_PERSIST, vb_listen_cb,
 	    l);
 	if (l->ev == NULL || event_add(l->ev, NULL) < 0) {
@@ -3079,6 +3105,7 @@ vb_listen(struct event_base *base, const char *addr,
 out_event:
 	if (l->ev != NULL)
 		event_free(l->ev);
+	vb_dev_put(l->dev);
 out_id:
 	rdma_destroy_id(l->id);
 out_channel:
@@ -3102,6 +3129,7 @@ vb_listener_free(struct fam_listener *fl)
 			c->counted_hello = false;
 		}
 	event_free(l->ev);
+	vb_dev_put(l->dev);
 	rdma_destroy_id(l->id);
 	rdma_destroy_event_channel(l->ch);
 	explicit_bzero(l->opts.secret, sizeof l->opts.secret);

@@ -8,12 +8,16 @@
 . "$(dirname "$0")/lib-rxe.sh"
 require_cmd jq
 
+# What the host role needs of the guest's kernel (6.1): userfaultfd with
+# write protection on shmem (5.19+), /dev/userfaultfd (6.1+).
+[ -c /dev/userfaultfd ] || fail "no /dev/userfaultfd in this kernel ($(uname -r))"
 start_memory_verbs m
 start_host_verbs h 2M "$MEM_ADDR" -o verbs.qps_per_peer=2 -o host.max_fetches=32
 
 shim "$FAMTEST" -f -s 8M -t 4 -n 64 seq random shared calloc realloc many \
 	>"$T/famtest.out" 2>&1 || fail "famtest: $(cat "$T/famtest.out")"
 cat "$T/famtest.out"
+grep -h 'userfaultfd: kernel features' "$T/h.log"
 [ "$(counter h fetches)" -gt 0 ] && [ "$(counter h writebacks)" -gt 0 ] ||
 	fail "no fetches or write-backs: $(ctl h status -j | jq -c .counters)"
 [ "$(counter m reads)" = 0 ] && [ "$(counter m writes)" = 0 ] ||
