@@ -37,6 +37,7 @@ ctl_usage(FILE *f)
 	    "  reload                  reload the configuration file\n"
 	    "  log-level [LEVEL]       show or set the log level\n"
 	    "  stats-reset             zero the counters\n"
+	    "  regions                 the regions a memory node lends\n"
 	    "  commands                list every command famd answers\n"
 	    "  call METHOD [PARAMS]    call any command; PARAMS is a JSON "
 	    "object\n", FAMD_DEFAULT_ADMIN);
@@ -271,6 +272,8 @@ main(int argc, char **argv)
 		method = "config.reload";
 	else if (strcmp(cmd, "stats-reset") == 0)
 		method = "stats.reset";
+	else if (strcmp(cmd, "regions") == 0)
+		method = "regions";
 	else if (strcmp(cmd, "commands") == 0)
 		method = "list-commands";
 	else if (strcmp(cmd, "log-level") == 0) {

@@ -365,6 +365,7 @@ proto_put_region_info(uint8_t *out, const struct fam_region_info *m)
 	put_u64(out + 16, m->addr);
 	put_u32(out + 24, m->flags);
 	put_u32(out + 28, 0);
+	put_u64(out + 32, m->length);
 	return FAM_REGION_INFO_LEN;
 }
 
@@ -379,7 +380,9 @@ proto_get_region_info(const uint8_t *in, size_t len, struct fam_region_info *m)
 	m->size = get_u64(in + 8);
 	m->addr = get_u64(in + 16);
 	m->flags = get_u32(in + 24);
-	if (m->region == 0 || m->size == 0 || (m->flags & ~FAM_RF_ALL))
+	m->length = get_u64(in + 32);
+	if (m->region == 0 || m->size == 0 || (m->flags & ~FAM_RF_ALL) ||
+	    m->length > m->size)
 		return -EPROTO;
 	return 0;
 }

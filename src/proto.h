@@ -104,7 +104,8 @@ struct fam_hello_resp {
 /* Region flags (REGION_CREATE). */
 #define FAM_RF_FILE       0x01u /* preload from `path` under preload_dir */
 #define FAM_RF_SHARED     0x02u /* read-only, shared by `name` */
-#define FAM_RF_PERSISTENT 0x04u /* survives the end of the creating session */
+#define FAM_RF_PERSISTENT 0x04u /* survives the end of the creating session
+                                 * (named: it is found again by its name) */
 #define FAM_RF_ALL        0x07u
 
 /*
@@ -116,13 +117,17 @@ struct fam_hello_resp {
  *   u64 reserved        zero
  *   name, path          not NUL-terminated
  * A shared region whose name exists is opened (not created) and its size
- * returned. REGION_CREATE response, 32 bytes:
+ * returned. REGION_CREATE response, 40 bytes:
  *   u32 region          id, never reused by this server instance
  *   u32 rkey            verbs: remote key of the lease; tcp: 0
- *   u64 size            bytes actually reserved
+ *   u64 size            bytes actually reserved (reads and writes may
+ *                       reach all of them)
  *   u64 addr            verbs: remote address of byte 0; tcp: 0
  *   u32 flags           FAM_RF_* in effect
  *   u32 reserved
+ *   u64 length          bytes of content: for FAM_RF_FILE the bytes
+ *                       preloaded from the file (its length, for size 0),
+ *                       otherwise the size asked for; <= size
  * Errors: ENOSPC (capacity), EBUSY (a second writer), ENOENT (file),
  * EACCES (path escapes preload_dir), EINVAL (bad fields), EMFILE (limit).
  */
@@ -139,10 +144,11 @@ struct fam_region_info {
 	uint64_t size;
 	uint64_t addr;
 	uint32_t flags;
+	uint64_t length;
 };
 
 #define FAM_REGION_CREATE_MIN 24u
-#define FAM_REGION_INFO_LEN   32u
+#define FAM_REGION_INFO_LEN   40u
 
 /*
  * REGION_FREE request, 8 bytes: u32 region, u32 reserved. Response: empty.

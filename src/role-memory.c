@@ -76,6 +76,7 @@ struct mem_region {
 	uint32_t id;
 	uint32_t flags;           /* FAM_RF_* */
 	uint64_t size;            /* bytes mapped, a multiple of the page */
+	uint64_t length;          /* bytes of content (preloaded or asked) */
 	void *mem;
 	char name[FAM_NAME_MAX + 1];
 	char *path;               /* FAM_RF_FILE: the file, under preload_dir */
@@ -625,6 +626,7 @@ mem_region_info(const struct mem_region *r, const struct mem_handle *h,
 	info->region = r->id;
 	info->size = r->size;
 	info->flags = r->flags;
+	info->length = r->length;
 	if (h != NULL) {
 		info->addr = h->lease_addr;
 		info->rkey = h->lease_rkey;
@@ -696,6 +698,8 @@ mem_region_create(struct mem_session *s, const struct fam_region_create *req,
 	int fd = -1, err;
 	char sz[32];
 
+	if ((req->flags & FAM_RF_PERSISTENT) && req->name[0] == '\0')
+		return -EINVAL; /* nobody could ever find it again */
 	if (req->name[0] != '\0' && (r = mem_region_by_name(req->name)) !=
 	    NULL) {
 		err = mem_region_open(s, r, req->flags);
@@ -774,6 +778,8 @@ mem_region_create(struct mem_session *s, const struct fam_region_create *req,
 	r->id = mem.next_id++;
 	r->flags = req->flags;
 	r->size = rounded;
+	r->length = (req->flags & FAM_RF_FILE) && (uint64_t)st.st_size < size ?
+	    (uint64_t)st.st_size : size;
 	r->mem = m;
 	snprintf(r->name, sizeof r->name, "%s", req->name);
 	snprintf(r->node, sizeof r->node, "%s", s->node);
@@ -1171,10 +1177,11 @@ cmd_regions(struct admin_req *req)
 	TAILQ_FOREACH(r, &mem.regions, link) {
 		struct mem_handle *h = LIST_FIRST(&r->handles);
 
-		json_array_append_new(list, json_pack("{s:I,s:I,s:s,s:s,s:s,"
-		    "s:s,s:I,s:i,s:s,s:I,s:I}",
+		json_array_append_new(list, json_pack("{s:I,s:I,s:I,s:s,s:s,"
+		    "s:s,s:s,s:I,s:i,s:s,s:I,s:I}",
 		    "id", (json_int_t)r->id,
 		    "size", (json_int_t)r->size,
+		    "length", (json_int_t)r->length,
 		    "flags", mem_flags_text(fl, sizeof fl, r->flags),
 		    "name", r->name[0] ? r->name : "-",
 		    "file", r->path != NULL ? r->path : "-",
@@ -1188,9 +1195,38 @@ cmd_regions(struct admin_req *req)
 	return list;
 }
 
+/* region.free: frees a region no session uses (a kept persistent one). */
+static json_t *
+cmd_region_free(struct admin_req *req)
+{
+	json_int_t id = json_integer_value(json_object_get(req->params, "id"));
+	struct mem_region *r;
+	char why[64];
+
+	if (id <= 0 || id > UINT32_MAX ||
+	    (r = mem_region_find((uint32_t)id)) == NULL)
+		return admin_fail(req, ADMIN_ERR_PARAMS,
+		    "region.free: no region %" JSON_INTEGER_FORMAT, id);
+	if (r->nhandles > 0)
+		return admin_fail(req, ADMIN_ERR_FAILED, "region.free: region "
+		    "%" JSON_INTEGER_FORMAT " is in use by %u session%s", id,
+		    r->nhandles, r->nhandles == 1 ? "" : "s");
+	snprintf(why, sizeof why, "freed by uid %ld", (long)req->peer->uid);
+	mem_region_unlink(r, why);
+	return json_pack("{s:I}", "id", id);
+}
+
+static const struct admin_param region_free_params[] = {
+	{ "id", ADMIN_P_INT, true },
+	{ NULL, 0, false },
+};
+
 static const struct admin_cmd mem_cmds[] = {
 	{ "regions", "list the regions this memory node lends", NULL, 0,
 	    cmd_regions },
+	{ "region.free", "free a region that no session uses, "
+	    "{\"id\": N}", region_free_params, ADMIN_F_CHANGE,
+	    cmd_region_free },
 };
 
 /* ---- role --------------------------------------------------------------- */

@@ -428,16 +428,11 @@ tcp_teardown_cb(evutil_socket_t fd, short what, void *arg)
 	free(c);
 }
 
-/* Allocates a connection on fd (non-blocking) with its events. */
-static struct tcp_conn *
-tcp_conn_new(struct event_base *evb, int fd, const struct fam_conn_opts *opts,
-    bool active);
-
-/* Read and write callbacks, defined below. */
 static void tcp_read_cb(evutil_socket_t fd, short what, void *arg);
 static void tcp_write_cb(evutil_socket_t fd, short what, void *arg);
 static void tcp_timer_cb(evutil_socket_t fd, short what, void *arg);
 
+/* Allocates a connection on fd (non-blocking) with its events. */
 static struct tcp_conn *
 tcp_conn_new(struct event_base *evb, int fd, const struct fam_conn_opts *opts,
     bool active)
@@ -1634,6 +1629,13 @@ tcp_connect(struct event_base *base, const char *addr,
 	struct tcp_op *op;
 	int fd, err;
 
+	if (opts->hello.node[0] == '\0' ||
+	    opts->hello.role < FAM_WIRE_ROLE_HOST ||
+	    opts->hello.role > FAM_WIRE_ROLE_MEMORY) {
+		*cause = xasprintf("connect %s: the hello needs a node name and "
+		    "a role", addr);
+		return -EINVAL;
+	}
 	err = tp_resolve(addr, false, &ss, &sslen, cause);
 	if (err < 0)
 		return err;

@@ -419,7 +419,8 @@ fc_step_create(char **argv, int argc)
 		fc.cur.rkey = info.rkey;
 		fc.cur.addr = info.addr;
 		printf("region id=%" PRIu32 " size=%" PRIu64 " flags=%" PRIu32
-		    "\n", info.region, info.size, info.flags);
+		    " length=%" PRIu64 "\n", info.region, info.size,
+		    info.flags, info.length);
 		if (info.rkey != 0)
 			printf("lease addr=%" PRIx64 " rkey=%" PRIx32 "\n",
 			    info.addr, info.rkey);

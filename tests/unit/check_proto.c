@@ -539,7 +539,7 @@ START_TEST(test_region_info_round_trip)
 {
 	struct fam_region_info m = { .region = 9, .rkey = 0x1234,
 		.size = 1 << 21, .addr = 0x7f0000000000ull,
-		.flags = FAM_RF_PERSISTENT }, out;
+		.flags = FAM_RF_PERSISTENT, .length = 2000001 }, out;
 	uint8_t buf[FAM_REGION_INFO_LEN];
 
 	ck_assert_uint_eq(proto_put_region_info(buf, &m), FAM_REGION_INFO_LEN);
@@ -549,6 +549,7 @@ START_TEST(test_region_info_round_trip)
 	ck_assert_uint_eq(out.size, 1 << 21);
 	ck_assert_uint_eq(out.addr, m.addr);
 	ck_assert_uint_eq(out.flags, FAM_RF_PERSISTENT);
+	ck_assert_uint_eq(out.length, 2000001);
 }
 END_TEST
 
@@ -558,9 +559,15 @@ START_TEST(test_region_info_malformed_rejected)
 	uint8_t buf[FAM_REGION_INFO_LEN];
 
 	proto_put_region_info(buf, &m);
-	ck_assert_int_eq(proto_get_region_info(buf, 31, &out), -EPROTO);
+	ck_assert_int_eq(proto_get_region_info(buf, sizeof buf - 1, &out),
+	    -EPROTO);
 	buf[31] = 1;
 	ck_assert_int_eq(proto_get_region_info(buf, sizeof buf, &out), -EPROTO);
+	/* More content than room. */
+	m.length = 4097;
+	proto_put_region_info(buf, &m);
+	ck_assert_int_eq(proto_get_region_info(buf, sizeof buf, &out), -EPROTO);
+	m.length = 0;
 	m.flags = 0x80;
 	proto_put_region_info(buf, &m);
 	ck_assert_int_eq(proto_get_region_info(buf, sizeof buf, &out), -EPROTO);
