@@ -3157,6 +3157,13 @@ vb_connect(struct event_base *base, const char *addr,
 	struct vb_op *op;
 	int err;
 
+	if (opts->hello.node[0] == '\0' ||
+	    opts->hello.role < FAM_WIRE_ROLE_HOST ||
+	    opts->hello.role > FAM_WIRE_ROLE_MEMORY) {
+		*cause = xasprintf("connect %s: the hello needs a node name and "
+		    "a role", addr);
+		return -EINVAL;
+	}
 	err = vb_memlock_gate(opts->qps_per_peer > 0 ? opts->qps_per_peer : 1,
 	    cause);
 	if (err < 0)
