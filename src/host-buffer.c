@@ -238,7 +238,7 @@ writeback_start(struct host *h, struct region *r, uint64_t c)
 	ch->state = CH_EVICTING;
 	wb->r = r;
 	wb->chunk = c;
-	rc = fam_conn_write(host_node_conn(s, true), &s->remote, off,
+	rc = fam_conn_write(host_node_conn(s, true, NULL), &s->remote, off,
 	    host_stripe_len(h, s, off), r->ar->local + r->off +
 	    (c << h->chunk_shift), NULL, writeback_done, wb);
 	if (rc < 0) {

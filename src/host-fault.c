@@ -238,6 +238,8 @@ host_fetch_kick(struct host *h)
 		bool demand = h->demandq != NULL, urgent;
 		int status = 0;
 		struct stripe *s;
+		struct fam_conn *conn;
+		struct fam_mr *mr;
 		unsigned si;
 		uint64_t off;
 		uint32_t len;
@@ -308,8 +310,9 @@ host_fetch_kick(struct host *h)
 		len = host_stripe_len(h, s, off);
 		if (len < h->chunk) /* the end of a file: zeros after it */
 			memset(f->staging + len, 0, h->chunk - len);
-		rc = fam_conn_read(host_node_conn(s, !urgent), &s->remote, off,
-		    len, f->staging, NULL, fetch_done, f);
+		conn = host_node_conn(s, !urgent, &mr);
+		rc = fam_conn_read(conn, &s->remote, off, len, f->staging, mr,
+		    fetch_done, f);
 		if (demand) {
 			if ((h->demandq = f->next) == NULL)
 				h->demandq_tail = NULL;

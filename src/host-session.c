@@ -353,7 +353,9 @@ region_free_remote(struct host *h, struct region *r)
 		struct stripe *s = &r->stripes[i];
 		uint8_t buf[FAM_REGION_FREE_LEN];
 
-		if (s->remote.size == 0 || !host_node_usable(h, s))
+		/* A free needs no lease: only the session's connection. */
+		if (s->remote.size == 0 || (!host_node_usable(h, s) &&
+		    !s->leasing))
 			continue;
 		proto_put_region_free(buf, s->remote.region);
 		if (fam_conn_call(s->node->conn, FAM_MSG_REGION_FREE, buf,

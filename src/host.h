@@ -65,7 +65,9 @@ struct mnode {
 	unsigned index;
 	char *addr;
 	struct fam_conn *conn;    /* faults and control */
+	struct fam_mr *mr;        /* the staging buffers, registered on conn */
 	struct fam_conn *bg;      /* read-ahead and write-back, once joined */
+	struct fam_mr *bg_mr;     /* the staging buffers, registered on bg */
 	enum { MN_DOWN, MN_CONNECTING, MN_UP } state;
 	bool bg_up;
 	struct event *bg_retry;
@@ -84,6 +86,7 @@ struct stripe {
 	struct mnode *node;
 	struct fam_remote remote;
 	uint64_t instance; /* of the node when the stripe was created */
+	bool leasing;      /* a new lease is asked for (after a resume) */
 };
 
 struct region {
@@ -242,7 +245,8 @@ struct host {
 void host_node_lost(struct host *h, struct mnode *n);
 void host_admin_register(void);
 bool host_node_usable(const struct host *h, const struct stripe *s);
-struct fam_conn *host_node_conn(const struct stripe *s, bool background);
+struct fam_conn *host_node_conn(const struct stripe *s, bool background,
+    struct fam_mr **mr);
 
 /* host-session.c */
 int host_session_open(struct host *h, char **cause);

@@ -34,6 +34,8 @@ static const struct proto_bounds proto_bounds[FAM_MSG_TYPE_MAX + 1] = {
 	[FAM_MSG_WRITE] = { FAM_WRITE_HDR_LEN, FAM_WRITE_HDR_LEN + FAM_RW_MAX,
 	    0, 0 },
 	[FAM_MSG_STATS] = { 0, 0, 0, FAM_PROTO_MAX_PAYLOAD },
+	[FAM_MSG_REGION_LEASE] = { FAM_REGION_LEASE_LEN, FAM_REGION_LEASE_LEN,
+	    FAM_REGION_INFO_LEN, FAM_REGION_INFO_LEN },
 };
 
 static const char *const proto_type_names[FAM_MSG_TYPE_MAX + 1] = {
@@ -43,6 +45,7 @@ static const char *const proto_type_names[FAM_MSG_TYPE_MAX + 1] = {
 	[FAM_MSG_READ] = "read",
 	[FAM_MSG_WRITE] = "write",
 	[FAM_MSG_STATS] = "stats",
+	[FAM_MSG_REGION_LEASE] = "region_lease",
 };
 
 /* Stores a 16-bit integer big-endian. */

@@ -39,7 +39,8 @@ enum fam_msg_type {
 	FAM_MSG_READ = 4,          /* chunk read (Table I (a)) */
 	FAM_MSG_WRITE = 5,         /* chunk write (Table I (b)) */
 	FAM_MSG_STATS = 6,         /* the peer's counters, as JSON text */
-	FAM_MSG_TYPE_MAX = 6,
+	FAM_MSG_REGION_LEASE = 7,  /* a new lease on a region (verbs) */
+	FAM_MSG_TYPE_MAX = 7,
 };
 
 #define FAM_F_RESPONSE 0x0001u /* this is the response to request `id` */
@@ -160,6 +161,16 @@ struct fam_region_info {
  * Errors: ENOENT (unknown region or not this session's).
  */
 #define FAM_REGION_FREE_LEN 8u
+
+/*
+ * REGION_LEASE request, 8 bytes: u32 region, u32 reserved (as REGION_FREE).
+ * Response: the 32 bytes of a REGION_CREATE response for that region, with
+ * a lease (addr, rkey) valid on this connection. On verbs a lease lives as
+ * long as the connection that got it: a host that resumes its session on a
+ * new connection asks for new leases before its next one-sided access.
+ * Errors: ENOENT (unknown region or not this session's).
+ */
+#define FAM_REGION_LEASE_LEN FAM_REGION_FREE_LEN
 
 /*
  * READ request (Table I (a)), 32 bytes:

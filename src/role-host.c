@@ -24,12 +24,15 @@ static struct host *host_state;
 static void node_connect(struct mnode *n);
 static void node_connect_bg(struct mnode *n);
 
-/* Returns true if the stripe's node is connected to the instance holding it. */
+/*
+ * Returns true if the stripe's node is connected to the instance holding
+ * it and the stripe's lease is valid on that connection.
+ */
 bool
 host_node_usable(const struct host *h, const struct stripe *s)
 {
 	return s->node->state == MN_UP && s->node->conn != NULL &&
-	    s->node->instance == s->instance;
+	    s->node->instance == s->instance && !s->leasing;
 }
 
 /*
@@ -38,11 +41,14 @@ host_node_usable(const struct host *h, const struct stripe *s)
  * up, so that it never queues in front of a fault.
  */
 struct fam_conn *
-host_node_conn(const struct stripe *s, bool background)
+host_node_conn(const struct stripe *s, bool background, struct fam_mr **mr)
 {
-	if (background && s->node->bg_up)
-		return s->node->bg;
-	return s->node->conn;
+	struct mnode *n = s->node;
+	bool bg = background && n->bg_up;
+
+	if (mr != NULL)
+		*mr = bg ? n->bg_mr : n->mr;
+	return bg ? n->bg : n->conn;
 }
 
 /* Marks every region with a stripe on n's old instance as lost. */
@@ -64,6 +70,123 @@ host_node_lost(struct host *h, struct mnode *n)
 		    "is gone; their programs get SIGBUS when they touch it",
 		    n->addr, (unsigned long long)lost);
 	host_fetch_unpark(h);
+}
+
+/* A REGION_LEASE request in flight: which node, connection and region. */
+struct lease_req {
+	struct mnode *n;
+	uint64_t connects;
+	uint32_t region;
+};
+
+/* Applies f to every stripe of n's current instance with remote region id. */
+static void
+node_stripes(struct host *h, struct mnode *n, uint32_t id,
+    void (*f)(struct stripe *s, const void *arg), const void *arg)
+{
+	for (struct host_client *cl = h->clients; cl != NULL; cl = cl->next)
+		for (struct region *r = cl->regions; r != NULL; r = r->next)
+			for (unsigned i = 0; i < r->nstripes; i++) {
+				struct stripe *s = &r->stripes[i];
+
+				if (s->node == n && s->instance == n->instance &&
+				    s->remote.size != 0 && s->remote.region == id)
+					f(s, arg);
+			}
+}
+
+/* Gives a stripe its new lease. */
+static void
+stripe_relet(struct stripe *s, const void *arg)
+{
+	const struct fam_region_info *info = arg;
+
+	s->remote.rkey = info->rkey;
+	s->remote.addr = info->addr;
+	s->leasing = false;
+}
+
+/* A stripe whose lease could not be renewed: its data is out of reach. */
+static void
+stripe_unlet(struct stripe *s, const void *arg)
+{
+	s->leasing = false;
+	s->r->lost = true;
+}
+
+/* The answer to a REGION_LEASE. */
+static void
+node_lease_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
+{
+	struct lease_req *lr = ctx;
+	struct mnode *n = lr->n;
+	struct host *h = n->h;
+	struct fam_region_info info;
+
+	if (h->stopping || n->connects != lr->connects) {
+		free(lr); /* a later connection asks again */
+		return;
+	}
+	if (status == 0 && proto_get_region_info(payload, len, &info) == 0 &&
+	    info.region == lr->region)
+		node_stripes(h, n, lr->region, stripe_relet, &info);
+	else if (status != -ECONNRESET && status != -ETIMEDOUT) {
+		log_err("memory node %s: no new lease on region %u: %s; its "
+		    "data is out of reach", n->addr, lr->region,
+		    strerror(status < 0 ? -status : EPROTO));
+		node_stripes(h, n, lr->region, stripe_unlet, NULL);
+	}
+	free(lr);
+	host_fetch_unpark(h);
+}
+
+/* Marks a stripe as waiting for its new lease. */
+static void
+stripe_mark(struct stripe *s, const void *arg)
+{
+	s->leasing = true;
+}
+
+/*
+ * The session was resumed on a new connection: leases with an rkey died
+ * with the old one (verbs). Asks for new ones; the stripes wait meanwhile.
+ */
+static void
+node_relet(struct host *h, struct mnode *n)
+{
+	unsigned asked = 0;
+
+	for (struct host_client *cl = h->clients; cl != NULL; cl = cl->next)
+		for (struct region *r = cl->regions; r != NULL; r = r->next)
+			for (unsigned i = 0; i < r->nstripes; i++) {
+				struct stripe *s = &r->stripes[i];
+				struct lease_req *lr;
+				uint8_t buf[FAM_REGION_LEASE_LEN];
+
+				if (s->node != n || s->instance != n->instance ||
+				    s->remote.size == 0 ||
+				    (s->remote.rkey == 0 && !s->leasing))
+					continue;
+				lr = calloc(1, sizeof *lr);
+				if (lr == NULL) {
+					r->lost = true;
+					continue;
+				}
+				lr->n = n;
+				lr->connects = n->connects;
+				lr->region = s->remote.region;
+				proto_put_region_free(buf, s->remote.region);
+				node_stripes(h, n, lr->region, stripe_mark, NULL);
+				if (fam_conn_call(n->conn, FAM_MSG_REGION_LEASE,
+				    buf, sizeof buf, node_lease_done, lr) < 0) {
+					free(lr);
+					continue; /* the connection is going */
+				}
+				asked++;
+			}
+	if (asked > 0)
+		log_info("memory node %s: asked for %u new lease%s", n->addr,
+		    asked, asked == 1 ? "" : "s");
 }
 
 /* The memory node accepted our hello. */
@@ -88,8 +211,16 @@ node_connected(struct fam_conn *c, const struct fam_hello_resp *resp,
 	log_notice("memory node %s (%s) %s", n->addr, n->name,
 	    old == 0 ? "connected" : resumed ? "reconnected; session resumed" :
 	    "reconnected as a new instance");
+	/* Chunk reads land in the staging buffers: register them here. */
+	n->mr = fam_mr_register(c, h->staging, (size_t)h->nstaging * h->chunk);
+	if (n->mr == NULL)
+		log_warn("memory node %s: cannot register the staging buffers "
+		    "(%s); chunk reads go through bounce buffers", n->addr,
+		    strerror(errno));
 	if (old != 0 && !resumed)
 		host_node_lost(h, n);
+	if (resumed)
+		node_relet(h, n);
 	node_connect_bg(n);
 	host_fetch_unpark(h);
 }
@@ -109,6 +240,8 @@ node_bg_connected(struct fam_conn *c, const struct fam_hello_resp *resp,
 		fam_conn_close(c);
 		return;
 	}
+	n->bg_mr = fam_mr_register(c, n->h->staging,
+	    (size_t)n->h->nstaging * n->h->chunk);
 	n->bg_up = true;
 	log_debug("memory node %s: background connection up", n->addr);
 }
@@ -128,6 +261,7 @@ node_bg_closed(struct fam_conn *c, int err, void *arg)
 	struct timeval tv = { 1, 0 };
 
 	n->bg = NULL;
+	n->bg_mr = NULL; /* released with the connection */
 	n->bg_up = false;
 	if (n->state == MN_UP && !n->h->stopping)
 		evtimer_add(n->bg_retry, &tv);
@@ -168,6 +302,7 @@ node_closed(struct fam_conn *c, int err, void *arg)
 	bool was_up = n->state == MN_UP;
 
 	n->conn = NULL;
+	n->mr = NULL; /* released with the connection */
 	n->state = MN_DOWN;
 	if (n->bg != NULL)
 		fam_conn_close(n->bg);
@@ -214,18 +349,27 @@ node_opts(struct mnode *n, struct fam_conn_opts *opts)
 	snprintf(opts->hello.node, sizeof opts->hello.node, "%s", name);
 	memcpy(opts->hello.secret, h->secret, sizeof opts->hello.secret);
 	opts->op_timeout_ms = (uint32_t)cfg_int(h->d->cfg, CFG_OP_TIMEOUT);
+	opts->qps_per_peer = (unsigned)cfg_int(h->d->cfg,
+	    CFG_VERBS_QPS_PER_PEER);
+	opts->inject_error_ppm = (uint32_t)cfg_int(h->d->cfg,
+	    CFG_VERBS_INJECT_ERROR_PPM);
 	opts->max_outstanding = 1024;
 	opts->max_payload = FAM_PROTO_MAX_PAYLOAD;
 }
 
-/* Opens the background connection, joining the session of the main one. */
+/*
+ * Opens the background connection, joining the session of the main one
+ * (tcp only: over verbs a lease belongs to its connection, and the queue
+ * pairs of one connection already keep faults apart from the rest).
+ */
 static void
 node_connect_bg(struct mnode *n)
 {
 	struct fam_conn_opts opts;
 	char *cause = NULL;
 
-	if (n->bg != NULL || n->state != MN_UP || n->h->stopping)
+	if (n->bg != NULL || n->state != MN_UP || n->h->stopping ||
+	    cfg_int(n->h->d->cfg, CFG_TRANSPORT) != CFG_TRANSPORT_TCP)
 		return;
 	node_opts(n, &opts);
 	opts.hello.features = FAM_FEAT_JOIN;

@@ -19,6 +19,15 @@
  *     until a session opens it again by name (or famd stops).
  *   - A transfer holds its region (resolve/release): a region freed during
  *     a transfer is unlinked at once and unmapped when the last hold goes.
+ *   - A handle has a lease on its session's connection (fam_conn_expose):
+ *     with verbs, the region's memory registered for that connection only
+ *     (remote read, and remote write unless the region is shared), whose
+ *     address and rkey REGION_CREATE answers; the host's one-sided reads
+ *     and writes then never reach this code. The lease ends with the
+ *     handle (REGION_FREE, session end) and with the connection (a host
+ *     that resumes asks for new ones with REGION_LEASE): after that the
+ *     old rkey reaches nothing. With tcp a lease is a token and READ and
+ *     WRITE come through resolve/release.
  *
  * Everything here runs on the control loop; nothing is locked.
  */
@@ -58,6 +67,9 @@ struct mem_handle {
 	struct mem_session *s;
 	struct mem_region *r;
 	unsigned refs;            /* opens by this session (shared regions) */
+	struct fam_mr *lease;     /* on the session's connection, or NULL */
+	uint64_t lease_addr;      /* verbs: remote address of byte 0 */
+	uint32_t lease_rkey;      /* verbs: its rkey; tcp: 0 */
 };
 
 struct mem_region {
@@ -89,6 +101,7 @@ struct mem_session {
 	char peer[64];            /* address of the last connection */
 	struct mem_conn *mcs[FAM_SESSION_CONNS]; /* its live connections */
 	unsigned nmc;             /* 0 while detached */
+	struct mem_conn *primary; /* the one that holds the leases (verbs) */
 	struct event *grace;
 	unsigned nregions;
 	uint64_t bytes;
@@ -111,9 +124,10 @@ struct mem_counters {
 	uint64_t bytes_read, bytes_written;   /* to peers, from peers */
 	uint64_t rw_errors;
 	uint64_t regions_created, regions_opened, regions_freed;
-	uint64_t create_errors, free_errors;
+	uint64_t create_errors, free_errors, lease_errors;
 	uint64_t stats_requests;
 	uint64_t connections, hello_refusals, bad_frames, timeouts;
+	uint64_t completion_errors;
 	uint64_t sessions_started, sessions_resumed, sessions_ended;
 };
 
@@ -302,6 +316,8 @@ mem_handle_drop(struct mem_handle *h, bool ending, const char *why)
 	struct mem_region *r = h->r;
 	struct mem_session *s = h->s;
 
+	if (h->lease != NULL)
+		fam_mr_deregister(h->lease);
 	LIST_REMOVE(h, by_session);
 	LIST_REMOVE(h, by_region);
 	r->nhandles--;
@@ -320,6 +336,55 @@ mem_handle_drop(struct mem_handle *h, bool ending, const char *why)
 	}
 	mem_region_unlink(r, why);
 	return true;
+}
+
+/*
+ * Gives h's session a lease on h's region on the session's connection.
+ * Returns 0 or -errno (-ENOTCONN while detached).
+ */
+static int
+mem_handle_lease(struct mem_handle *h)
+{
+	struct mem_region *r = h->r;
+	struct mem_session *s = h->s;
+	char sz[32];
+	int err;
+
+	if (h->lease != NULL)
+		return 0;
+	if (s->primary == NULL)
+		return -ENOTCONN;
+	err = fam_conn_expose(s->primary->c, r->mem, r->size,
+	    !(r->flags & FAM_RF_SHARED), &h->lease, &h->lease_addr,
+	    &h->lease_rkey);
+	if (err < 0) {
+		h->lease = NULL;
+		mem.n.lease_errors++;
+		log_warn("memory: cannot lend region %" PRIu32 " (%s) to node %s "
+		    "on %s: %s", r->id, mem_bytes(sz, sizeof sz, r->size),
+		    s->node, s->primary->peer, strerror(-err));
+		return err;
+	}
+	return 0;
+}
+
+/*
+ * The session's connection goes: so do its leases. dereg: end them now
+ * (the connection stays open), or leave them to the transport (inside
+ * its `closed` handler, which releases them afterwards).
+ */
+static void
+mem_session_unlease(struct mem_session *s, bool dereg)
+{
+	struct mem_handle *h;
+
+	LIST_FOREACH(h, &s->handles, by_session) {
+		if (dereg && h->lease != NULL)
+			fam_mr_deregister(h->lease);
+		h->lease = NULL;
+		h->lease_addr = 0;
+		h->lease_rkey = 0;
+	}
 }
 
 /* ---- sessions ----------------------------------------------------------- */
@@ -400,13 +465,18 @@ mem_session_new(struct mem_conn *mc, const struct fam_hello *req)
 	return s;
 }
 
-/* Attaches a connection to a session (one more, when it joins). */
+/*
+ * Attaches a connection to a session: its primary one (new or resumed), or
+ * one more when it joins.
+ */
 static void
-mem_session_attach(struct mem_session *s, struct mem_conn *mc)
+mem_session_attach(struct mem_session *s, struct mem_conn *mc, bool primary)
 {
 	evtimer_del(s->grace);
 	if (s->nmc == 0)
 		mem.nattached++;
+	if (primary)
+		s->primary = mc;
 	s->mcs[s->nmc++] = mc;
 	mc->s = s;
 	snprintf(s->peer, sizeof s->peer, "%s", mc->peer);
@@ -428,6 +498,8 @@ mem_session_detach(struct mem_session *s, struct mem_conn *mc, int err)
 			s->mcs[i] = s->mcs[--s->nmc];
 			break;
 		}
+	if (s->primary == mc)
+		s->primary = NULL;
 	mc->s = NULL;
 	if (s->nmc > 0)
 		return;
@@ -566,15 +638,41 @@ mem_preload(int fd, uint8_t *dst, uint64_t len)
 
 /* ---- requests ----------------------------------------------------------- */
 
-/* Fills the REGION_CREATE answer for region r. */
+/* Fills the REGION_CREATE answer for region r with the lease of handle h. */
 static void
-mem_region_info(const struct mem_region *r, struct fam_region_info *info)
+mem_region_info(const struct mem_region *r, const struct mem_handle *h,
+    struct fam_region_info *info)
 {
 	memset(info, 0, sizeof *info);
 	info->region = r->id;
 	info->size = r->size;
 	info->flags = r->flags;
 	info->length = r->length;
+	if (h != NULL) {
+		info->addr = h->lease_addr;
+		info->rkey = h->lease_rkey;
+	}
+}
+
+static int mem_region_free(struct mem_session *s, uint32_t id);
+
+/*
+ * Leases region r (just created or opened) to session s and fills the
+ * answer; when no lease can be had the create or open is undone.
+ */
+static int
+mem_region_lend(struct mem_session *s, struct mem_region *r,
+    struct fam_region_info *info)
+{
+	struct mem_handle *h = mem_handle_find(s, r);
+	int err = mem_handle_lease(h);
+
+	if (err < 0) {
+		mem_region_free(s, r->id);
+		return err;
+	}
+	mem_region_info(r, h, info);
+	return 0;
 }
 
 /* Opens an existing region by name for session s. Returns 0 or -errno. */
@@ -627,7 +725,7 @@ mem_region_create(struct mem_session *s, const struct fam_region_create *req,
 	    NULL) {
 		err = mem_region_open(s, r, req->flags);
 		if (err == 0)
-			mem_region_info(r, info);
+			err = mem_region_lend(s, r, info);
 		return err;
 	}
 	if (req->flags & FAM_RF_FILE) {
@@ -727,7 +825,24 @@ mem_region_create(struct mem_session *s, const struct fam_region_create *req,
 	    r->name[0] ? ", name " : "", r->name, r->path != NULL ?
 	    ", file " : "", r->path != NULL ? r->path : "",
 	    r->flags & FAM_RF_PERSISTENT ? ", persistent" : "");
-	mem_region_info(r, info);
+	return mem_region_lend(s, r, info);
+}
+
+/* Renews session s's lease on region id on its current connection. */
+static int
+mem_region_lease(struct mem_session *s, uint32_t id,
+    struct fam_region_info *info)
+{
+	struct mem_region *r = mem_region_find(id);
+	struct mem_handle *h;
+	int err;
+
+	if (r == NULL || (h = mem_handle_find(s, r)) == NULL)
+		return -ENOENT;
+	err = mem_handle_lease(h);
+	if (err < 0)
+		return err;
+	mem_region_info(r, h, info);
 	return 0;
 }
 
@@ -755,7 +870,7 @@ mem_counters_json(void)
 	const struct mem_counters *n = &mem.n;
 
 	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
-	    "s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+	    "s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
 	    "reads", (json_int_t)n->reads,
 	    "writes", (json_int_t)n->writes,
 	    "bytes_read", (json_int_t)n->bytes_read,
@@ -768,11 +883,13 @@ mem_counters_json(void)
 	    "regions_freed", (json_int_t)n->regions_freed,
 	    "create_errors", (json_int_t)n->create_errors,
 	    "free_errors", (json_int_t)n->free_errors,
+	    "lease_errors", (json_int_t)n->lease_errors,
 	    "stats_requests", (json_int_t)n->stats_requests,
 	    "connections", (json_int_t)n->connections,
 	    "hello_refusals", (json_int_t)n->hello_refusals,
 	    "bad_frames", (json_int_t)n->bad_frames,
 	    "timeouts", (json_int_t)n->timeouts,
+	    "completion_errors", (json_int_t)n->completion_errors,
 	    "sessions_connected", (json_int_t)mem.nattached,
 	    "sessions_detached", (json_int_t)(mem.nsessions - mem.nattached),
 	    "sessions_started", (json_int_t)n->sessions_started,
@@ -856,6 +973,21 @@ mem_request(struct fam_conn *c, const struct fam_hdr *h,
 		if (err < 0)
 			mem.n.free_errors++;
 		(void)fam_conn_reply(c, h, -err, NULL, 0, false, NULL, NULL);
+		return;
+	case FAM_MSG_REGION_LEASE:
+		if (proto_get_region_free(payload, h->len, &id) < 0) {
+			mem_bad_request(mc, h);
+			return;
+		}
+		err = mem_region_lease(s, id, &info);
+		if (err < 0) {
+			(void)fam_conn_reply(c, h, -err, NULL, 0, false, NULL,
+			    NULL);
+			return;
+		}
+		proto_put_region_info(out, &info);
+		(void)fam_conn_reply(c, h, 0, out, sizeof out, true, NULL,
+		    NULL);
 		return;
 	case FAM_MSG_STATS: {
 		json_t *j = mem_counters_json();
@@ -960,7 +1092,7 @@ mem_hello(struct fam_conn *c, const struct fam_hello *req,
 			mc->refused = true;
 			return -EMFILE;
 		}
-		mem_session_attach(s, mc);
+		mem_session_attach(s, mc, false);
 		log_info("memory: session %" PRIu64 " of node %s: connection "
 		    "%u from %s", s->serial, s->node, s->nmc, mc->peer);
 	} else if (s != NULL) {
@@ -970,12 +1102,13 @@ mem_hello(struct fam_conn *c, const struct fam_hello *req,
 			log_notice("memory: session %" PRIu64 " of node %s "
 			    "moves from %s to %s", s->serial, s->node,
 			    old->peer, mc->peer);
+			mem_session_unlease(s, true);
 			old->s = NULL;
 			if (s->nmc == 0)
 				mem.nattached--;
 			fam_conn_close(old->c);
 		}
-		mem_session_attach(s, mc);
+		mem_session_attach(s, mc, true);
 		mem.n.sessions_resumed++;
 		log_notice("memory: session %" PRIu64 " of node %s resumed from "
 		    "%s with %u region%s", s->serial, s->node, mc->peer,
@@ -990,7 +1123,7 @@ mem_hello(struct fam_conn *c, const struct fam_hello *req,
 			mc->refused = true;
 			return -ENOMEM;
 		}
-		mem_session_attach(s, mc);
+		mem_session_attach(s, mc, true);
 		log_notice("memory: session %" PRIu64 " of node %s started "
 		    "from %s", s->serial, s->node, mc->peer);
 	}
@@ -1012,8 +1145,12 @@ mem_closed(struct fam_conn *c, int err, void *arg)
 	mem.n.bad_frames += st->bad_frames;
 	if (err == -ETIMEDOUT)
 		mem.n.timeouts++;
-	if (mc->s != NULL)
+	mem.n.completion_errors += st->completion_errors;
+	if (mc->s != NULL) {
+		if (mc->s->primary == mc)
+			mem_session_unlease(mc->s, false);
 		mem_session_detach(mc->s, mc, err);
+	}
 	else if (mc->refused || err == -EACCES || err == -EPROTONOSUPPORT)
 		mem.n.hello_refusals++;
 	log_info("memory: connection from %s closed%s%s", mc->peer,
@@ -1176,6 +1313,8 @@ role_memory_start(struct famd *d)
 	    FAM_TP_VERBS : FAM_TP_TCP;
 	mem.opts.op_timeout_ms = (uint32_t)cfg_int(cfg, CFG_OP_TIMEOUT);
 	mem.opts.max_outstanding = MEM_MAX_OUTSTANDING;
+	mem.opts.inject_error_ppm = (uint32_t)cfg_int(cfg,
+	    CFG_VERBS_INJECT_ERROR_PPM);
 	mem.opts.max_payload = FAM_PROTO_MAX_PAYLOAD;
 	err = secret_load(cfg_str(cfg, CFG_SECRET_FILE), mem.opts.secret,
 	    &cause);
@@ -1183,6 +1322,12 @@ role_memory_start(struct famd *d)
 		log_err("memory: %s", cause);
 		free(cause);
 		goto fail;
+	}
+	if (mem.opts.kind == FAM_TP_VERBS &&
+	    fam_memlock_check(mem.capacity, &cause) < 0) {
+		log_warn("memory: %s; regions beyond it cannot be lent", cause);
+		free(cause);
+		cause = NULL;
 	}
 	if (stat(mem.preload_dir, &st) < 0 || !S_ISDIR(st.st_mode))
 		log_warn("memory: preload_dir %s is not a directory; file "

@@ -1884,6 +1884,17 @@ tcp_mr_deregister(struct fam_mr *mr)
 {
 }
 
+/* Nothing to expose on tcp: the peer's reads and writes use resolve. */
+static int
+tcp_expose(struct fam_conn *fc, void *addr, size_t len, bool writable,
+    struct fam_mr **out, uint64_t *raddr, uint32_t *rkey)
+{
+	*out = &tcp_mr_none;
+	*raddr = 0;
+	*rkey = 0;
+	return 0;
+}
+
 /* Closes the connection (orderly, from our side). */
 static void
 tcp_close_api(struct fam_conn *fc)
@@ -1931,6 +1942,7 @@ const struct fam_transport_ops tcp_transport_ops = {
 	.reply = tcp_reply,
 	.mr_register = tcp_mr_register,
 	.mr_deregister = tcp_mr_deregister,
+	.expose = tcp_expose,
 	.close = tcp_close_api,
 	.peer = tcp_peer,
 	.stats = tcp_stats,
