@@ -376,4 +376,21 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		    "to the dpu once it returns) or none (requests wait for "
 		    "the dpu, up to op_timeout).",
 	},
+	[CFG_VERBS_QPS_PER_PEER] = {
+		.section = "verbs", .name = "qps_per_peer", .type = CFG_T_INT,
+		.min = 1, .max = 16, .def = "1", .roles = HOST | DPU,
+		.help = "RC queue pairs this node opens to each peer with "
+		    "transport = verbs; requests and one-sided reads and writes "
+		    "are spread over them. The passive side follows the active "
+		    "side's choice.",
+	},
+	[CFG_VERBS_INJECT_ERROR_PPM] = {
+		.section = "verbs", .name = "inject_error_ppm",
+		.type = CFG_T_INT, .min = 0, .max = 1000000, .def = "0",
+		.roles = ALL,
+		.help = "A test aid: this many work completions in a million are "
+		    "turned into errors before famd sees them, to exercise the "
+		    "paths that close a connection on a bad completion. Keep it "
+		    "0 in production.",
+	},
 };

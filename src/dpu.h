@@ -215,7 +215,10 @@ struct dpu_session {
 	uint64_t serial;
 	char node[FAM_NAME_MAX + 1];
 	char peer[64];
-	struct dpu_hconn *hc;         /* NULL while detached */
+	struct dpu_hconn *hcs[FAM_SESSION_CONNS]; /* its live connections:
+	                              * the host's main one and the one its
+	                              * background traffic joins */
+	unsigned nhc;                 /* 0 while detached */
 	struct event *grace;
 	unsigned nregions;
 	uint64_t bytes;

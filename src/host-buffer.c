@@ -47,6 +47,21 @@ host_stripe_offset(const struct host *h, const struct region *r, uint64_t c,
 	return (c / r->nstripes) << h->chunk_shift;
 }
 
+/*
+ * Returns the bytes of a chunk at off in stripe s that the memory node
+ * holds: a whole chunk, but for the last chunk of a file, which the memory
+ * node reserves to its page size, not to our chunk size.
+ */
+uint32_t
+host_stripe_len(const struct host *h, const struct stripe *s, uint64_t off)
+{
+	if (off >= s->remote.size)
+		return 0;
+	if (s->remote.size - off < h->chunk)
+		return (uint32_t)(s->remote.size - off);
+	return (uint32_t)h->chunk;
+}
+
 /* Allocates the frames, staging buffers and the zero chunk. */
 int
 host_buffer_init(struct host *h, uint64_t buffer_size, char **cause)
@@ -103,7 +118,9 @@ host_frame_get(struct host *h)
 	if (h->nfree == 0)
 		return -1;
 	h->used++;
-	return h->free_frames[--h->nfree];
+	h->nfree--;
+	h->frames[h->free_frames[h->nfree]].gen = h->evict_gen;
+	return h->free_frames[h->nfree];
 }
 
 /* Returns a frame to the free list. */
@@ -199,6 +216,7 @@ writeback_start(struct host *h, struct region *r, uint64_t c)
 	struct writeback *wb;
 	struct stripe *s;
 	struct fam_conn *conn;
+	struct fam_mr *mr; /* the staging buffers': not where this comes from */
 	const struct fam_remote *remote;
 	unsigned si;
 	uint64_t off = host_stripe_offset(h, r, c, &si);
@@ -208,7 +226,7 @@ writeback_start(struct host *h, struct region *r, uint64_t c)
 	wb = malloc(sizeof *wb);
 	if (wb == NULL)
 		return -ENOMEM;
-	if (host_route(h, s, &conn, &remote) < 0) {
+	if (host_route(h, s, true, &conn, &mr, &remote) < 0) {
 		free(wb);
 		return -EHOSTDOWN;
 	}
@@ -229,7 +247,7 @@ writeback_start(struct host *h, struct region *r, uint64_t c)
 	wb->r = r;
 	wb->s = s;
 	wb->chunk = c;
-	rc = fam_conn_writef(conn, remote, off, (uint32_t)h->chunk,
+	rc = fam_conn_writef(conn, remote, off, host_stripe_len(h, s, off),
 	    r->ar->local + r->off + (c << h->chunk_shift), NULL,
 	    FAM_F_BACKGROUND, writeback_done, wb);
 	if (rc < 0) {
@@ -249,10 +267,13 @@ writeback_start(struct host *h, struct region *r, uint64_t c)
 /*
  * Advances the hand to the next victim and evicts it: a clean chunk at once
  * (returns 1), a dirty one by starting its write-back (returns 0). Returns
- * -1 when no chunk can leave now.
+ * -1 when no chunk can leave now. In the background, chunks that arrived
+ * since the last background pass are left alone: the thread that faulted
+ * on one may not have touched it yet, and evicting it would only make that
+ * thread fault again (for ever, when the dirty chunks cannot leave).
  */
 static int
-evict_one(struct host *h)
+evict_one(struct host *h, bool background)
 {
 	bool clock = cfg_int(h->d->cfg, CFG_HOST_EVICTION) == CFG_EVICTION_CLOCK;
 
@@ -264,6 +285,8 @@ evict_one(struct host *h)
 
 		h->hand = (h->hand + 1) % h->nframes;
 		if (r == NULL || r->dying)
+			continue;
+		if (background && fr->gen == h->evict_gen)
 			continue;
 		ch = &r->chunks[c];
 		if (ch->state != CH_RESIDENT)
@@ -297,7 +320,7 @@ bool
 host_evict_for_room(struct host *h)
 {
 	for (;;) {
-		int rc = evict_one(h);
+		int rc = evict_one(h, false);
 
 		if (rc == 1)
 			return true;
@@ -328,9 +351,10 @@ host_evict_background(struct host *h)
 			break;
 		}
 		if (h->writebacks_inflight >= MAX_WRITEBACKS ||
-		    evict_one(h) < 0)
+		    evict_one(h, true) < 0)
 			break;
 	}
+	h->evict_gen++;
 }
 
 /* Takes every chunk of a region being freed out of the buffer. */

@@ -239,12 +239,13 @@ fetch_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 /*
  * Starts what the queues allow: frames for waiting fetches (evicting for
  * faults, never for read-ahead), zero-fills at once, reads up to
- * max_fetches.
+ * max_fetches. A fault that waited op_timeout for room fails.
  */
 void
 host_fetch_kick(struct host *h)
 {
 	unsigned max = (unsigned)cfg_int(h->d->cfg, CFG_HOST_MAX_FETCHES);
+	uint64_t limit = (uint64_t)cfg_int(h->d->cfg, CFG_OP_TIMEOUT) * 1000000u;
 
 	if (max > h->nstaging)
 		max = h->nstaging;
@@ -255,8 +256,10 @@ host_fetch_kick(struct host *h)
 		struct stripe *s;
 		struct fam_conn *conn;
 		const struct fam_remote *remote;
+		struct fam_mr *mr;
 		unsigned si;
 		uint64_t off;
+		uint32_t len;
 		int rc;
 
 		f = demand ? h->demandq : h->prefetchq;
@@ -275,6 +278,15 @@ host_fetch_kick(struct host *h)
 			}
 			while (fr < 0 && host_evict_for_room(h))
 				fr = host_frame_get(h);
+			if (fr < 0 && mono_ns() - f->start_ns >= limit) {
+				/*
+				 * The buffer is full of dirty chunks that
+				 * could not be written back in op_timeout
+				 * (their memory node is unreachable).
+				 */
+				status = -ENOBUFS;
+				goto dequeue_complete;
+			}
 			if (fr < 0) {
 				if (!f->counted_wait) {
 					h->stats.fault_waits_for_room++;
@@ -297,7 +309,7 @@ host_fetch_kick(struct host *h)
 			return;
 		off = host_stripe_offset(h, f->r, f->chunk, &si);
 		s = &f->r->stripes[si];
-		rc = host_route(h, s, &conn, &remote);
+		rc = host_route(h, s, !urgent, &conn, &mr, &remote);
 		if (rc < 0) {
 			if (demand ? (h->demandq = f->next) == NULL :
 			    (h->prefetchq = f->next) == NULL) {
@@ -314,10 +326,13 @@ host_fetch_kick(struct host *h)
 		}
 		f->staging = h->staging_free[--h->nstaging_free];
 		f->s = s;
-		f->via_dpu = h->has_dpu && conn == h->dpu.conn;
-		rc = fam_conn_readf(conn, remote, off, (uint32_t)h->chunk,
-		    f->staging, NULL, urgent ? 0 : FAM_F_BACKGROUND, fetch_done,
-		    f);
+		f->via_dpu = h->has_dpu && (conn == h->dpu.conn ||
+		    conn == h->dpu.bg);
+		len = host_stripe_len(h, s, off);
+		if (len < h->chunk) /* the end of a file: zeros after it */
+			memset(f->staging + len, 0, h->chunk - len);
+		rc = fam_conn_readf(conn, remote, off, len, f->staging, mr,
+		    urgent ? 0 : FAM_F_BACKGROUND, fetch_done, f);
 		if (demand) {
 			if ((h->demandq = f->next) == NULL)
 				h->demandq_tail = NULL;
@@ -476,10 +491,24 @@ fault(struct host_client *cl, uint64_t addr, uint64_t flags, pid_t tid)
 	 */
 	if ((flags & UFFD_PAGEFAULT_FLAG_WP) &&
 	    (ch->state == CH_RESIDENT || ch->state == CH_EVICTING)) {
+		unsigned si;
+		uint64_t off = host_stripe_offset(h, r, c, &si);
+		uint64_t held = host_stripe_len(h, &r->stripes[si], off);
+
 		h->stats.faults_wp++;
 		if (r->flags & FAM_S_ALLOC_SHARED) {
 			host_sigbus(h, cl, tid, "write to a read-only shared "
 			    "region");
+			return;
+		}
+		/*
+		 * The last chunk of a file may extend past what the memory
+		 * node holds: what is written there could not be written
+		 * back, so that part stays write-protected.
+		 */
+		if (addr - chunk_uaddr(h, r, c) >= held) {
+			host_sigbus(h, cl, tid, "write past the end of a "
+			    "file's copy on the memory node");
 			return;
 		}
 		if (!(ch->flags & CH_DIRTY)) {
@@ -489,8 +518,8 @@ fault(struct host_client *cl, uint64_t addr, uint64_t flags, pid_t tid)
 		}
 		ch->flags |= CH_REF | CH_UNPROT;
 		ch->flags &= ~CH_PREFETCH;
-		if (uffd_protect(cl->uffd, chunk_uaddr(h, r, c), h->chunk,
-		    false) < 0)
+		if (uffd_protect(cl->uffd, chunk_uaddr(h, r, c),
+		    (held + PAGE - 1) & ~(uint64_t)(PAGE - 1), false) < 0)
 			uffd_wake(cl->uffd, addr & ~(uint64_t)(PAGE - 1), PAGE);
 		return;
 	}

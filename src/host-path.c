@@ -134,11 +134,15 @@ stripe_dpu_free(struct host *h, struct stripe *s)
 	s->dremote.size = 0;
 }
 
-/* Releases the stripe everywhere (its region is being freed). */
+/*
+ * Releases the stripe everywhere (its region is freed, and idle). A free
+ * needs no lease, only our session's connection.
+ */
 void
 host_stripe_free(struct host *h, struct stripe *s)
 {
-	if (s->owned && stripe_direct_ok(h, s))
+	if (s->owned && s->node != NULL && s->node->state == MN_UP &&
+	    s->node->conn != NULL && s->node->instance == s->instance)
 		path_free_on(s->node, s->remote.region);
 	s->owned = false;
 	stripe_dpu_free(h, s);
@@ -174,7 +178,7 @@ stripe_send_adopt(struct stripe *s, struct mnode *n, uint32_t flags,
 	struct fam_region_adopt req = {
 		.instance = n->is_dpu ? s->instance : 0,
 		.region = s->remote.region,
-		.key = s->remote.rkey,
+		.key = s->key,
 		.flags = flags,
 	};
 	uint8_t buf[FAM_REGION_ADOPT_LEN];
@@ -188,6 +192,24 @@ stripe_send_adopt(struct stripe *s, struct mnode *n, uint32_t flags,
 	return rc;
 }
 
+/*
+ * Takes the lease an adoption's answer carries (verbs: the region's address
+ * and rkey on our connection to the memory node; tcp: zeros). Returns 0 or
+ * -EPROTO.
+ */
+static int
+stripe_take_lease(struct stripe *s, const uint8_t *payload, uint32_t len)
+{
+	struct fam_region_info info;
+
+	if (proto_get_region_info(payload, len, &info) < 0 ||
+	    info.region != s->remote.region)
+		return -EPROTO;
+	s->remote.rkey = info.rkey;
+	s->remote.addr = info.addr;
+	return 0;
+}
+
 /* Completion of a plain adoption on the memory node (background). */
 static void
 adopt_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
@@ -198,13 +220,12 @@ adopt_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 
 	s->adopting = false;
 	r->busy--;
+	if (status == 0)
+		status = stripe_take_lease(s, payload, len);
 	if (status == 0) {
+		/* A dying region is freed there once it is idle. */
 		h->stats.adoptions++;
-		if (r->dying) {
-			if (stripe_direct_ok(h, s))
-				path_free_on(s->node, s->remote.region);
-		} else
-			s->owned = true;
+		s->owned = true;
 	} else if (!r->dying)
 		log_info("pid %ld: region %llu: cannot adopt it on memory node "
 		    "%s: %s", (long)r->cl->pid, (unsigned long long)r->handle,
@@ -221,7 +242,7 @@ void
 host_stripe_adopt(struct host *h, struct stripe *s)
 {
 	if (s->owned || s->adopting || s->switching || s->r->dying ||
-	    s->r->lost || !stripe_direct_ok(h, s) || s->remote.rkey == 0)
+	    s->r->lost || !stripe_direct_ok(h, s) || s->key == 0)
 		return;
 	if (stripe_send_adopt(s, s->node, 0, adopt_done) == 0)
 		s->adopting = true;
@@ -238,14 +259,11 @@ switch_direct_done(void *ctx, int status, const uint8_t *payload,
 
 	s->switching = false;
 	r->busy--;
+	if (status == 0)
+		status = stripe_take_lease(s, payload, len);
 	if (status == 0) {
-		bool had = s->owned;
-
 		s->owned = true;
-		if (r->dying) {
-			if (!had && stripe_direct_ok(h, s))
-				path_free_on(s->node, s->remote.region);
-		} else {
+		if (!r->dying) {
 			s->path = SP_DIRECT;
 			h->stats.path_switches++;
 			if (!(r->flags & FAM_S_ALLOC_SHARED)) {
@@ -342,13 +360,16 @@ stripe_switch(struct host *h, struct stripe *s, int to)
 }
 
 /*
- * Chooses the connection and region for a read or write on stripe s:
- * returns 0 (the request counts as in flight on the stripe's path until
+ * Chooses the connection and region for a read or write on stripe s
+ * (background: read-ahead or write-back, which go on the peer's
+ * background connection when it has one, the dpu's too), and the staging
+ * buffers' registration on that connection: returns 0 (the request counts as in flight on the stripe's path until
  * host_route_done), -EAGAIN when it must wait (the path is changing, or
  * unreachable), or -EIO when the region is lost.
  */
 int
-host_route(struct host *h, struct stripe *s, struct fam_conn **conn,
+host_route(struct host *h, struct stripe *s, bool background,
+    struct fam_conn **conn, struct fam_mr **mr,
     const struct fam_remote **remote)
 {
 	int want;
@@ -358,14 +379,17 @@ host_route(struct host *h, struct stripe *s, struct fam_conn **conn,
 	want = stripe_want(h, s);
 	if (!s->switching && s->path == want) {
 		if (want == SP_DIRECT && s->owned && stripe_direct_ok(h, s)) {
-			*conn = s->node->conn;
+			*conn = host_node_conn(s, background, mr);
 			*remote = &s->remote;
 			h->stats.ops_direct++;
 			s->inflight++;
 			return 0;
 		}
 		if (want == SP_DPU && stripe_dpu_ok(h, s)) {
-			*conn = h->dpu.conn;
+			bool bg = background && h->dpu.bg_up;
+
+			*conn = bg ? h->dpu.bg : h->dpu.conn;
+			*mr = bg ? h->dpu.bg_mr : h->dpu.mr;
 			*remote = &s->dremote;
 			h->stats.ops_dpu++;
 			s->inflight++;

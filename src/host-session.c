@@ -31,6 +31,7 @@
 
 #define HOST_MAX_REGION ((uint64_t)1 << 46)
 
+static void session_resume(struct host_client *cl);
 
 /* Sends a reply to the program, with a descriptor when fd >= 0. */
 static int
@@ -302,12 +303,19 @@ host_region_find(struct host_client *cl, uint64_t uaddr, struct arena **arp)
 	return NULL;
 }
 
-/* Frees a region struct once nothing is in flight for it. */
+static void region_free_remote(struct host *h, struct region *r);
+
+/*
+ * Frees a region struct once nothing is in flight for it, and only then
+ * its stripes on the memory nodes, so that no read or write of it (on
+ * either connection) can arrive after the free.
+ */
 static void
 region_destroy(struct region *r)
 {
 	struct host_client *cl = r->cl;
 
+	region_free_remote(cl->h, r);
 	free(r->chunks);
 	free(r);
 	host_client_put(cl);
@@ -367,7 +375,6 @@ host_region_free(struct region *r)
 		arena_give(r->ar, r->off >> h->chunk_shift,
 		    r->size >> h->chunk_shift);
 	}
-	region_free_remote(h, r);
 	if (r->listed) {
 		for (pp = &cl->regions; *pp != NULL; pp = &(*pp)->next)
 			if (*pp == r) {
@@ -566,8 +573,8 @@ alloc_finish(struct host_client *cl)
 	    r->ar->id);
 	/* For a file the program learns the file's length. */
 	if (session_reply(cl, 0, ar != NULL ? FAM_S_NEW_ARENA : 0, r->ar->id,
-	    r->off, (r->flags & FAM_S_ALLOC_FILE) ? r->stripes[0].remote.size :
-	    r->size, r->handle, ar != NULL ? ar->memfd : -1) < 0)
+	    r->off, (r->flags & FAM_S_ALLOC_FILE) ? r->length : r->size,
+	    r->handle, ar != NULL ? ar->memfd : -1) < 0)
 		host_client_release(cl);
 }
 
@@ -596,21 +603,28 @@ alloc_stripe_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 		s->dremote.region = info.region;
 		s->dremote.size = info.size;
 		s->dinstance = h->dpu.instance;
+		/* Our own lease there comes with the adoption. */
 		s->remote.region = info.mem_region;
-		s->remote.rkey = info.mem_rkey;
-		s->remote.addr = info.mem_addr;
+		s->remote.rkey = 0;
+		s->remote.addr = 0;
 		s->remote.size = info.size;
+		s->key = info.mem_key;
 		s->instance = info.mem_instance;
 		s->node = host_node_by_instance(h, info.mem_instance);
 		s->path = SP_DPU;
 		s->owned = false;
+		if (s == &r->stripes[0])
+			r->length = info.length;
 	} else {
 		s->remote.region = info.region;
 		s->remote.rkey = info.rkey;
 		s->remote.addr = info.addr;
 		s->remote.size = info.size;
+		s->key = info.key;
 		s->path = SP_DIRECT;
 		s->owned = true;
+		if (s == &r->stripes[0])
+			r->length = info.length;
 	}
 	r->busy--;
 	if (--cl->pending_calls > 0)
@@ -622,7 +636,10 @@ alloc_stripe_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 		host_region_free(r);
 		return;
 	}
+	cl->refs++; /* alloc_finish() may end the session */
 	alloc_finish(cl);
+	session_resume(cl);
+	host_client_put(cl);
 }
 
 /*
@@ -844,6 +861,55 @@ session_dispatch(struct host_client *cl)
 	return rc < 0 ? -1 : 0;
 }
 
+/*
+ * Serves the complete requests received, in order, until one waits for the
+ * memory nodes (the rest are served when it is answered). May end the
+ * session.
+ */
+static void
+session_drain(struct host_client *cl)
+{
+	while (!cl->dead && !cl->busy && cl->inlen >= sizeof cl->req) {
+		size_t need;
+
+		memcpy(&cl->req, cl->inbuf, sizeof cl->req);
+		need = sizeof cl->req + (cl->req.len <= FAM_SESSION_MAX_DATA ?
+		    cl->req.len : 0);
+		if (cl->inlen < need)
+			break;
+		memcpy(cl->data, cl->inbuf + sizeof cl->req, need -
+		    sizeof cl->req);
+		cl->data[need - sizeof cl->req] = '\0';
+		if (memchr(cl->data, '\0', need - sizeof cl->req) != NULL) {
+			cl->req.len = UINT32_MAX; /* a NUL in a path */
+		}
+		memmove(cl->inbuf, cl->inbuf + need, cl->inlen - need);
+		cl->inlen -= need;
+		if (session_dispatch(cl) < 0) {
+			host_client_release(cl);
+			return;
+		}
+	}
+}
+
+/*
+ * After an asynchronous request is answered: serves what the program sent
+ * meanwhile and listens to it again.
+ */
+static void
+session_resume(struct host_client *cl)
+{
+	if (cl->dead || cl->busy)
+		return;
+	if (event_add(cl->sock_ev, NULL) < 0) {
+		log_warn("session pid %ld: cannot watch the session socket; "
+		    "ending the session", (long)cl->pid);
+		host_client_release(cl);
+		return;
+	}
+	session_drain(cl);
+}
+
 /* Reads requests (and a passed descriptor) from a program. */
 static void
 session_read_cb(evutil_socket_t fd, short what, void *arg)
@@ -857,8 +923,14 @@ session_read_cb(evutil_socket_t fd, short what, void *arg)
 	struct msghdr mh;
 	ssize_t n;
 
-	if (cl->busy)
-		return; /* the program must wait for its reply */
+	if (cl->busy) {
+		/*
+		 * The program sent more before its reply: stop watching
+		 * (a level-triggered event would spin) until the reply.
+		 */
+		event_del(cl->sock_ev);
+		return;
+	}
 	iov.iov_base = cl->inbuf + cl->inlen;
 	iov.iov_len = sizeof cl->inbuf - cl->inlen;
 	memset(&mh, 0, sizeof mh);
@@ -884,33 +956,21 @@ session_read_cb(evutil_socket_t fd, short what, void *arg)
 		}
 	}
 	if (n <= 0 || (mh.msg_flags & MSG_CTRUNC)) {
-		if (n < 0 || (mh.msg_flags & MSG_CTRUNC))
-			cl->h->stats.bad_messages += (mh.msg_flags & MSG_CTRUNC) != 0;
+		if (mh.msg_flags & MSG_CTRUNC) {
+			cl->h->stats.bad_messages++;
+			log_info("session pid %ld: too many descriptors on one "
+			    "message; ending the session", (long)cl->pid);
+		} else if (n == 0 && cl->inlen > 0) {
+			cl->h->stats.bad_messages++;
+			log_info("session pid %ld: closed in the middle of a "
+			    "message (%zu bytes of it came)", (long)cl->pid,
+			    cl->inlen);
+		}
 		host_client_release(cl);
 		return;
 	}
 	cl->inlen += (size_t)n;
-	while (!cl->dead && !cl->busy && cl->inlen >= sizeof cl->req) {
-		size_t need;
-
-		memcpy(&cl->req, cl->inbuf, sizeof cl->req);
-		need = sizeof cl->req + (cl->req.len <= FAM_SESSION_MAX_DATA ?
-		    cl->req.len : 0);
-		if (cl->inlen < need)
-			break;
-		memcpy(cl->data, cl->inbuf + sizeof cl->req, need -
-		    sizeof cl->req);
-		cl->data[need - sizeof cl->req] = '\0';
-		if (memchr(cl->data, '\0', need - sizeof cl->req) != NULL) {
-			cl->req.len = UINT32_MAX; /* a NUL in a path */
-		}
-		memmove(cl->inbuf, cl->inbuf + need, cl->inlen - need);
-		cl->inlen -= need;
-		if (session_dispatch(cl) < 0) {
-			host_client_release(cl);
-			return;
-		}
-	}
+	session_drain(cl);
 }
 
 /* Accepts a program's connection. */

@@ -65,8 +65,13 @@ struct mnode {
 	unsigned index;
 	bool is_dpu;
 	char *addr;
-	struct fam_conn *conn;
+	struct fam_conn *conn;    /* faults and control */
+	struct fam_mr *mr;        /* the staging buffers, registered on conn */
+	struct fam_conn *bg;      /* read-ahead and write-back, once joined */
+	struct fam_mr *bg_mr;     /* the staging buffers, registered on bg */
 	enum { MN_DOWN, MN_CONNECTING, MN_UP } state;
+	bool bg_up;
+	struct event *bg_retry;
 	char name[FAM_NAME_MAX + 1];
 	uint64_t session;  /* token for resuming after a reconnect */
 	uint64_t instance; /* changes when the memory famd restarts */
@@ -102,7 +107,9 @@ struct stripe {
 	struct region *r;
 	struct mnode *node;       /* NULL: a memory node this host does not
 	                           * know (reached through the dpu only) */
-	struct fam_remote remote; /* on the memory node: id, key (rkey) */
+	struct fam_remote remote; /* on the memory node: id, lease (rkey,
+	                           * addr; verbs), size */
+	uint32_t key;             /* the region's key there (REGION_ADOPT) */
 	uint64_t instance; /* of the node when the stripe was created */
 	uint8_t path;             /* enum stripe_path */
 	bool switching;           /* a fence or hand-over is out */
@@ -111,6 +118,8 @@ struct stripe {
 	struct fam_remote dremote; /* on the dpu: region 0 when none */
 	uint64_t dinstance;       /* of the dpu when dremote was given */
 	unsigned inflight;        /* reads and writes out on `path` */
+	bool leasing;             /* a new lease is asked for (after a
+	                           * resume) */
 };
 
 struct region {
@@ -119,6 +128,7 @@ struct region {
 	uint64_t handle;
 	uint64_t off;     /* byte offset in the arena */
 	uint64_t size;    /* bytes, a multiple of the chunk size */
+	uint64_t length;  /* a file region: the file's length */
 	uint64_t nchunks;
 	uint32_t flags;   /* FAM_S_ALLOC_* */
 	bool listed;      /* in the client's list (reply sent) */
@@ -208,6 +218,7 @@ struct fetch {
 struct frame {
 	struct region *r; /* NULL when free */
 	uint64_t chunk;
+	uint64_t gen;     /* host.evict_gen when it was taken */
 };
 
 struct host_stats {
@@ -263,6 +274,7 @@ struct host {
 	uint64_t nframes, nfree, used, dirty, hand;
 	bool evicting;
 	unsigned writebacks_inflight;
+	uint64_t evict_gen; /* background eviction passes so far */
 	/* chunk reads */
 	uint8_t *staging;
 	uint8_t **staging_free;
@@ -281,10 +293,13 @@ struct host {
 void host_node_lost(struct host *h, struct mnode *n);
 void host_admin_register(void);
 bool host_node_usable(const struct host *h, const struct stripe *s);
+struct fam_conn *host_node_conn(const struct stripe *s, bool background,
+    struct fam_mr **mr);
 bool host_dpu_usable(const struct host *h);
 
 /* host-path.c */
-int host_route(struct host *h, struct stripe *s, struct fam_conn **conn,
+int host_route(struct host *h, struct stripe *s, bool background,
+    struct fam_conn **conn, struct fam_mr **mr,
     const struct fam_remote **remote);
 void host_route_done(struct host *h, struct stripe *s);
 void host_stripe_adopt(struct host *h, struct stripe *s);
@@ -333,5 +348,7 @@ bool host_evict_for_room(struct host *h);
 void host_region_drop_chunks(struct host *h, struct region *r);
 uint64_t host_stripe_offset(const struct host *h, const struct region *r,
     uint64_t c, unsigned *stripe);
+uint32_t host_stripe_len(const struct host *h, const struct stripe *s,
+    uint64_t off);
 
 #endif /* FAM_HOST_H */

@@ -34,6 +34,8 @@ static const struct proto_bounds proto_bounds[FAM_MSG_TYPE_MAX + 1] = {
 	[FAM_MSG_WRITE] = { FAM_WRITE_HDR_LEN, FAM_WRITE_HDR_LEN + FAM_RW_MAX,
 	    0, 0 },
 	[FAM_MSG_STATS] = { 0, 0, 0, FAM_PROTO_MAX_PAYLOAD },
+	[FAM_MSG_REGION_LEASE] = { FAM_REGION_LEASE_LEN, FAM_REGION_LEASE_LEN,
+	    FAM_REGION_INFO_LEN, FAM_REGION_INFO_LEN },
 	[FAM_MSG_REGION_ADOPT] = { FAM_REGION_ADOPT_LEN, FAM_REGION_ADOPT_LEN,
 	    FAM_REGION_INFO_LEN, FAM_REGION_INFO_LEN },
 	[FAM_MSG_REGION_ADVISE] = { FAM_REGION_ADVISE_LEN,
@@ -47,6 +49,7 @@ static const char *const proto_type_names[FAM_MSG_TYPE_MAX + 1] = {
 	[FAM_MSG_READ] = "read",
 	[FAM_MSG_WRITE] = "write",
 	[FAM_MSG_STATS] = "stats",
+	[FAM_MSG_REGION_LEASE] = "region_lease",
 	[FAM_MSG_REGION_ADOPT] = "region_adopt",
 	[FAM_MSG_REGION_ADVISE] = "region_advise",
 };
@@ -369,36 +372,39 @@ proto_put_region_info(uint8_t *out, const struct fam_region_info *m)
 	put_u64(out + 8, m->size);
 	put_u64(out + 16, m->addr);
 	put_u32(out + 24, m->flags);
-	put_u32(out + 28, 0);
-	put_u64(out + 32, m->mem_instance);
-	put_u32(out + 40, m->mem_region);
-	put_u32(out + 44, m->mem_rkey);
-	put_u64(out + 48, m->mem_addr);
+	put_u32(out + 28, m->key);
+	put_u64(out + 32, m->length);
+	put_u64(out + 40, m->mem_instance);
+	put_u32(out + 48, m->mem_region);
+	put_u32(out + 52, m->mem_key);
 	return FAM_REGION_INFO_LEN;
 }
 
 /*
  * Decodes and validates a REGION_CREATE response: the mem_* fields are
- * all zero (a memory node's answer) or name a region (a dpu's).
+ * all zero (a memory node's answer) or name a region (a dpu's); the
+ * content length is within the size.
  */
 int
 proto_get_region_info(const uint8_t *in, size_t len, struct fam_region_info *m)
 {
-	if (len != FAM_REGION_INFO_LEN || !is_zero(in + 28, 4))
+	if (len != FAM_REGION_INFO_LEN)
 		return -EPROTO;
 	m->region = get_u32(in);
 	m->rkey = get_u32(in + 4);
 	m->size = get_u64(in + 8);
 	m->addr = get_u64(in + 16);
 	m->flags = get_u32(in + 24);
-	m->mem_instance = get_u64(in + 32);
-	m->mem_region = get_u32(in + 40);
-	m->mem_rkey = get_u32(in + 44);
-	m->mem_addr = get_u64(in + 48);
-	if (m->region == 0 || m->size == 0 || (m->flags & ~FAM_RF_ALL))
+	m->key = get_u32(in + 28);
+	m->length = get_u64(in + 32);
+	m->mem_instance = get_u64(in + 40);
+	m->mem_region = get_u32(in + 48);
+	m->mem_key = get_u32(in + 52);
+	if (m->region == 0 || m->size == 0 || (m->flags & ~FAM_RF_ALL) ||
+	    m->length > m->size)
 		return -EPROTO;
 	if ((m->mem_instance == 0) != (m->mem_region == 0) ||
-	    (m->mem_instance == 0 && (m->mem_rkey != 0 || m->mem_addr != 0)))
+	    (m->mem_instance == 0 && m->mem_key != 0))
 		return -EPROTO;
 	return 0;
 }

@@ -39,9 +39,10 @@ enum fam_msg_type {
 	FAM_MSG_READ = 4,          /* chunk read (Table I (a)) */
 	FAM_MSG_WRITE = 5,         /* chunk write (Table I (b)) */
 	FAM_MSG_STATS = 6,         /* the peer's counters, as JSON text */
-	FAM_MSG_REGION_ADOPT = 7,  /* take a handle on a delegate's region */
-	FAM_MSG_REGION_ADVISE = 8, /* a hint about how a region is used */
-	FAM_MSG_TYPE_MAX = 8,
+	FAM_MSG_REGION_LEASE = 7,  /* a new lease on a region (verbs) */
+	FAM_MSG_REGION_ADOPT = 8,  /* take a handle on a delegate's region */
+	FAM_MSG_REGION_ADVISE = 9, /* a hint about how a region is used */
+	FAM_MSG_TYPE_MAX = 9,
 };
 
 #define FAM_F_RESPONSE   0x0001u /* this is the response to request `id` */
@@ -104,13 +105,20 @@ struct fam_hello_resp {
 	char node[FAM_NAME_MAX + 1];
 };
 
+/* HELLO features. */
+#define FAM_FEAT_JOIN 0x1u /* join the live session `resume` as one more
+                            * connection (e.g. for background traffic),
+                            * instead of taking it over */
+#define FAM_SESSION_CONNS 4u /* most connections of one session */
+
 #define FAM_HELLO_LEN      144u
 #define FAM_HELLO_RESP_LEN 88u
 
 /* Region flags (REGION_CREATE). */
 #define FAM_RF_FILE       0x01u /* preload from `path` under preload_dir */
 #define FAM_RF_SHARED     0x02u /* read-only, shared by `name` */
-#define FAM_RF_PERSISTENT 0x04u /* survives the end of the creating session */
+#define FAM_RF_PERSISTENT 0x04u /* survives the end of the creating session
+                                 * (named: it is found again by its name) */
 #define FAM_RF_ALL        0x07u
 
 /*
@@ -124,23 +132,27 @@ struct fam_hello_resp {
  *                       memory node ignores it
  *   name, path          not NUL-terminated
  * A shared region whose name exists is opened (not created) and its size
- * returned. REGION_CREATE response (also of REGION_ADOPT), 56 bytes:
+ * returned. REGION_CREATE response (also of REGION_LEASE and
+ * REGION_ADOPT), 56 bytes:
  *   u32 region          id, never reused by this server instance
- *   u32 rkey            the region's key: proves, in REGION_ADOPT, that
- *                       its creator handed it on (verbs: the lease's
- *                       remote key)
- *   u64 size            bytes actually reserved
+ *   u32 rkey            verbs: remote key of the lease; tcp: 0
+ *   u64 size            bytes actually reserved (reads and writes may
+ *                       reach all of them)
  *   u64 addr            verbs: remote address of byte 0; tcp: 0
  *   u32 flags           FAM_RF_* in effect
- *   u32 reserved        zero
+ *   u32 key             the region's key, random, not 0: proves, in
+ *                       REGION_ADOPT, that its creator handed it on
+ *                       (from a dpu: 0)
+ *   u64 length          bytes of content: for FAM_RF_FILE the bytes
+ *                       preloaded from the file (its length, for size 0),
+ *                       otherwise the size asked for; <= size
  *   u64 mem_instance    from a dpu: the instance of the memory node that
  *                       holds the region; from a memory node: 0
  *   u32 mem_region      from a dpu: the region's id on that memory node
- *   u32 mem_rkey        from a dpu: its key there
- *   u64 mem_addr        from a dpu: verbs address there
+ *   u32 mem_key         from a dpu: its key there
  * A host that goes through a dpu keeps the mem_* fields so that it can
- * reach the region on the memory node itself (REGION_ADOPT) when it
- * switches path or the dpu is lost.
+ * reach the region on the memory node itself (REGION_ADOPT, which gives it
+ * a lease of its own) when it switches path or the dpu is lost.
  * Errors: ENOSPC (capacity), EBUSY (a second writer), ENOENT (file),
  * EACCES (path escapes preload_dir), EINVAL (bad fields), EMFILE (limit),
  * EHOSTDOWN (a dpu: no memory node reachable).
@@ -159,10 +171,11 @@ struct fam_region_info {
 	uint64_t size;
 	uint64_t addr;
 	uint32_t flags;
+	uint32_t key;
+	uint64_t length;
 	uint64_t mem_instance;
 	uint32_t mem_region;
-	uint32_t mem_rkey;
-	uint64_t mem_addr;
+	uint32_t mem_key;
 };
 
 #define FAM_REGION_CREATE_MIN 24u
@@ -176,7 +189,8 @@ struct fam_region_info {
  *                       node: 0 or its own instance; a dpu: the memory
  *                       node it must adopt it from)
  *   u32 region          the region's id there
- *   u32 key             its rkey from the REGION_CREATE response
+ *   u32 key             its key from the REGION_CREATE response (a
+ *                       dpu's: mem_key)
  *   u32 flags           FAM_ADOPT_*
  *   u32 reserved        zero
  * A session that holds the region already takes one more reference (each
@@ -184,7 +198,8 @@ struct fam_region_info {
  * handle on the region is dropped, so that nothing a delegate still sends
  * is applied after this response: the fence a host puts up before it
  * writes to the region by another path (a session that holds it already
- * keeps its references as they are). Response: as REGION_CREATE.
+ * keeps its references as they are). Response: as REGION_CREATE, with the
+ * sender's lease on this connection (verbs).
  * Errors: ENOENT (no such region, or another instance), EACCES (wrong
  * key), EINVAL (exclusive on a shared region, bad fields), EHOSTDOWN.
  */
@@ -216,6 +231,16 @@ struct fam_region_adopt {
  * Errors: ENOENT (unknown region or not this session's).
  */
 #define FAM_REGION_FREE_LEN 8u
+
+/*
+ * REGION_LEASE request, 8 bytes: u32 region, u32 reserved (as REGION_FREE).
+ * Response: a REGION_CREATE response for that region, with
+ * a lease (addr, rkey) valid on this connection. On verbs a lease lives as
+ * long as the connection that got it: a host that resumes its session on a
+ * new connection asks for new leases before its next one-sided access.
+ * Errors: ENOENT (unknown region or not this session's).
+ */
+#define FAM_REGION_LEASE_LEN FAM_REGION_FREE_LEN
 
 /*
  * READ request (Table I (a)), 32 bytes:

@@ -494,10 +494,11 @@ session_end(struct dpu *dpu, struct dpu_session *s, const char *why)
 		log_notice("dpu: session %" PRIu64 " of node %s ended (%s): %u "
 		    "region%s freed", s->serial, s->node, why, n,
 		    n == 1 ? "" : "s");
-	if (s->hc != NULL) {
-		s->hc->s = NULL;
+	for (unsigned i = 0; i < s->nhc; i++)
+		s->hcs[i]->s = NULL;
+	if (s->nhc > 0)
 		dpu->nattached--;
-	}
+	s->nhc = 0;
 	event_free(s->grace);
 	TAILQ_REMOVE(&dpu->sessions, s, link);
 	dpu->nsessions--;
@@ -551,25 +552,38 @@ session_new(struct dpu *dpu, const struct fam_hello *req)
 	return s;
 }
 
-/* Attaches a host connection to a session. */
+/* Attaches a host connection to a session (its first, or one more). */
 static void
 session_attach(struct dpu *dpu, struct dpu_session *s, struct dpu_hconn *hc)
 {
 	evtimer_del(s->grace);
-	s->hc = hc;
+	if (s->nhc == 0) {
+		dpu->nattached++;
+		snprintf(s->peer, sizeof s->peer, "%s", hc->peer);
+	}
+	s->hcs[s->nhc++] = hc;
 	hc->s = s;
-	snprintf(s->peer, sizeof s->peer, "%s", hc->peer);
-	dpu->nattached++;
 }
 
-/* A session's connection is gone: keep it for the grace, or end it. */
+/*
+ * A connection of a session is gone: when it was the last one, keep the
+ * session for the grace, or end it.
+ */
 static void
-session_detach(struct dpu *dpu, struct dpu_session *s, int err)
+session_detach(struct dpu *dpu, struct dpu_session *s, struct dpu_hconn *hc,
+    int err)
 {
 	struct timeval tv = { (time_t)(dpu->grace_ms / 1000),
 		(suseconds_t)(dpu->grace_ms % 1000 * 1000) };
 
-	s->hc = NULL;
+	for (unsigned i = 0; i < s->nhc; i++)
+		if (s->hcs[i] == hc) {
+			s->hcs[i] = s->hcs[--s->nhc];
+			break;
+		}
+	hc->s = NULL;
+	if (s->nhc > 0)
+		return;
 	dpu->nattached--;
 	if (dpu->stopping)
 		return;
@@ -704,10 +718,10 @@ ctl_region_done(struct dpu_req *q)
 	out.region = r->id;
 	out.size = info.size;
 	out.flags = info.flags;
+	out.length = info.length;
 	out.mem_instance = q->instance;
 	out.mem_region = info.region;
-	out.mem_rkey = info.rkey;
-	out.mem_addr = info.addr;
+	out.mem_key = info.key;
 	log_debug("dpu: region %" PRIu32 " of node %s is region %" PRIu32
 	    " on %s", r->id, hc->s->node, info.region, q->node->addr);
 	proto_put_region_info(buf, &out);
@@ -965,13 +979,20 @@ hconn_hello(struct fam_conn *c, const struct fam_hello *req,
 		s = session_find(dpu, req->resume);
 	if (s != NULL && strcmp(s->node, req->node) != 0)
 		s = NULL;
-	if (s != NULL) {
-		if (s->hc != NULL) {
-			struct dpu_hconn *old = s->hc;
+	if (s != NULL && (req->features & FAM_FEAT_JOIN) && s->nhc > 0) {
+		/* One more connection of a live session (background traffic). */
+		if (s->nhc == FAM_SESSION_CONNS)
+			return -EMFILE;
+		session_attach(dpu, s, hc);
+		log_info("dpu: session %" PRIu64 " of node %s: connection %u "
+		    "from %s", s->serial, s->node, s->nhc, hc->peer);
+	} else if (s != NULL) {
+		while (s->nhc > 0) {
+			struct dpu_hconn *old = s->hcs[--s->nhc];
 
 			old->s = NULL;
-			s->hc = NULL;
-			dpu->nattached--;
+			if (s->nhc == 0)
+				dpu->nattached--;
 			fam_conn_close(old->c);
 		}
 		session_attach(dpu, s, hc);
@@ -1010,7 +1031,7 @@ hconn_closed(struct fam_conn *c, int err, void *arg)
 		DPU_INC(dpu, hello_refusals, 1);
 	hc->closed = true;
 	if (hc->s != NULL)
-		session_detach(dpu, hc->s, err);
+		session_detach(dpu, hc->s, hc, err);
 	hc->s = NULL;
 	log_info("dpu: connection from %s closed%s%s", hc->peer,
 	    err != 0 ? ": " : "", err != 0 ? strerror(-err) : "");
@@ -1149,7 +1170,7 @@ role_dpu_status(struct famd *d, json_t *st)
 		json_array_append_new(peers, json_pack(
 		    "{s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:I,s:s}",
 		    "role", "host", "address", s->peer, "name", s->node,
-		    "state", s->hc != NULL ? "connected" : "detached",
+		    "state", s->nhc > 0 ? "connected" : "detached",
 		    "connects", (json_int_t)0,
 		    "disconnects", (json_int_t)0,
 		    "session", (json_int_t)s->serial,

@@ -17,8 +17,8 @@
  *   - A region whose last handle goes is freed, except at the end of a
  *     session when it is FAM_RF_PERSISTENT: it then stays, without owner,
  *     until a session opens it again by name (or famd stops).
- *   - A region has a random key, given to its creator as the rkey of the
- *     REGION_CREATE answer. A session that presents it in REGION_ADOPT
+ *   - A region has a random key, given to its creator in the REGION_CREATE
+ *     answer. A session that presents it in REGION_ADOPT
  *     gets a handle too: a dpu creates regions for a host, which adopts
  *     them so that it can reach them itself. REGION_ADOPT with
  *     FAM_ADOPT_EXCLUSIVE drops every other session's handle: requests
@@ -27,6 +27,15 @@
  *     older write the dpu forwards late.
  *   - A transfer holds its region (resolve/release): a region freed during
  *     a transfer is unlinked at once and unmapped when the last hold goes.
+ *   - A handle has a lease on its session's connection (fam_conn_expose):
+ *     with verbs, the region's memory registered for that connection only
+ *     (remote read, and remote write unless the region is shared), whose
+ *     address and rkey REGION_CREATE answers; the host's one-sided reads
+ *     and writes then never reach this code. The lease ends with the
+ *     handle (REGION_FREE, session end) and with the connection (a host
+ *     that resumes asks for new ones with REGION_LEASE): after that the
+ *     old rkey reaches nothing. With tcp a lease is a token and READ and
+ *     WRITE come through resolve/release.
  *
  * Everything here runs on the control loop; nothing is locked.
  */
@@ -66,6 +75,9 @@ struct mem_handle {
 	struct mem_session *s;
 	struct mem_region *r;
 	unsigned refs;            /* opens by this session (shared regions) */
+	struct fam_mr *lease;     /* on the session's connection, or NULL */
+	uint64_t lease_addr;      /* verbs: remote address of byte 0 */
+	uint32_t lease_rkey;      /* verbs: its rkey; tcp: 0 */
 };
 
 struct mem_region {
@@ -73,6 +85,7 @@ struct mem_region {
 	uint32_t key;             /* random, never 0: REGION_ADOPT's proof */
 	uint32_t flags;           /* FAM_RF_* */
 	uint64_t size;            /* bytes mapped, a multiple of the page */
+	uint64_t length;          /* bytes of content (preloaded or asked) */
 	void *mem;
 	char name[FAM_NAME_MAX + 1];
 	char *path;               /* FAM_RF_FILE: the file, under preload_dir */
@@ -95,7 +108,9 @@ struct mem_session {
 	uint8_t role;             /* enum fam_role_wire of the peer */
 	char node[FAM_NAME_MAX + 1];
 	char peer[64];            /* address of the last connection */
-	struct mem_conn *mc;      /* NULL while detached */
+	struct mem_conn *mcs[FAM_SESSION_CONNS]; /* its live connections */
+	unsigned nmc;             /* 0 while detached */
+	struct mem_conn *primary; /* the one that holds the leases (verbs) */
 	struct event *grace;
 	unsigned nregions;
 	uint64_t bytes;
@@ -119,9 +134,10 @@ struct mem_counters {
 	uint64_t rw_errors;
 	uint64_t regions_created, regions_opened, regions_freed;
 	uint64_t regions_adopted, handles_revoked, adopt_errors;
-	uint64_t create_errors, free_errors;
+	uint64_t create_errors, free_errors, lease_errors;
 	uint64_t stats_requests;
 	uint64_t connections, hello_refusals, bad_frames, timeouts;
+	uint64_t completion_errors;
 	uint64_t sessions_started, sessions_resumed, sessions_ended;
 };
 
@@ -310,6 +326,8 @@ mem_handle_drop(struct mem_handle *h, bool ending, const char *why)
 	struct mem_region *r = h->r;
 	struct mem_session *s = h->s;
 
+	if (h->lease != NULL)
+		fam_mr_deregister(h->lease);
 	LIST_REMOVE(h, by_session);
 	LIST_REMOVE(h, by_region);
 	r->nhandles--;
@@ -328,6 +346,55 @@ mem_handle_drop(struct mem_handle *h, bool ending, const char *why)
 	}
 	mem_region_unlink(r, why);
 	return true;
+}
+
+/*
+ * Gives h's session a lease on h's region on the session's connection.
+ * Returns 0 or -errno (-ENOTCONN while detached).
+ */
+static int
+mem_handle_lease(struct mem_handle *h)
+{
+	struct mem_region *r = h->r;
+	struct mem_session *s = h->s;
+	char sz[32];
+	int err;
+
+	if (h->lease != NULL)
+		return 0;
+	if (s->primary == NULL)
+		return -ENOTCONN;
+	err = fam_conn_expose(s->primary->c, r->mem, r->size,
+	    !(r->flags & FAM_RF_SHARED), &h->lease, &h->lease_addr,
+	    &h->lease_rkey);
+	if (err < 0) {
+		h->lease = NULL;
+		mem.n.lease_errors++;
+		log_warn("memory: cannot lend region %" PRIu32 " (%s) to node %s "
+		    "on %s: %s", r->id, mem_bytes(sz, sizeof sz, r->size),
+		    s->node, s->primary->peer, strerror(-err));
+		return err;
+	}
+	return 0;
+}
+
+/*
+ * The session's connection goes: so do its leases. dereg: end them now
+ * (the connection stays open), or leave them to the transport (inside
+ * its `closed` handler, which releases them afterwards).
+ */
+static void
+mem_session_unlease(struct mem_session *s, bool dereg)
+{
+	struct mem_handle *h;
+
+	LIST_FOREACH(h, &s->handles, by_session) {
+		if (dereg && h->lease != NULL)
+			fam_mr_deregister(h->lease);
+		h->lease = NULL;
+		h->lease_addr = 0;
+		h->lease_rkey = 0;
+	}
 }
 
 /* ---- sessions ----------------------------------------------------------- */
@@ -349,10 +416,11 @@ mem_session_end(struct mem_session *s, const char *why)
 		log_notice("memory: session %" PRIu64 " of node %s ended (%s): "
 		    "%u region%s freed, %u kept", s->serial, s->node, why,
 		    freed, freed == 1 ? "" : "s", kept);
-	if (s->mc != NULL) {
-		s->mc->s = NULL;
+	for (unsigned i = 0; i < s->nmc; i++)
+		s->mcs[i]->s = NULL;
+	if (s->nmc > 0)
 		mem.nattached--;
-	}
+	s->nmc = 0;
 	event_free(s->grace);
 	TAILQ_REMOVE(&mem.sessions, s, link);
 	mem.nsessions--;
@@ -407,26 +475,44 @@ mem_session_new(struct mem_conn *mc, const struct fam_hello *req)
 	return s;
 }
 
-/* Attaches a connection to a session. */
+/*
+ * Attaches a connection to a session: its primary one (new or resumed), or
+ * one more when it joins.
+ */
 static void
-mem_session_attach(struct mem_session *s, struct mem_conn *mc)
+mem_session_attach(struct mem_session *s, struct mem_conn *mc, bool primary)
 {
 	evtimer_del(s->grace);
-	s->mc = mc;
+	if (s->nmc == 0)
+		mem.nattached++;
+	if (primary)
+		s->primary = mc;
+	s->mcs[s->nmc++] = mc;
 	mc->s = s;
 	snprintf(s->peer, sizeof s->peer, "%s", mc->peer);
-	mem.nattached++;
 }
 
-/* A session's connection is gone: keep it for the grace, or end it. */
+/*
+ * A connection of a session is gone: when it was the last one, keep the
+ * session for the grace, or end it.
+ */
 static void
-mem_session_detach(struct mem_session *s, int err)
+mem_session_detach(struct mem_session *s, struct mem_conn *mc, int err)
 {
 	struct timeval tv = { (time_t)(mem.grace_ms / 1000),
 		(suseconds_t)(mem.grace_ms % 1000 * 1000) };
 	char gr[32];
 
-	s->mc = NULL;
+	for (unsigned i = 0; i < s->nmc; i++)
+		if (s->mcs[i] == mc) {
+			s->mcs[i] = s->mcs[--s->nmc];
+			break;
+		}
+	if (s->primary == mc)
+		s->primary = NULL;
+	mc->s = NULL;
+	if (s->nmc > 0)
+		return;
 	mem.nattached--;
 	if (mem.stopping)
 		return;
@@ -562,15 +648,42 @@ mem_preload(int fd, uint8_t *dst, uint64_t len)
 
 /* ---- requests ----------------------------------------------------------- */
 
-/* Fills the REGION_CREATE answer for region r. */
+/* Fills the REGION_CREATE answer for region r with the lease of handle h. */
 static void
-mem_region_info(const struct mem_region *r, struct fam_region_info *info)
+mem_region_info(const struct mem_region *r, const struct mem_handle *h,
+    struct fam_region_info *info)
 {
 	memset(info, 0, sizeof *info);
 	info->region = r->id;
-	info->rkey = r->key;
+	info->key = r->key;
 	info->size = r->size;
 	info->flags = r->flags;
+	info->length = r->length;
+	if (h != NULL) {
+		info->addr = h->lease_addr;
+		info->rkey = h->lease_rkey;
+	}
+}
+
+static int mem_region_free(struct mem_session *s, uint32_t id);
+
+/*
+ * Leases region r (just created or opened) to session s and fills the
+ * answer; when no lease can be had the create or open is undone.
+ */
+static int
+mem_region_lend(struct mem_session *s, struct mem_region *r,
+    struct fam_region_info *info)
+{
+	struct mem_handle *h = mem_handle_find(s, r);
+	int err = mem_handle_lease(h);
+
+	if (err < 0) {
+		mem_region_free(s, r->id);
+		return err;
+	}
+	mem_region_info(r, h, info);
+	return 0;
 }
 
 /* Opens an existing region by name for session s. Returns 0 or -errno. */
@@ -617,11 +730,13 @@ mem_region_create(struct mem_session *s, const struct fam_region_create *req,
 	int fd = -1, err;
 	char sz[32];
 
+	if ((req->flags & FAM_RF_PERSISTENT) && req->name[0] == '\0')
+		return -EINVAL; /* nobody could ever find it again */
 	if (req->name[0] != '\0' && (r = mem_region_by_name(req->name)) !=
 	    NULL) {
 		err = mem_region_open(s, r, req->flags);
 		if (err == 0)
-			mem_region_info(r, info);
+			err = mem_region_lend(s, r, info);
 		return err;
 	}
 	if (req->flags & FAM_RF_FILE) {
@@ -698,6 +813,8 @@ mem_region_create(struct mem_session *s, const struct fam_region_create *req,
 		r->key = 1;
 	r->flags = req->flags;
 	r->size = rounded;
+	r->length = (req->flags & FAM_RF_FILE) && (uint64_t)st.st_size < size ?
+	    (uint64_t)st.st_size : size;
 	r->mem = m;
 	snprintf(r->name, sizeof r->name, "%s", req->name);
 	snprintf(r->node, sizeof r->node, "%s", s->node);
@@ -722,7 +839,24 @@ mem_region_create(struct mem_session *s, const struct fam_region_create *req,
 	    r->name[0] ? ", name " : "", r->name, r->path != NULL ?
 	    ", file " : "", r->path != NULL ? r->path : "",
 	    r->flags & FAM_RF_PERSISTENT ? ", persistent" : "");
-	mem_region_info(r, info);
+	return mem_region_lend(s, r, info);
+}
+
+/* Renews session s's lease on region id on its current connection. */
+static int
+mem_region_lease(struct mem_session *s, uint32_t id,
+    struct fam_region_info *info)
+{
+	struct mem_region *r = mem_region_find(id);
+	struct mem_handle *h;
+	int err;
+
+	if (r == NULL || (h = mem_handle_find(s, r)) == NULL)
+		return -ENOENT;
+	err = mem_handle_lease(h);
+	if (err < 0)
+		return err;
+	mem_region_info(r, h, info);
 	return 0;
 }
 
@@ -752,8 +886,10 @@ mem_region_adopt(struct mem_session *s, const struct fam_region_adopt *req,
     struct fam_region_info *info)
 {
 	struct mem_region *r = mem_region_find(req->region);
-	struct mem_handle *h, *next;
+	struct mem_handle *h, *mine, *next;
 	unsigned revoked = 0;
+	bool fresh = false;
+	int err;
 
 	if (req->instance != 0 && req->instance != mem.instance)
 		return -ENOENT;
@@ -763,12 +899,22 @@ mem_region_adopt(struct mem_session *s, const struct fam_region_adopt *req,
 		return -EACCES;
 	if ((req->flags & FAM_ADOPT_EXCLUSIVE) && (r->flags & FAM_RF_SHARED))
 		return -EINVAL;
-	h = mem_handle_find(s, r);
-	if (h != NULL) {
-		if (!(req->flags & FAM_ADOPT_EXCLUSIVE))
-			h->refs++;
-	} else if (mem_handle_new(s, r) < 0)
-		return -ENOMEM;
+	mine = mem_handle_find(s, r);
+	if (mine == NULL) {
+		if (mem_handle_new(s, r) < 0)
+			return -ENOMEM;
+		mine = mem_handle_find(s, r);
+		fresh = true;
+	}
+	/* The adopter reaches the region with a lease of its own. */
+	err = mem_handle_lease(mine);
+	if (err < 0) {
+		if (fresh)
+			(void)mem_handle_drop(mine, true, "no lease");
+		return err;
+	}
+	if (!fresh && !(req->flags & FAM_ADOPT_EXCLUSIVE))
+		mine->refs++;
 	if (req->flags & FAM_ADOPT_EXCLUSIVE) {
 		for (h = LIST_FIRST(&r->handles); h != NULL; h = next) {
 			next = LIST_NEXT(h, by_region);
@@ -783,7 +929,7 @@ mem_region_adopt(struct mem_session *s, const struct fam_region_adopt *req,
 	log_info("memory: region %" PRIu32 " adopted by node %s (session %"
 	    PRIu64 ")%s", r->id, s->node, s->serial, revoked > 0 ?
 	    ", every other handle revoked" : "");
-	mem_region_info(r, info);
+	mem_region_info(r, mine, info);
 	return 0;
 }
 
@@ -794,7 +940,8 @@ mem_counters_json(void)
 	const struct mem_counters *n = &mem.n;
 
 	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
-	    "s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+	    "s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
+	    "s:I}",
 	    "reads", (json_int_t)n->reads,
 	    "writes", (json_int_t)n->writes,
 	    "bytes_read", (json_int_t)n->bytes_read,
@@ -810,11 +957,13 @@ mem_counters_json(void)
 	    "adopt_errors", (json_int_t)n->adopt_errors,
 	    "create_errors", (json_int_t)n->create_errors,
 	    "free_errors", (json_int_t)n->free_errors,
+	    "lease_errors", (json_int_t)n->lease_errors,
 	    "stats_requests", (json_int_t)n->stats_requests,
 	    "connections", (json_int_t)n->connections,
 	    "hello_refusals", (json_int_t)n->hello_refusals,
 	    "bad_frames", (json_int_t)n->bad_frames,
 	    "timeouts", (json_int_t)n->timeouts,
+	    "completion_errors", (json_int_t)n->completion_errors,
 	    "sessions_connected", (json_int_t)mem.nattached,
 	    "sessions_detached", (json_int_t)(mem.nsessions - mem.nattached),
 	    "sessions_started", (json_int_t)n->sessions_started,
@@ -936,6 +1085,21 @@ mem_request(struct fam_conn *c, const struct fam_hdr *h,
 			mem.n.free_errors++;
 		(void)fam_conn_reply(c, h, -err, NULL, 0, false, NULL, NULL);
 		return;
+	case FAM_MSG_REGION_LEASE:
+		if (proto_get_region_free(payload, h->len, &id) < 0) {
+			mem_bad_request(mc, h);
+			return;
+		}
+		err = mem_region_lease(s, id, &info);
+		if (err < 0) {
+			(void)fam_conn_reply(c, h, -err, NULL, 0, false, NULL,
+			    NULL);
+			return;
+		}
+		proto_put_region_info(out, &info);
+		(void)fam_conn_reply(c, h, 0, out, sizeof out, true, NULL,
+		    NULL);
+		return;
 	case FAM_MSG_STATS: {
 		json_t *j = mem_counters_json();
 		char *text = json_dumps(j, JSON_COMPACT);
@@ -1033,19 +1197,29 @@ mem_hello(struct fam_conn *c, const struct fam_hello *req,
 		    s->node);
 		s = NULL;
 	}
-	if (s != NULL) {
-		if (s->mc != NULL) {
-			struct mem_conn *old = s->mc;
+	if (s != NULL && (req->features & FAM_FEAT_JOIN) && s->nmc > 0) {
+		/* One more connection of a live session (background traffic). */
+		if (s->nmc == FAM_SESSION_CONNS) {
+			mc->refused = true;
+			return -EMFILE;
+		}
+		mem_session_attach(s, mc, false);
+		log_info("memory: session %" PRIu64 " of node %s: connection "
+		    "%u from %s", s->serial, s->node, s->nmc, mc->peer);
+	} else if (s != NULL) {
+		while (s->nmc > 0) {
+			struct mem_conn *old = s->mcs[--s->nmc];
 
 			log_notice("memory: session %" PRIu64 " of node %s "
 			    "moves from %s to %s", s->serial, s->node,
 			    old->peer, mc->peer);
+			mem_session_unlease(s, true);
 			old->s = NULL;
-			s->mc = NULL;
-			mem.nattached--;
+			if (s->nmc == 0)
+				mem.nattached--;
 			fam_conn_close(old->c);
 		}
-		mem_session_attach(s, mc);
+		mem_session_attach(s, mc, true);
 		mem.n.sessions_resumed++;
 		log_notice("memory: session %" PRIu64 " of node %s resumed from "
 		    "%s with %u region%s", s->serial, s->node, mc->peer,
@@ -1060,7 +1234,7 @@ mem_hello(struct fam_conn *c, const struct fam_hello *req,
 			mc->refused = true;
 			return -ENOMEM;
 		}
-		mem_session_attach(s, mc);
+		mem_session_attach(s, mc, true);
 		log_notice("memory: session %" PRIu64 " of node %s started "
 		    "from %s", s->serial, s->node, mc->peer);
 	}
@@ -1082,8 +1256,12 @@ mem_closed(struct fam_conn *c, int err, void *arg)
 	mem.n.bad_frames += st->bad_frames;
 	if (err == -ETIMEDOUT)
 		mem.n.timeouts++;
-	if (mc->s != NULL)
-		mem_session_detach(mc->s, err);
+	mem.n.completion_errors += st->completion_errors;
+	if (mc->s != NULL) {
+		if (mc->s->primary == mc)
+			mem_session_unlease(mc->s, false);
+		mem_session_detach(mc->s, mc, err);
+	}
 	else if (mc->refused || err == -EACCES || err == -EPROTONOSUPPORT)
 		mem.n.hello_refusals++;
 	log_info("memory: connection from %s closed%s%s", mc->peer,
@@ -1141,10 +1319,11 @@ cmd_regions(struct admin_req *req)
 	TAILQ_FOREACH(r, &mem.regions, link) {
 		struct mem_handle *h = LIST_FIRST(&r->handles);
 
-		json_array_append_new(list, json_pack("{s:I,s:I,s:s,s:s,s:s,"
-		    "s:s,s:I,s:i,s:s,s:I,s:I}",
+		json_array_append_new(list, json_pack("{s:I,s:I,s:I,s:s,s:s,"
+		    "s:s,s:s,s:I,s:i,s:s,s:I,s:I}",
 		    "id", (json_int_t)r->id,
 		    "size", (json_int_t)r->size,
+		    "length", (json_int_t)r->length,
 		    "flags", mem_flags_text(fl, sizeof fl, r->flags),
 		    "name", r->name[0] ? r->name : "-",
 		    "file", r->path != NULL ? r->path : "-",
@@ -1158,9 +1337,38 @@ cmd_regions(struct admin_req *req)
 	return list;
 }
 
+/* region.free: frees a region no session uses (a kept persistent one). */
+static json_t *
+cmd_region_free(struct admin_req *req)
+{
+	json_int_t id = json_integer_value(json_object_get(req->params, "id"));
+	struct mem_region *r;
+	char why[64];
+
+	if (id <= 0 || id > UINT32_MAX ||
+	    (r = mem_region_find((uint32_t)id)) == NULL)
+		return admin_fail(req, ADMIN_ERR_PARAMS,
+		    "region.free: no region %" JSON_INTEGER_FORMAT, id);
+	if (r->nhandles > 0)
+		return admin_fail(req, ADMIN_ERR_FAILED, "region.free: region "
+		    "%" JSON_INTEGER_FORMAT " is in use by %u session%s", id,
+		    r->nhandles, r->nhandles == 1 ? "" : "s");
+	snprintf(why, sizeof why, "freed by uid %ld", (long)req->peer->uid);
+	mem_region_unlink(r, why);
+	return json_pack("{s:I}", "id", id);
+}
+
+static const struct admin_param region_free_params[] = {
+	{ "id", ADMIN_P_INT, true },
+	{ NULL, 0, false },
+};
+
 static const struct admin_cmd mem_cmds[] = {
 	{ "regions", "list the regions this memory node lends", NULL, 0,
 	    cmd_regions },
+	{ "region.free", "free a region that no session uses, "
+	    "{\"id\": N}", region_free_params, ADMIN_F_CHANGE,
+	    cmd_region_free },
 };
 
 /* ---- role --------------------------------------------------------------- */
@@ -1216,6 +1424,8 @@ role_memory_start(struct famd *d)
 	    FAM_TP_VERBS : FAM_TP_TCP;
 	mem.opts.op_timeout_ms = (uint32_t)cfg_int(cfg, CFG_OP_TIMEOUT);
 	mem.opts.max_outstanding = MEM_MAX_OUTSTANDING;
+	mem.opts.inject_error_ppm = (uint32_t)cfg_int(cfg,
+	    CFG_VERBS_INJECT_ERROR_PPM);
 	mem.opts.max_payload = FAM_PROTO_MAX_PAYLOAD;
 	err = secret_load(cfg_str(cfg, CFG_SECRET_FILE), mem.opts.secret,
 	    &cause);
@@ -1223,6 +1433,12 @@ role_memory_start(struct famd *d)
 		log_err("memory: %s", cause);
 		free(cause);
 		goto fail;
+	}
+	if (mem.opts.kind == FAM_TP_VERBS &&
+	    fam_memlock_check(mem.capacity, &cause) < 0) {
+		log_warn("memory: %s; regions beyond it cannot be lent", cause);
+		free(cause);
+		cause = NULL;
 	}
 	if (stat(mem.preload_dir, &st) < 0 || !S_ISDIR(st.st_mode))
 		log_warn("memory: preload_dir %s is not a directory; file "
@@ -1291,7 +1507,7 @@ role_memory_status(struct famd *d, json_t *st)
 		    "s:I,s:I,s:I}",
 		    "node", s->node,
 		    "address", s->peer,
-		    "state", s->mc != NULL ? "connected" : "detached",
+		    "state", s->nmc > 0 ? "connected" : "detached",
 		    "session", (json_int_t)s->serial,
 		    "regions", (int)s->nregions,
 		    "bytes", (json_int_t)s->bytes,

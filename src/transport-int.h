@@ -50,6 +50,9 @@ struct fam_transport_ops {
 	struct fam_mr *(*mr_register)(struct fam_conn *c, void *addr,
 	    size_t len);
 	void (*mr_deregister)(struct fam_mr *mr);
+	int (*expose)(struct fam_conn *c, void *addr, size_t len,
+	    bool writable, struct fam_mr **out, uint64_t *raddr,
+	    uint32_t *rkey);
 	void (*close)(struct fam_conn *c);
 	const char *(*peer)(const struct fam_conn *c);
 	const struct fam_conn_stats *(*stats)(const struct fam_conn *c);
@@ -69,6 +72,7 @@ struct fam_mr {
 };
 
 extern const struct fam_transport_ops tcp_transport_ops;
+extern const struct fam_transport_ops verbs_transport_ops;
 
 int tp_resolve(const char *addr, bool passive, struct sockaddr_storage *ss,
     socklen_t *sslen, char **cause);

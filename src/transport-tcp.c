@@ -432,16 +432,11 @@ tcp_teardown_cb(evutil_socket_t fd, short what, void *arg)
 	free(c);
 }
 
-/* Allocates a connection on fd (non-blocking) with its events. */
-static struct tcp_conn *
-tcp_conn_new(struct event_base *evb, int fd, const struct fam_conn_opts *opts,
-    bool active);
-
-/* Read and write callbacks, defined below. */
 static void tcp_read_cb(evutil_socket_t fd, short what, void *arg);
 static void tcp_write_cb(evutil_socket_t fd, short what, void *arg);
 static void tcp_timer_cb(evutil_socket_t fd, short what, void *arg);
 
+/* Allocates a connection on fd (non-blocking) with its events. */
 static struct tcp_conn *
 tcp_conn_new(struct event_base *evb, int fd, const struct fam_conn_opts *opts,
     bool active)
@@ -1641,6 +1636,13 @@ tcp_connect(struct event_base *base, const char *addr,
 	struct tcp_op *op;
 	int fd, err;
 
+	if (opts->hello.node[0] == '\0' ||
+	    opts->hello.role < FAM_WIRE_ROLE_HOST ||
+	    opts->hello.role > FAM_WIRE_ROLE_MEMORY) {
+		*cause = xasprintf("connect %s: the hello needs a node name and "
+		    "a role", addr);
+		return -EINVAL;
+	}
 	err = tp_resolve(addr, false, &ss, &sslen, cause);
 	if (err < 0)
 		return err;
@@ -1911,6 +1913,17 @@ tcp_mr_deregister(struct fam_mr *mr)
 {
 }
 
+/* Nothing to expose on tcp: the peer's reads and writes use resolve. */
+static int
+tcp_expose(struct fam_conn *fc, void *addr, size_t len, bool writable,
+    struct fam_mr **out, uint64_t *raddr, uint32_t *rkey)
+{
+	*out = &tcp_mr_none;
+	*raddr = 0;
+	*rkey = 0;
+	return 0;
+}
+
 /* Closes the connection (orderly, from our side). */
 static void
 tcp_close_api(struct fam_conn *fc)
@@ -1959,6 +1972,7 @@ const struct fam_transport_ops tcp_transport_ops = {
 	.flush = tcp_flush_api,
 	.mr_register = tcp_mr_register,
 	.mr_deregister = tcp_mr_deregister,
+	.expose = tcp_expose,
 	.close = tcp_close_api,
 	.peer = tcp_peer,
 	.stats = tcp_stats,

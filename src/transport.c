@@ -25,7 +25,7 @@ tp_ops(enum fam_transport_kind kind)
 	case FAM_TP_TCP:
 		return &tcp_transport_ops;
 	case FAM_TP_VERBS:
-		return NULL;
+		return &verbs_transport_ops;
 	}
 	return NULL;
 }
@@ -304,6 +304,17 @@ fam_mr_deregister(struct fam_mr *mr)
 {
 	if (mr != NULL)
 		mr->ops->mr_deregister(mr);
+}
+
+/* Lets the peer reach local memory with one-sided operations. */
+int
+fam_conn_expose(struct fam_conn *c, void *addr, size_t len, bool writable,
+    struct fam_mr **out, uint64_t *raddr, uint32_t *rkey)
+{
+	if (addr == NULL || len == 0 || out == NULL || raddr == NULL ||
+	    rkey == NULL)
+		return -EINVAL;
+	return c->ops->expose(c, addr, len, writable, out, raddr, rkey);
 }
 
 /* Closes a connection. */

@@ -121,7 +121,9 @@ struct fam_conn_opts {
 	uint32_t op_timeout_ms;      /* deadline of every operation */
 	uint32_t max_outstanding;    /* requests in flight per connection */
 	uint32_t max_payload;        /* largest payload accepted */
-	unsigned qps_per_peer;       /* verbs only */
+	unsigned qps_per_peer;       /* verbs, active side: RC QPs per peer */
+	uint32_t inject_error_ppm;   /* verbs, a test aid: completions per
+	                              * million turned into errors */
 };
 
 /* Counters of one connection (bytes exclude headers). */
@@ -131,6 +133,8 @@ struct fam_conn_stats {
 	uint64_t reads, writes, calls;
 	uint64_t bad_frames;  /* protocol violations (connection closed) */
 	uint64_t timeouts;
+	uint64_t completion_errors; /* verbs: bad work completions, injected
+	                             * ones included (connection closed) */
 	uint32_t outstanding; /* requests awaiting a response now */
 };
 
@@ -197,6 +201,30 @@ int fam_conn_replyv(struct fam_conn *c, const struct fam_hdr *req,
  */
 struct fam_mr *fam_mr_register(struct fam_conn *c, void *addr, size_t len);
 void fam_mr_deregister(struct fam_mr *mr);
+
+/*
+ * Passive side (the memory role): makes len bytes at addr reachable by the
+ * peer's one-sided operations on this connection only - RDMA READ, and
+ * RDMA WRITE too when writable - and returns the lease to put in the
+ * REGION_CREATE answer: the remote address of addr and the rkey. Allowed
+ * only once the peer's hello is accepted (-ENOTCONN before). The lease
+ * ends with fam_mr_deregister(*out) or with the connection: after that the
+ * rkey reaches nothing. On tcp the peer's READ/WRITE requests go through
+ * `resolve` instead: *out is a token, *raddr and *rkey are 0.
+ *
+ * Registrations (both kinds) belong to their connection: once its `closed`
+ * handler has returned, those not deregistered are released by the
+ * transport and their pointers must be forgotten.
+ */
+int fam_conn_expose(struct fam_conn *c, void *addr, size_t len,
+    bool writable, struct fam_mr **out, uint64_t *raddr, uint32_t *rkey);
+
+/*
+ * Returns 0 when this process may pin `bytes` of memory for the verbs
+ * transport (RLIMIT_MEMLOCK, or CAP_IPC_LOCK), or -ENOMEM with a cause
+ * naming the limit and how to raise it.
+ */
+int fam_memlock_check(uint64_t bytes, char **cause);
 
 /* Closes the connection: pending operations fail, `closed` is called. */
 void fam_conn_close(struct fam_conn *c);

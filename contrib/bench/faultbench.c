@@ -2,7 +2,7 @@
  * faultbench.c - fault-service throughput and latency for chunk-sized
  * accesses, sequential or random.
  *
- *   faultbench [-m MODE] [-s SIZE] [-c CHUNK] [-p seq|rand] [-e FLUSH] [-w]
+ *   faultbench [-m MODE] [-s SIZE] [-c CHUNK] [-p seq|rand] [-w] [-P FLUSH]
  *
  * MODE:
  *   malloc   the memory comes from malloc(); run it under libfamshim.so to
@@ -16,11 +16,14 @@
  * the time is fault service, not memory bandwidth), in order or in a random
  * permutation, times the first touch of each chunk, and prints one line:
  *   mode pattern bytes seconds GB/s chunks/s p50_us p99_us checksum
- * With -e FLUSH (malloc mode) the memory is first filled with a pattern and
- * then pushed out of famd's buffer by writing FLUSH more bytes, so the
- * timed touches fetch every chunk from the memory node (without it, chunks
- * never written are zero-filled locally); the pattern is checked. With -w
- * it then writes every page and reads everything back to check.
+ * With -P FLUSH (malloc mode, under libfamshim.so with SIZE above the
+ * host's buffer) every page of the block is first written with a pattern,
+ * then FLUSH bytes (twice the buffer) of a second, never-written block are
+ * read, so that every chunk of the first lives on the memory node and the
+ * buffer holds clean chunks: each timed first touch is a chunk fetch from
+ * the memory node with no write-back in its way, and the pattern is
+ * checked. With -w it then writes every page and reads everything back to
+ * check.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -174,18 +177,18 @@ main(int argc, char **argv)
 	uint8_t *p;
 	int ch;
 
-	while ((ch = getopt(argc, argv, "c:e:m:p:s:w")) != -1) {
+	while ((ch = getopt(argc, argv, "c:m:p:P:s:w")) != -1) {
 		switch (ch) {
+		case 'P': flush = parse_size(optarg); break;
 		case 'c': chunk = parse_size(optarg); break;
-		case 'e': flush = parse_size(optarg); break;
 		case 'm': mode = optarg; break;
 		case 'p': pattern = optarg; break;
 		case 's': size = parse_size(optarg); break;
 		case 'w': check = true; break;
 		default:
 			fprintf(stderr, "usage: faultbench [-m malloc|ceiling] "
-			    "[-s size] [-c chunk] [-p seq|rand] [-e flush] "
-			    "[-w]\n");
+			    "[-s size] [-c chunk] [-p seq|rand] [-w] "
+			    "[-P flush]\n");
 			return 2;
 		}
 	}
@@ -203,20 +206,6 @@ main(int argc, char **argv)
 		perror("faultbench: allocation");
 		return 1;
 	}
-	if (flush > 0) {
-		uint8_t *f;
-
-		for (size_t i = 0; i < size; i += PAGE)
-			*(uint64_t *)(p + i) = i * 0x9e3779b97f4a7c15ull;
-		f = malloc(flush);
-		if (f == NULL) {
-			perror("faultbench: flush buffer");
-			return 1;
-		}
-		for (size_t i = 0; i < flush; i += PAGE)
-			f[i] = 1;
-		free(f);
-	}
 	order = malloc(nchunks * sizeof *order);
 	lat = malloc(nchunks * sizeof *lat);
 	for (size_t i = 0; i < nchunks; i++)
@@ -229,6 +218,19 @@ main(int argc, char **argv)
 			order[i] = order[j];
 			order[j] = t;
 		}
+	}
+	if (flush > 0) {
+		uint8_t *f = malloc(flush);
+
+		if (f == NULL) {
+			perror("faultbench: allocation");
+			return 1;
+		}
+		for (size_t i = 0; i < size; i += PAGE)
+			*(volatile uint64_t *)(p + i) = i * 0x9e3779b97f4a7c15ull;
+		for (size_t i = 0; i < flush; i += PAGE)
+			sum += *(volatile uint64_t *)(f + i);
+		free(f);
 	}
 	t0 = now_ns();
 	for (size_t i = 0; i < nchunks; i++) {

@@ -16,7 +16,7 @@ start_host host 16M "$MEM_ADDR" -o host.dpu="$DPU_ADDR" -o host.path=dpu -o famd
 ad() { ctl dpu status -j | jq -er ".cache.dynamic.adaptive.$1"; }
 dyn() { ctl dpu status -j | jq -er ".cache.dynamic.$1"; }
 scan() {
-	shim "$FAULTBENCH" -m malloc -s 128M -p "$1" -e 32M >"$T/$1.txt" 2>&1 ||
+	shim "$FAULTBENCH" -m malloc -s 128M -p "$1" -P 32M >"$T/$1.txt" 2>&1 ||
 		fail "$1 scan: $(cat "$T/$1.txt")"
 }
 

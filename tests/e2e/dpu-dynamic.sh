@@ -18,7 +18,7 @@ ctl dpu status -j | jq -e '.cache.dynamic | .enabled and .entries == 64 and .ent
 	and .prefetch_depth == 8 and .prefetch_workers == 1' >/dev/null ||
 	fail "dynamic cache settings: $(ctl dpu status -j | jq -c .cache.dynamic)"
 ctl dpu stats-reset >/dev/null
-shim "$FAULTBENCH" -m malloc -s 128M -p seq -e 32M >"$T/seq.txt" 2>&1 ||
+shim "$FAULTBENCH" -m malloc -s 128M -p seq -P 32M >"$T/seq.txt" 2>&1 ||
 	fail "sequential scan through the dynamic cache: $(cat "$T/seq.txt")"
 ctl dpu status -j >"$T/st.json"
 rate=$(jq .cache.dynamic.hit_rate "$T/st.json")
@@ -32,7 +32,7 @@ jq -e '.links.memory.ondemand_bytes < 50331648' "$T/st.json" >/dev/null ||
 pass "a sequential scan of 128 MiB (pattern checked) hits the dpu's 64 MiB cache: hit rate $rate, on-demand memory-link bytes $(jq .links.memory.ondemand_bytes "$T/st.json")"
 
 ctl dpu stats-reset >/dev/null
-shim "$FAULTBENCH" -m malloc -s 128M -p rand -e 32M >"$T/rand.txt" 2>&1 ||
+shim "$FAULTBENCH" -m malloc -s 128M -p rand -P 32M >"$T/rand.txt" 2>&1 ||
 	fail "random reads: $(cat "$T/rand.txt")"
 ctl dpu status -j >"$T/st.json"
 jq -e '.cache.dynamic | .hit_rate < 0.3 and .loads < 100' "$T/st.json" >/dev/null ||

@@ -12,6 +12,12 @@ start_memory mem
 start_dpu dpu "$MEM_ADDR"
 start_host host 64M "$MEM_ADDR" -o host.dpu="$DPU_ADDR" -o host.path=dpu -o famd.op_timeout=10s
 hc() { ctl host status -j | jq -er ".counters.$1"; }
+bg_joined() {
+	ctl host status -j | jq -e '[.peers[] | select(.background)] | length == 2' >/dev/null &&
+		[ "$(counter dpu connections_open)" = 2 ] && [ "$(counter dpu sessions_started)" = 1 ]
+}
+wait_until 10 bg_joined || fail "background connections: host $(ctl host status -j | jq -c .peers), dpu $(ctl dpu status -j | jq -c .counters)"
+pass "the host's background connections join its sessions on the memory node and on the dpu"
 
 shim "$FAMTEST" -f -s 128M -n 2000 seq random strided shared split calloc realloc align many fork \
 	>"$T/f1.out" 2>&1 || fail "famtest through the dpu: $(tail -3 "$T/f1.out")"

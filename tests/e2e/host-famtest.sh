@@ -12,6 +12,13 @@ require_cmd jq
 FAMTEST=$top_builddir/tests/tools/famtest
 start_memory mem
 start_host host 64M "$MEM_ADDR"
+bg_joined() {
+	ctl host status -j | jq -e '.peers[0].background' >/dev/null &&
+		[ "$(ctl mem status -j | jq '.counters.sessions_started')" = 1 ] &&
+		[ "$(ctl mem status -j | jq '.counters.connections_open')" = 2 ]
+}
+wait_until 10 bg_joined || fail "the background connection did not join the host's session: $(ctl mem status -j | jq -c .counters)"
+pass "read-ahead and write-back have a connection of their own in the same session"
 
 shim "$FAMTEST" -f -s 256M >"$T/famtest.out" 2>&1 ||
 	fail "famtest: $(tail -5 "$T/famtest.out")"

@@ -228,9 +228,9 @@ counter_is() {
 	[ "$(counter "$1" "$2")" = "$3" ]
 }
 
-# wait_counter NAME KEY VALUE: waits (5 s at most) for a counter's value.
+# wait_counter NAME KEY VALUE: waits (10 s at most) for a counter's value.
 wait_counter() {
-	wait_until 5 counter_is "$@" ||
+	wait_until 10 counter_is "$@" ||
 		fail "counter $2 is $(counter "$1" "$2"), expected $3"
 }
 

@@ -9,7 +9,7 @@ secret=$T/secret
 printf 'test-secret-1\n' >"$secret"
 chmod 600 "$secret"
 conf=$T/famd.conf
-printf '[famd]\nrole = memory\nsecret_file = %s\nop_timeout = 1s\n[memory]\ncapacity = 16M\npreload_dir = %s\n' \
+printf '[famd]\nrole = memory\nsecret_file = %s\nop_timeout = 2s\n[memory]\ncapacity = 16M\npreload_dir = %s\n' \
 	"$secret" "$T" >"$conf"
 start_famd m "$conf"
 addr=$(mem_addr m)
@@ -50,7 +50,7 @@ pass "unknown region, offset past the end, write to a shared region, second writ
 # A connection that never says hello is dropped at op_timeout.
 exec 3<>"/dev/tcp/${addr%:*}/${addr##*:}" || fail "cannot connect"
 wait_counter m timeouts 1
-wait_until 5 counter_is m connections_open 0 || fail "silent connection kept"
+wait_until 10 counter_is m connections_open 0 || fail "silent connection kept"
 exec 3<&-
 pass "a silent connection is dropped after op_timeout"
 

@@ -37,6 +37,8 @@ ctl m call regions >"$T/regions.json" || fail "regions command"
 jq -e 'length == 1 and .[0].name == "buf" and .[0].size == 1048576 and .[0].node == "h2"
 	and .[0].flags == "-" and .[0].users == 1 and .[0].bytes_written == 1048576' \
 	"$T/regions.json" >/dev/null || fail "regions: $(jq -c . "$T/regions.json")"
+ctl m regions | grep -Eq "^3 +1.0 MiB \(1048576\) +1048576 +- +buf +- +h2 " ||
+	fail "famctl regions: $(ctl m regions)"
 ctl m status -j >"$T/st.json"
 jq -e '.peers | length == 1 and .[0].node == "h2" and .[0].state == "connected"
 	and .[0].regions == 1 and .[0].bytes == 1048576 and (.[0].address | startswith("127.0.0.1:"))' \

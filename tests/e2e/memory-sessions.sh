@@ -19,16 +19,23 @@ instance() { sed -n 's/^hello .*instance=\([0-9a-f]*\) .*/\1/p' "$1"; }
 region() { sed -n 's/^region id=\([0-9]*\) .*/\1/p' "$1" | sed -n "${2:-1}p"; }
 
 # Grace 0: a session's regions go when it disconnects; persistent ones stay.
-fc -n h1 create 1M write 0 1M 9 create 2M name=keep persistent write 0 2M 4 >"$T/a.txt" 2>&1 ||
+fc -n h1 create 1M write 0 1M 9 create 2M name=keep persistent write 0 2M 4 \
+	create 1M name=spare persistent expect EINVAL create 1M persistent >"$T/a.txt" 2>&1 ||
 	fail "first session: $(cat "$T/a.txt")"
 wait_counter m sessions_ended 1
-wait_counter m regions 1
+wait_counter m regions 2
 ctl m call regions | jq -e '.[0].name == "keep" and .[0].state == "kept" and .[0].users == 0
 	and .[0].flags == "persistent" and .[0].node == "h1"' >/dev/null ||
 	fail "persistent region: $(ctl m call regions)"
-grep -q "session 1 of node h1 ended (disconnected): 1 region freed, 1 kept" "$T/m.log" ||
+grep -q "session 1 of node h1 ended (disconnected): 1 region freed, 2 kept" "$T/m.log" ||
 	fail "session end not logged"
-pass "with session_grace 0 a session's regions are freed when it disconnects; a persistent one is kept"
+pass "with session_grace 0 a session's regions are freed when it disconnects; persistent ones (named) are kept"
+
+spare=$(region "$T/a.txt" 3)
+ctl m call region.free "{\"id\": $spare}" >/dev/null || fail "region.free"
+ctl m call region.free "{\"id\": $spare}" 2>/dev/null && fail "freed twice"
+wait_counter m regions 1
+pass "the operator frees a kept region with region.free"
 
 # The kept region is taken over by name, with its data.
 fc -n h2 create 2M name=keep read 0 2M 4 free >"$T/b.txt" 2>&1 || fail "reopen: $(cat "$T/b.txt")"
@@ -37,7 +44,7 @@ wait_counter m regions 0
 pass "a kept persistent region is reopened by name with its data, then freed"
 
 # Within the grace a reconnecting host resumes its session.
-setconf 5s
+setconf 30s
 ctl m reload >/dev/null || fail "reload"
 fc -n h3 create 1M write 0 1M 6 >"$T/c.txt" 2>&1 || fail "third session: $(cat "$T/c.txt")"
 wait_counter m sessions_detached 1
@@ -71,7 +78,7 @@ pass "a session resumed from a new connection leaves the old one closed"
 setconf 300ms
 ctl m reload >/dev/null || fail "reload"
 fc -n h4 create 1M >"$T/h.txt" 2>&1 || fail "fourth session: $(cat "$T/h.txt")"
-wait_until 5 grep -q "of node h4 ended (no reconnection within session_grace)" "$T/m.log" ||
+wait_until 10 grep -q "of node h4 ended (no reconnection within session_grace)" "$T/m.log" ||
 	fail "grace did not expire"
 ctl m call regions | jq -e "map(select(.id == $(region "$T/h.txt"))) | length == 0" >/dev/null ||
 	fail "region of an expired session kept: $(ctl m call regions)"

@@ -6,7 +6,11 @@
  *   create SIZE [name=N] [file=PATH] [shared] [persistent]
  *                          create a region (or open one by name); it
  *                          becomes the current region
- *   use ID SIZE            make region ID the current one (after -r)
+ *   use ID SIZE [lease=ADDR:RKEY]
+ *                          make region ID the current one (after -r),
+ *                          with no lease (two-sided) or the one given
+ *   lease                  a new lease on the current region for this
+ *                          connection (REGION_LEASE)
  *   adopt INST ID KEY [exclusive]
  *                          take a handle on region ID (of the memory node
  *                          running instance INST, hex; 0: this one) with
@@ -26,9 +30,14 @@
  *   attack NAME            (famclient -h lists them)
  *
  * Output, one line per event, for scripts: "hello session=HEX
- * instance=HEX node=NAME", "region id=N size=N flags=N", then "where
- * key=HEX mem_instance=HEX mem_region=N mem_key=HEX" (the mem_ fields are
- * 0 but from a dpu), "holding".
+ * instance=HEX node=NAME", "region id=N size=N flags=N length=N", then
+ * "where key=HEX mem_instance=HEX mem_region=N mem_key=HEX" (the mem_
+ * fields are 0 but from a dpu; key is 0 from a dpu), with verbs "lease
+ * addr=HEX rkey=HEX" (reads and writes are then one-sided, and the lease is
+ * kept after `free`, so a read after it tries the old rkey), "holding".
+ * -T verbs uses the verbs transport (default tcp); -R registers the
+ * buffers of reads and writes (fam_mr_register) instead of leaving the
+ * transport to bounce them.
  * Options may come before or after the address.
  * Exit status: 0 when everything went as expected, 1 when not, 64 usage.
  */
@@ -63,6 +72,8 @@ static struct {
 	char node[FAM_NAME_MAX + 1];
 	uint64_t resume;
 	uint32_t timeout_ms;
+	enum fam_transport_kind kind;
+	bool reg;
 	bool quiet;
 	struct event_base *base;
 	struct fam_conn *c;
@@ -93,12 +104,12 @@ static void
 fc_usage(FILE *f)
 {
 	fprintf(f,
-	    "usage: famclient [-q] [-s secret | -S file] [-n node] [-r token] "
-	    "[-t ms]\n"
+	    "usage: famclient [-qR] [-s secret | -S file] [-n node] [-r token] "
+	    "[-t ms] [-T tcp|verbs]\n"
 	    "                 host:port step...\n"
 	    "       famclient [options] host:port attack NAME\n"
 	    "steps: create SIZE [name=N] [file=P] [shared] [persistent] | "
-	    "use ID SIZE |\n"
+	    "use ID SIZE [lease=ADDR:RKEY] | lease |\n"
 	    "       write OFF LEN SEED | read OFF LEN SEED | readfile OFF LEN "
 	    "FILE |\n"
 	    "       free [ID] | stats | expect ERRNO | hold [SECONDS] | "
@@ -209,7 +220,7 @@ fc_run(const bool *flag)
 static void
 fc_connect(void)
 {
-	struct fam_conn_opts o = { .kind = FAM_TP_TCP,
+	struct fam_conn_opts o = { .kind = fc.kind,
 		.op_timeout_ms = fc.timeout_ms, .max_outstanding = 64 };
 	char *cause = NULL;
 	int err;
@@ -300,6 +311,7 @@ struct fc_xfer {
 	unsigned inflight, depth;
 	int status;
 	bool done;
+	struct fam_mr *mr;         /* -R: the buffer's registration */
 };
 
 static void fc_xfer_pump(struct fc_xfer *x);
@@ -328,11 +340,11 @@ fc_xfer_pump(struct fc_xfer *x)
 
 		if (x->write)
 			err = fam_conn_write(fc.c, &fc.cur, x->off + x->next,
-			    (uint32_t)n, x->buf + x->next, NULL, fc_xfer_done,
+			    (uint32_t)n, x->buf + x->next, x->mr, fc_xfer_done,
 			    x);
 		else
 			err = fam_conn_read(fc.c, &fc.cur, x->off + x->next,
-			    (uint32_t)n, x->buf + x->next, NULL, fc_xfer_done,
+			    (uint32_t)n, x->buf + x->next, x->mr, fc_xfer_done,
 			    x);
 		if (err < 0) {
 			x->status = err;
@@ -355,11 +367,19 @@ fc_transfer(bool write, uint64_t off, uint64_t len, uint8_t *buf,
 
 	if (fc.c == NULL)
 		fc_fail("not connected");
+	if (fc.reg && len > 0) {
+		x.mr = fam_mr_register(fc.c, buf, len);
+		if (x.mr == NULL)
+			fc_fail("cannot register %" PRIu64 " bytes: %s", len,
+			    strerror(errno));
+	}
 	fc_xfer_pump(&x);
 	fc_run(&x.done);
 	if (!x.done)
 		fc_fail("connection lost during a transfer: %s",
 		    fc_errname(fc.closed_err));
+	if (x.mr != NULL && !fc.closed)
+		fam_mr_deregister(x.mr);
 	return x.status;
 }
 
@@ -404,12 +424,18 @@ fc_step_create(char **argv, int argc)
 			fc_fail("create: malformed answer");
 		fc.cur.region = info.region;
 		fc.cur.size = info.size;
+		fc.cur.rkey = info.rkey;
+		fc.cur.addr = info.addr;
 		printf("region id=%" PRIu32 " size=%" PRIu64 " flags=%" PRIu32
-		    "\n", info.region, info.size, info.flags);
+		    " length=%" PRIu64 "\n", info.region, info.size,
+		    info.flags, info.length);
 		printf("where key=%08" PRIx32 " mem_instance=%016" PRIx64
 		    " mem_region=%" PRIu32 " mem_key=%08" PRIx32 "\n",
-		    info.rkey, info.mem_instance, info.mem_region,
-		    info.mem_rkey);
+		    info.key, info.mem_instance, info.mem_region,
+		    info.mem_key);
+		if (info.rkey != 0)
+			printf("lease addr=%" PRIx64 " rkey=%" PRIx32 "\n",
+			    info.addr, info.rkey);
 		fflush(stdout);
 	}
 	free(call.out);
@@ -442,8 +468,13 @@ fc_step_adopt(char **argv, int argc)
 			fc_fail("adopt: malformed answer");
 		fc.cur.region = info.region;
 		fc.cur.size = info.size;
+		fc.cur.rkey = info.rkey;
+		fc.cur.addr = info.addr;
 		printf("region id=%" PRIu32 " size=%" PRIu64 " flags=%" PRIu32
 		    "\n", info.region, info.size, info.flags);
+		if (info.rkey != 0)
+			printf("lease addr=%" PRIx64 " rkey=%" PRIx32 "\n",
+			    info.addr, info.rkey);
 		fflush(stdout);
 	}
 	free(call.out);
@@ -566,6 +597,29 @@ fc_step_free(char **argv, int argc)
 		printf("free: region %" PRIu32 " freed\n", id);
 	free(call.out);
 	return used;
+}
+
+/* lease: a new lease on the current region for this connection. */
+static void
+fc_step_lease(void)
+{
+	uint8_t buf[FAM_REGION_LEASE_LEN];
+	struct fam_region_info info;
+	struct fc_call call;
+	int st;
+
+	proto_put_region_free(buf, fc.cur.region);
+	st = fc_call(FAM_MSG_REGION_LEASE, buf, sizeof buf, &call);
+	if (fc_check("lease", st)) {
+		if (proto_get_region_info(call.out, call.len, &info) < 0)
+			fc_fail("lease: malformed answer");
+		fc.cur.rkey = info.rkey;
+		fc.cur.addr = info.addr;
+		printf("lease addr=%" PRIx64 " rkey=%" PRIx32 "\n", info.addr,
+		    info.rkey);
+		fflush(stdout);
+	}
+	free(call.out);
 }
 
 /* stats: the memory node's counters. */
@@ -698,8 +752,18 @@ fc_steps(char **argv, int argc)
 				fc_fail("use: ID SIZE");
 			fc.cur.region = (uint32_t)fc_size(argv[i]);
 			fc.cur.size = fc_size(argv[i + 1]);
+			fc.cur.addr = 0;
+			fc.cur.rkey = 0;
 			i += 2;
-		} else if (strcmp(step, "adopt") == 0)
+			if (i < argc && strncmp(argv[i], "lease=", 6) == 0) {
+				if (sscanf(argv[i] + 6, "%" SCNx64 ":%" SCNx32,
+				    &fc.cur.addr, &fc.cur.rkey) != 2)
+					fc_fail("use: lease=ADDR:RKEY in hex");
+				i++;
+			}
+		} else if (strcmp(step, "lease") == 0)
+			fc_step_lease();
+		else if (strcmp(step, "adopt") == 0)
 			i += fc_step_adopt(argv + i, argc - i);
 		else if (strcmp(step, "advise") == 0)
 			i += fc_step_advise(argv + i, argc - i);
@@ -1111,8 +1175,21 @@ main(int argc, char **argv)
 	log_open(LOG_DEST_STDERR, LOG_WARNING);
 	snprintf(fc.node, sizeof fc.node, "famclient");
 	/* Options may come anywhere: no step starts with '-'. */
-	while ((ch = getopt(argc, argv, "hn:qr:s:S:t:")) != -1) {
+	while ((ch = getopt(argc, argv, "hn:qRr:s:S:t:T:")) != -1) {
 		switch (ch) {
+		case 'R':
+			fc.reg = true;
+			break;
+		case 'T':
+			if (strcmp(optarg, "verbs") == 0)
+				fc.kind = FAM_TP_VERBS;
+			else if (strcmp(optarg, "tcp") == 0)
+				fc.kind = FAM_TP_TCP;
+			else {
+				fc_usage(stderr);
+				return FAMD_EX_USAGE;
+			}
+			break;
 		case 'n':
 			snprintf(fc.node, sizeof fc.node, "%s", optarg);
 			break;

@@ -541,7 +541,7 @@ START_TEST(test_region_info_round_trip)
 {
 	struct fam_region_info m = { .region = 9, .rkey = 0x1234,
 		.size = 1 << 21, .addr = 0x7f0000000000ull,
-		.flags = FAM_RF_PERSISTENT }, out;
+		.flags = FAM_RF_PERSISTENT, .length = 2000001 }, out;
 	uint8_t buf[FAM_REGION_INFO_LEN];
 
 	ck_assert_uint_eq(proto_put_region_info(buf, &m), FAM_REGION_INFO_LEN);
@@ -551,24 +551,45 @@ START_TEST(test_region_info_round_trip)
 	ck_assert_uint_eq(out.size, 1 << 21);
 	ck_assert_uint_eq(out.addr, m.addr);
 	ck_assert_uint_eq(out.flags, FAM_RF_PERSISTENT);
+	ck_assert_uint_eq(out.length, 2000001);
+	ck_assert_uint_eq(out.key, 0);
 	ck_assert_uint_eq(out.mem_instance, 0);
 	ck_assert_uint_eq(out.mem_region, 0);
 }
 END_TEST
 
+START_TEST(test_region_info_key_apart_from_lease_rkey)
+{
+	struct fam_region_info m = { .region = 9, .rkey = 0x1234,
+		.size = 4096, .key = 0x89abcdef, .length = 4096 }, out;
+	uint8_t buf[FAM_REGION_INFO_LEN];
+
+	proto_put_region_info(buf, &m);
+	/* The key sits where the reserved word was, the rkey stays put. */
+	ck_assert_uint_eq(buf[28], 0x89);
+	ck_assert_uint_eq(buf[31], 0xef);
+	ck_assert_uint_eq(buf[7], 0x34);
+	ck_assert_int_eq(proto_get_region_info(buf, sizeof buf, &out), 0);
+	ck_assert_uint_eq(out.key, 0x89abcdef);
+	ck_assert_uint_eq(out.rkey, 0x1234);
+	ck_assert_uint_eq(out.length, 4096);
+}
+END_TEST
+
 START_TEST(test_region_info_from_dpu_round_trip)
 {
-	struct fam_region_info m = { .region = 3, .rkey = 7, .size = 65536,
-		.mem_instance = 0xfeedfacecafebeefull, .mem_region = 12,
-		.mem_rkey = 0xabcdef01, .mem_addr = 0x1000 }, out;
+	struct fam_region_info m = { .region = 3, .size = 65536,
+		.length = 60000, .mem_instance = 0xfeedfacecafebeefull,
+		.mem_region = 12, .mem_key = 0xabcdef01 }, out;
 	uint8_t buf[FAM_REGION_INFO_LEN];
 
 	proto_put_region_info(buf, &m);
 	ck_assert_int_eq(proto_get_region_info(buf, sizeof buf, &out), 0);
 	ck_assert_uint_eq(out.mem_instance, m.mem_instance);
 	ck_assert_uint_eq(out.mem_region, 12);
-	ck_assert_uint_eq(out.mem_rkey, 0xabcdef01);
-	ck_assert_uint_eq(out.mem_addr, 0x1000);
+	ck_assert_uint_eq(out.mem_key, 0xabcdef01);
+	ck_assert_uint_eq(out.length, 60000);
+	ck_assert_uint_eq(out.key, 0);
 }
 END_TEST
 
@@ -585,7 +606,7 @@ START_TEST(test_region_info_half_memory_location_rejected)
 	proto_put_region_info(buf, &m);
 	ck_assert_int_eq(proto_get_region_info(buf, sizeof buf, &out), -EPROTO);
 	m.mem_region = 0;
-	m.mem_rkey = 9;
+	m.mem_key = 9;
 	proto_put_region_info(buf, &m);
 	ck_assert_int_eq(proto_get_region_info(buf, sizeof buf, &out), -EPROTO);
 }
@@ -669,9 +690,15 @@ START_TEST(test_region_info_malformed_rejected)
 	uint8_t buf[FAM_REGION_INFO_LEN];
 
 	proto_put_region_info(buf, &m);
-	ck_assert_int_eq(proto_get_region_info(buf, 31, &out), -EPROTO);
-	buf[31] = 1;
+	ck_assert_int_eq(proto_get_region_info(buf, sizeof buf - 1, &out),
+	    -EPROTO);
+	buf[32] = 1; /* the length's top byte */
 	ck_assert_int_eq(proto_get_region_info(buf, sizeof buf, &out), -EPROTO);
+	/* More content than room. */
+	m.length = 4097;
+	proto_put_region_info(buf, &m);
+	ck_assert_int_eq(proto_get_region_info(buf, sizeof buf, &out), -EPROTO);
+	m.length = 0;
 	m.flags = 0x80;
 	proto_put_region_info(buf, &m);
 	ck_assert_int_eq(proto_get_region_info(buf, sizeof buf, &out), -EPROTO);
@@ -831,10 +858,52 @@ START_TEST(test_secret_compare)
 }
 END_TEST
 
+START_TEST(test_message_types_have_distinct_wire_numbers_and_names)
+{
+	/* On the wire: a peer of another build must read the same numbers. */
+	ck_assert_int_eq(FAM_MSG_REGION_LEASE, 7);
+	ck_assert_int_eq(FAM_MSG_REGION_ADOPT, 8);
+	ck_assert_int_eq(FAM_MSG_REGION_ADVISE, 9);
+	ck_assert_int_eq(FAM_MSG_TYPE_MAX, 9);
+	for (unsigned a = 1; a <= FAM_MSG_TYPE_MAX; a++) {
+		ck_assert_str_ne(proto_type_name(a), "unknown");
+		for (unsigned b = a + 1; b <= FAM_MSG_TYPE_MAX; b++)
+			ck_assert_str_ne(proto_type_name(a),
+			    proto_type_name(b));
+	}
+}
+END_TEST
+
+START_TEST(test_lease_adopt_advise_lengths_checked)
+{
+	struct fam_hdr h = hdr(FAM_MSG_REGION_LEASE, 0, FAM_REGION_LEASE_LEN);
+
+	ck_assert_int_eq(proto_check_hdr(&h, 0), 0);
+	h.len = FAM_REGION_ADOPT_LEN;
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+	h = hdr(FAM_MSG_REGION_ADOPT, 0, FAM_REGION_ADOPT_LEN);
+	ck_assert_int_eq(proto_check_hdr(&h, 0), 0);
+	h.len = FAM_REGION_LEASE_LEN;
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+	h = hdr(FAM_MSG_REGION_ADOPT, FAM_F_RESPONSE, FAM_REGION_INFO_LEN);
+	ck_assert_int_eq(proto_check_hdr(&h, 0), 0);
+	h = hdr(FAM_MSG_REGION_LEASE, FAM_F_RESPONSE, FAM_REGION_INFO_LEN - 16);
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+	h = hdr(FAM_MSG_REGION_ADVISE, 0, FAM_REGION_ADVISE_LEN);
+	ck_assert_int_eq(proto_check_hdr(&h, 0), 0);
+	h = hdr(FAM_MSG_REGION_ADVISE, FAM_F_RESPONSE, 8);
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+}
+END_TEST
+
 START_TEST(test_type_names)
 {
 	ck_assert_str_eq(proto_type_name(FAM_MSG_HELLO), "hello");
 	ck_assert_str_eq(proto_type_name(FAM_MSG_WRITE), "write");
+	ck_assert_str_eq(proto_type_name(FAM_MSG_REGION_LEASE), "region_lease");
+	ck_assert_str_eq(proto_type_name(FAM_MSG_REGION_ADOPT), "region_adopt");
+	ck_assert_str_eq(proto_type_name(FAM_MSG_REGION_ADVISE),
+	    "region_advise");
 	ck_assert_str_eq(proto_type_name(0), "unknown");
 	ck_assert_str_eq(proto_type_name(200), "unknown");
 }
@@ -886,6 +955,7 @@ proto_suite(void)
 	tcase_add_test(t, test_region_create_nul_or_control_in_name_refused);
 	tcase_add_test(t, test_region_info_round_trip);
 	tcase_add_test(t, test_region_info_malformed_rejected);
+	tcase_add_test(t, test_region_info_key_apart_from_lease_rkey);
 	tcase_add_test(t, test_region_info_from_dpu_round_trip);
 	tcase_add_test(t, test_region_info_half_memory_location_rejected);
 	tcase_add_test(t, test_region_adopt_round_trip);
@@ -906,6 +976,8 @@ proto_suite(void)
 	t = tcase_create("misc");
 	tcase_add_test(t, test_secret_compare);
 	tcase_add_test(t, test_type_names);
+	tcase_add_test(t, test_message_types_have_distinct_wire_numbers_and_names);
+	tcase_add_test(t, test_lease_adopt_advise_lengths_checked);
 	suite_add_tcase(s, t);
 	return s;
 }
