@@ -508,12 +508,24 @@ dcache_release(struct dpu_dcache *dc, struct dpu_centry *e)
 	dc->nused--;
 }
 
+/*
+ * Counts an entry that leaves the cache: a prefetch that no read used was
+ * wasted. Under dc->lock.
+ */
+static void
+dcache_leaves(struct dpu *dpu, struct dpu_centry *e)
+{
+	if (!e->used)
+		DPU_INC(dpu, dyn_prefetch_wasted, 1);
+}
+
 /* Drops e: out of the table, its slot free now or at its last reference. */
 static void
-dcache_drop(struct dpu_dcache *dc, struct dpu_centry *e)
+dcache_drop(struct dpu *dpu, struct dpu_dcache *dc, struct dpu_centry *e)
 {
 	if (e->state == CE_FREE || e->dead)
 		return;
+	dcache_leaves(dpu, e);
 	dcache_unlink(dc, e);
 	if (e->refs == 0)
 		dcache_release(dc, e);
@@ -559,6 +571,7 @@ dcache_slot_get(struct dpu *dpu, struct dpu_dcache *dc)
 		if (dc->nused < dc->nentries)
 			continue; /* a free slot exists: take that */
 		if (e->state == CE_VALID && e->refs == 0 && !e->dead) {
+			dcache_leaves(dpu, e);
 			dcache_unlink(dc, e);
 			DPU_INC(dpu, dyn_evictions, 1);
 			return e;
@@ -692,6 +705,10 @@ dcache_read(struct dpu_hconn *hc, const struct fam_hdr *h,
 	if (e != NULL && e->state == CE_VALID && off + len <= base + e->len) {
 		e->refs++;
 		hit = true;
+		if (!e->used) {
+			e->used = true;
+			DPU_INC(dpu, dyn_prefetch_used, 1);
+		}
 	} else
 		loading = e != NULL && e->state == CE_LOADING;
 	pthread_mutex_unlock(&dc->lock);
@@ -754,6 +771,7 @@ dcache_load_new(struct dpu *dpu, struct dpu_mregion *m, uint64_t index)
 	    m->remote.size - off : dc->entry_size);
 	e->state = CE_LOADING;
 	e->dead = false;
+	e->used = false;
 	e->refs = 1;
 	e->hnext = dc->table[dcache_bucket(dc, m, index)];
 	dc->table[dcache_bucket(dc, m, index)] = e;
@@ -955,7 +973,7 @@ dcache_purge(struct dpu *dpu, struct dpu_mregion *m)
 		struct dpu_centry *e = &dc->entries[i];
 
 		if (e->state != CE_FREE && (m == NULL || e->m == m))
-			dcache_drop(dc, e);
+			dcache_drop(dpu, dc, e);
 	}
 	pthread_mutex_unlock(&dc->lock);
 }
@@ -1005,7 +1023,8 @@ dpu_cache_json(struct dpu *dpu)
 	    "rejected", (json_int_t)DPU_GET(dpu, static_rejected),
 	    "load_errors", (json_int_t)DPU_GET(dpu, static_load_errors));
 	json_object_set_new(j, "dynamic", json_pack("{s:s,s:b,s:I,s:I,s:i,s:i,"
-	    "s:i,s:i,s:I,s:I,s:f,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+	    "s:i,s:i,s:I,s:I,s:f,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
+	    "s:I,s:I}",
 	    "mode", dc->mode == CFG_DYNAMIC_ADAPTIVE ? "adaptive" :
 	    dc->mode == CFG_DYNAMIC_ON ? "on" : "off",
 	    "enabled", atomic_load(&dc->enabled),
@@ -1027,6 +1046,8 @@ dpu_cache_json(struct dpu *dpu)
 	    "evictions", (json_int_t)DPU_GET(dpu, dyn_evictions),
 	    "no_room", (json_int_t)DPU_GET(dpu, dyn_full),
 	    "write_updates", (json_int_t)DPU_GET(dpu, dyn_write_updates),
+	    "prefetches_used", (json_int_t)DPU_GET(dpu, dyn_prefetch_used),
+	    "prefetches_wasted", (json_int_t)DPU_GET(dpu, dyn_prefetch_wasted),
 	    "recent_pushed", (json_int_t)DPU_GET(dpu, recent_pushed),
 	    "recent_overwritten", (json_int_t)DPU_GET(dpu, recent_dropped)));
 	json_object_set_new(json_object_get(j, "dynamic"), "adaptive",

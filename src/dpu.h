@@ -127,6 +127,7 @@ struct dpu_centry {
 	uint32_t len;                 /* bytes (the region's last: fewer) */
 	uint8_t state;
 	bool dead;
+	bool used;                    /* a read hit it since it was loaded */
 	unsigned refs;
 	struct dpu_centry *hnext;     /* the hash table's chain */
 };
@@ -322,6 +323,8 @@ struct dpu_counters {
 	_Atomic uint64_t dyn_hits, dyn_hit_bytes, dyn_misses, dyn_loading;
 	_Atomic uint64_t dyn_loads, dyn_load_bytes, dyn_load_errors;
 	_Atomic uint64_t dyn_evictions, dyn_full, dyn_write_updates;
+	_Atomic uint64_t dyn_prefetch_used;   /* entries hit once loaded */
+	_Atomic uint64_t dyn_prefetch_wasted; /* dropped before any hit */
 	_Atomic uint64_t recent_pushed, recent_dropped;
 };
 

@@ -25,11 +25,12 @@ rate=$(jq .cache.dynamic.hit_rate "$T/st.json")
 # The prefetch worker is a thread: on a loaded machine it may wake late
 # and let a run pass; hence the margin.
 jq -e '.cache.dynamic | .hit_rate > 0.6 and .loads > 0 and .evictions > 0
-	and .entries_used <= .entries' "$T/st.json" >/dev/null ||
+	and .entries_used <= .entries and .prefetches_used > 0
+	and .prefetches_wasted * 4 < .prefetches_used' "$T/st.json" >/dev/null ||
 	fail "sequential: $(jq -c .cache.dynamic "$T/st.json")"
 jq -e '.links.memory.ondemand_bytes < 50331648' "$T/st.json" >/dev/null ||
 	fail "sequential: on-demand memory-link bytes $(jq .links.memory "$T/st.json")"
-pass "a sequential scan of 128 MiB (pattern checked) hits the dpu's 64 MiB cache: hit rate $rate, on-demand memory-link bytes $(jq .links.memory.ondemand_bytes "$T/st.json")"
+pass "a sequential scan of 128 MiB (pattern checked) hits the dpu's 64 MiB cache: hit rate $rate, on-demand memory-link bytes $(jq .links.memory.ondemand_bytes "$T/st.json"), prefetches used $(jq .cache.dynamic.prefetches_used "$T/st.json"), wasted $(jq .cache.dynamic.prefetches_wasted "$T/st.json")"
 
 ctl dpu stats-reset >/dev/null
 shim "$FAULTBENCH" -m malloc -s 128M -p rand -P 32M >"$T/rand.txt" 2>&1 ||
