@@ -118,7 +118,10 @@ dpu_defer_free(struct mnode *d, uint32_t region)
 	d->pending_free[d->npending_free++] = region;
 }
 
-/* Drops the stripe's region on the dpu (now, or once the dpu is back). */
+/*
+ * Drops the stripe's region on the dpu (now, or once the dpu is back; a
+ * host that stops leaves it to the end of its session there).
+ */
 static void
 stripe_dpu_free(struct host *h, struct stripe *s)
 {
@@ -127,7 +130,7 @@ stripe_dpu_free(struct host *h, struct stripe *s)
 	if (s->dinstance == h->dpu.instance) {
 		if (host_dpu_usable(h))
 			path_free_on(&h->dpu, s->dremote.region);
-		else
+		else if (!h->stopping)
 			dpu_defer_free(&h->dpu, s->dremote.region);
 	}
 	s->dremote.region = 0;

@@ -730,6 +730,8 @@ role_host_stop(struct famd *d)
 	if (host_conns_open(h))
 		log_warn("host: memory node or dpu connections did not "
 		    "close");
+	/* The last regions go with their parked fetches: nodes still known. */
+	host_fetch_unpark(h);
 	for (unsigned i = 0; i < h->nnodes; i++) {
 		free(h->nodes[i].addr);
 		free(h->nodes[i].last_error);
@@ -739,7 +741,6 @@ role_host_stop(struct famd *d)
 		free(h->dpu.last_error);
 		free(h->dpu.pending_free);
 	}
-	host_fetch_unpark(h);
 	host_buffer_fini(h);
 	free(h);
 	d->role_state = NULL;
