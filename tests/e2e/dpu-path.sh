@@ -76,6 +76,43 @@ shim "$FAMTEST" -f -s 192M seq >"$T/f4.out" 2>&1 || fail "famtest after the dpu 
 	fail "the returned dpu forwards nothing: $(ctl dpu status -j | jq -c .counters)"
 pass "the dpu returns: reconnected, and chunks go through it again ($(($(hc handovers) - before)) regions handed over)"
 
+# A program that keeps its memory while the dpu dies and comes back: its
+# region goes direct meanwhile, then back through the new dpu, and every
+# pass over it (rewritten and verified twice) stays right.
+ctl host call path.set '{"path":"dpu"}' >/dev/null
+# (not through shim(): $! must be famtest's pid, for SIGUSR1)
+LD_PRELOAD=$SHIM "$FAMTEST" -f -s 160M passes >"$T/p.out" 2>&1 &
+ft=$!
+npasses() { grep -c '^pass ' "$T/p.out"; }
+passes_past() { [ "$(npasses)" -ge "$1" ] || ! kill -0 "$ft"; }
+on_path() {
+	ctl host status -j | jq -e ".path | .stripes_$1 > 0 and .stripes_$2 == 0
+		and .stripes_switching == 0" >/dev/null
+}
+wait_until 60 passes_past 1 && kill -0 "$ft" || fail "no pass: $(tail -3 "$T/p.out")"
+on_path dpu direct || fail "the program's region is not on the dpu: $(ctl host status -j | jq -c .path)"
+kill -KILL "$DPU_PID"
+wait "$DPU_PID" 2>/dev/null
+n=$(npasses)
+wait_until 120 passes_past $((n + 2)) && kill -0 "$ft" ||
+	fail "the program did not go on without the dpu: $(tail -3 "$T/p.out")"
+on_path direct dpu || fail "not direct without the dpu: $(ctl host status -j | jq -c .path)"
+before=$(hc handovers)
+start_famd dpu "$T/dpu.conf" -o dpu.listen="$DPU_ADDR"
+DPU_PID=$FAMD_PID
+wait_until 10 host_nodes_up host || fail "the host did not reconnect to the dpu"
+wait_until 60 on_path dpu direct || fail "the region did not go back to the dpu: $(ctl host status -j | jq -c .path)"
+n=$(npasses)
+wait_until 120 passes_past $((n + 2)) && kill -0 "$ft" ||
+	fail "the program did not go on through the new dpu: $(tail -3 "$T/p.out")"
+[ "$(counter dpu reads)" -gt 0 ] && [ "$(counter dpu writes)" -gt 0 ] ||
+	fail "the new dpu forwards nothing: $(ctl dpu status -j | jq -c .counters)"
+kill -USR1 "$ft"
+wait "$ft" || fail "passes: $(tail -3 "$T/p.out")"
+[ "$(hc sigbus)" = 0 ] && [ "$(hc handovers)" -gt "$before" ] ||
+	fail "after the dpu returned: $(ctl host status -j | jq -c .counters)"
+pass "a program's region across a dpu's death and return: direct meanwhile, handed to the new dpu after; $(npasses) passes over 160 MiB, every word right"
+
 # fallback = none: requests wait for the dpu (a short outage is invisible).
 ctl host call path.set '{"path":"dpu"}' >/dev/null
 printf 'fallback = none\n' >>"$T/host.conf"

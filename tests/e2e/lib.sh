@@ -28,12 +28,18 @@ dump_logs() {
 }
 
 cleanup() {
-	local rc=$? pid
+	local rc=$? pid st live=()
 	for pid in "${FAMD_PIDS[@]}"; do
-		kill -TERM "$pid" 2>/dev/null
+		kill -TERM "$pid" 2>/dev/null && live+=("$pid")
 	done
-	for pid in "${FAMD_PIDS[@]}"; do
+	# A famd stopped here must stop cleanly (sanitizers report at exit).
+	for pid in "${live[@]}"; do
 		wait "$pid" 2>/dev/null
+		st=$?
+		if [ "$st" -ne 0 ] && [ "$st" -ne 127 ]; then
+			echo "FAIL: $TEST_NAME: famd $pid exited with status $st when stopped"
+			[ "$rc" -eq 0 ] || [ "$rc" -eq 77 ] && rc=1
+		fi
 	done
 	# Stragglers (helpers started with &) must not outlive the test.
 	pkill -KILL -P $$ 2>/dev/null
