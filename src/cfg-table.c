@@ -211,7 +211,9 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		.roles = DPU,
 		.help = "Memory of the dynamic cache: one buffer of this many "
 		    "bytes, in entries of cache_entry_size; a full cache evicts "
-		    "an entry at random (never one being served or loaded).",
+		    "an entry at random (never one being served or loaded), "
+		    "preferring entries already read to prefetched ones not "
+		    "read yet.",
 	},
 	[CFG_DPU_CACHE_ENTRY_SIZE] = {
 		.section = "dpu", .name = "cache_entry_size", .type = CFG_T_SIZE,

@@ -25,10 +25,12 @@
  * shows that a read continues a run (two reads before it, each ending
  * where the next starts: a sequential run, from one thread or several),
  * load the entry read and the prefetch_depth entries after it (at most a
- * quarter of the cache), those not cached yet, off the critical path (background reads, handed to the back
- * through its queue). A read with no such neighbours loads nothing: random
- * reads would only load what is not read again. A full cache evicts an
- * entry chosen at random among those with no reference. A read an entry
+ * quarter of the cache), those not cached yet, off the critical path
+ * (background reads, handed to the back through its queue). A read with no
+ * such neighbours loads nothing: random reads would only load what is not
+ * read again. A full cache evicts an entry with no reference, chosen at
+ * random among those read whole since they were loaded, else among those
+ * read at all, else among the rest (see dcache_slot_get). A read an entry
  * holds is served from the slot (zero-copy; the reply holds a reference);
  * any other read is forwarded as before.
  *
@@ -549,20 +551,26 @@ dcache_slot(struct dpu_dcache *dc, const struct dpu_centry *e)
 }
 
 /*
- * Finds a slot for a new entry: a free one, else one chosen at random among
- * those with no reference (evicted). Under dc->lock; NULL when none.
+ * Finds a slot for a new entry: a free one, else one with no reference,
+ * evicted. The victim is chosen at random, first among entries whose bytes
+ * have all been read since they were loaded, then among those read at
+ * all, then among the rest: a prefetched entry not read yet is what a run
+ * reads next, and evicting it would waste its load and miss. Under
+ * dc->lock; NULL when none.
  */
 static struct dpu_centry *
 dcache_slot_get(struct dpu *dpu, struct dpu_dcache *dc)
 {
-	unsigned start;
+	struct dpu_centry *victim = NULL;
+	unsigned start, rank = 3;
 
 	dc->rnd ^= dc->rnd << 13;
 	dc->rnd ^= dc->rnd >> 7;
 	dc->rnd ^= dc->rnd << 17;
 	start = (unsigned)(dc->rnd % dc->nentries);
-	for (unsigned k = 0; k < dc->nentries; k++) {
+	for (unsigned k = 0; k < dc->nentries && rank > 0; k++) {
 		struct dpu_centry *e = &dc->entries[(start + k) % dc->nentries];
+		unsigned r;
 
 		if (e->state == CE_FREE) {
 			dc->nused++;
@@ -570,14 +578,20 @@ dcache_slot_get(struct dpu *dpu, struct dpu_dcache *dc)
 		}
 		if (dc->nused < dc->nentries)
 			continue; /* a free slot exists: take that */
-		if (e->state == CE_VALID && e->refs == 0 && !e->dead) {
-			dcache_leaves(dpu, e);
-			dcache_unlink(dc, e);
-			DPU_INC(dpu, dyn_evictions, 1);
-			return e;
+		if (e->state != CE_VALID || e->refs > 0 || e->dead)
+			continue;
+		r = e->read_bytes >= e->len ? 0 : e->used ? 1 : 2;
+		if (r < rank) {
+			victim = e;
+			rank = r;
 		}
 	}
-	return NULL;
+	if (victim != NULL) {
+		dcache_leaves(dpu, victim);
+		dcache_unlink(dc, victim);
+		DPU_INC(dpu, dyn_evictions, 1);
+	}
+	return victim;
 }
 
 /* The reply of a dynamic hit is sent: the entry may go. Front. */
@@ -705,6 +719,8 @@ dcache_read(struct dpu_hconn *hc, const struct fam_hdr *h,
 	if (e != NULL && e->state == CE_VALID && off + len <= base + e->len) {
 		e->refs++;
 		hit = true;
+		e->read_bytes = len < e->len - e->read_bytes ?
+		    e->read_bytes + len : e->len;
 		if (!e->used) {
 			e->used = true;
 			DPU_INC(dpu, dyn_prefetch_used, 1);
@@ -772,6 +788,7 @@ dcache_load_new(struct dpu *dpu, struct dpu_mregion *m, uint64_t index)
 	e->state = CE_LOADING;
 	e->dead = false;
 	e->used = false;
+	e->read_bytes = 0;
 	e->refs = 1;
 	e->hnext = dc->table[dcache_bucket(dc, m, index)];
 	dc->table[dcache_bucket(dc, m, index)] = e;
@@ -869,8 +886,8 @@ prefetch_main(void *arg)
 		TAILQ_INIT(&list);
 		/*
 		 * A run never loads more than a quarter of the cache ahead:
-		 * deeper, its loads would evict each other before they are
-		 * read (random eviction does not know them from old ones).
+		 * deeper, a few runs' loads would fill the cache with
+		 * entries none has read yet, and evict each other.
 		 */
 		depth = atomic_load(&dc->depth);
 		if (depth > dc->nentries / 4)

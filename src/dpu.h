@@ -128,6 +128,7 @@ struct dpu_centry {
 	uint8_t state;
 	bool dead;
 	bool used;                    /* a read hit it since it was loaded */
+	uint32_t read_bytes;          /* bytes hits served (up to len) */
 	unsigned refs;
 	struct dpu_centry *hnext;     /* the hash table's chain */
 };

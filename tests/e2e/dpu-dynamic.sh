@@ -3,7 +3,8 @@
 # sequential run (seen on the recent list) off the critical path, so a
 # sequential scan through a host hits the dpu and moves its memory-node
 # traffic from on-demand to background; random reads load nothing; a full
-# cache evicts; famtest writing and reading through it gets back every byte.
+# cache evicts, what was read before what was loaded and not read yet;
+# famtest writing and reading through it gets back every byte.
 . "$(dirname "$0")/lib.sh"
 require_cmd jq
 
@@ -50,3 +51,18 @@ pass "famtest through the dynamic cache: every byte verified; $(dyn hits) hits, 
 regions_gone() { counter_is dpu regions 0 && [ "$(dyn entries_used)" = 0 ]; }
 wait_until 10 regions_gone || fail "entries left after every region went: $(dyn entries_used)"
 pass "entries go with their regions"
+
+# PageRank's runs (edge lists, vertex arrays; two threads) through a cache
+# of 16 entries, a quarter of the footprint: full all the time, it evicts
+# what the runs have read, not what it loaded for them and they have not
+# read yet.
+GRAPH=$top_builddir/contrib/graph/graph
+start_dpu dpu2 "$MEM_ADDR" -o dpu.dynamic_cache=on -o dpu.cache_size=16M
+start_host host2 16M "$MEM_ADDR" -o host.dpu="$DPU_ADDR" -o host.path=dpu -o famd.op_timeout=10s
+shim env OMP_NUM_THREADS=2 "$GRAPH" -A -s 19 -i 5 pagerank >"$T/g.txt" 2>&1 || fail "graph: $(cat "$T/g.txt")"
+grep -q "pagerank .* ok" "$T/g.txt" || fail "pagerank wrong: $(cat "$T/g.txt")"
+ctl dpu2 status -j >"$T/st.json"
+jq -e '.cache.dynamic | .evictions > 100 and .hit_rate > 0.85
+	and .prefetches_wasted * 10 < .prefetches_used' "$T/st.json" >/dev/null ||
+	fail "PageRank through a small cache: $(jq -c '.cache.dynamic | del(.adaptive)' "$T/st.json")"
+pass "PageRank through a 16-entry cache: hit rate $(jq .cache.dynamic.hit_rate "$T/st.json"), $(jq .cache.dynamic.evictions "$T/st.json") evictions, prefetches used $(jq .cache.dynamic.prefetches_used "$T/st.json"), wasted $(jq .cache.dynamic.prefetches_wasted "$T/st.json")"
