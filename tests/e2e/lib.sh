@@ -43,6 +43,7 @@ cleanup() {
 	done
 	# Stragglers (helpers started with &) must not outlive the test.
 	pkill -KILL -P $$ 2>/dev/null
+	[ -n "${CLEANUP_HOOK:-}" ] && $CLEANUP_HOOK
 	if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; then
 		dump_logs
 	fi
@@ -103,11 +104,13 @@ ctl() {
 # start_famd NAME CONF [famd options...]: starts famd in the foreground
 # with its admin socket at $T/NAME.sock and its log at $T/NAME.log, and
 # waits until it answers. A memory role listens on a free loopback port
-# (mem_addr NAME tells which). Sets FAMD_PID.
+# (mem_addr NAME tells which). Sets FAMD_PID. With FAMD_NETNS set, famd
+# runs in that network namespace (ip netns exec execs it: same pid).
 start_famd() {
-	local name=$1 conf=$2
+	local name=$1 conf=$2 wrap=()
 	shift 2
-	"$FAMD" -f -c "$conf" -o famd.admin_socket="$(sock "$name")" \
+	[ -n "${FAMD_NETNS:-}" ] && wrap=(ip netns exec "$FAMD_NETNS")
+	"${wrap[@]}" "$FAMD" -f -c "$conf" -o famd.admin_socket="$(sock "$name")" \
 		-o memory.listen=127.0.0.1:0 "$@" 2>>"$T/$name.log" &
 	FAMD_PID=$!
 	FAMD_PIDS+=("$FAMD_PID")
