@@ -4,7 +4,8 @@
 # flush; with it off, one flush each. With async = on the memory-node side
 # runs on its own thread behind a queue. In all four combinations every
 # byte comes back as written, from famclient with 32 requests in flight and
-# from famtest's threads through a host famd.
+# from famtest's threads through a host famd, and from three programs on
+# each of two more hosts at once.
 . "$(dirname "$0")/lib.sh"
 require_cmd jq
 
@@ -64,3 +65,31 @@ ctl dpu-on-on stats-reset >/dev/null || fail "stats-reset"
 [ "$(fwd dpu-on-on batch_max)" -le 4 ] && [ "$(fwd dpu-on-on batch_max)" -ge 2 ] ||
 	fail "batch_limit 4, yet batches of $(fwd dpu-on-on batch_max)"
 pass "batch_limit = 4 by reload: batches of at most 4 from then on"
+
+# Two more hosts share the dpu, three programs each at once: every byte
+# verified, each host its own session, both hosts' requests in batches.
+ctl dpu-on-on stats-reset >/dev/null
+sessions=$(ctl dpu-on-on status -j | jq '[.peers[] | select(.role == "host")] | length')
+pids=()
+for h in ha hb; do
+	start_host "$h" 32M "$MEM_ADDR" -o host.dpu="$addr" -o host.path=dpu \
+		-o famd.node_name="$h" -o famd.op_timeout=10s
+	for i in 1 2 3; do
+		shim "$FAMTEST" -f -s 64M -t 4 -S "$i" seq random shared split >"$T/$h-$i.txt" 2>&1 &
+		pids+=($!)
+	done
+done
+for p in "${pids[@]}"; do
+	wait "$p" || fail "a program on hosts ha/hb: $(tail -n 2 "$T"/h[ab]-*.txt)"
+done
+ctl dpu-on-on status -j >"$T/st.json"
+jq -e --argjson s "$sessions" '[.peers[] | select(.role == "host")] | length == $s + 2' "$T/st.json" \
+	>/dev/null || fail "host sessions: $(jq -c '[.peers[] | select(.role == "host")]' "$T/st.json")"
+for h in ha hb; do
+	jq -e --arg h "$h" '[.peers[] | select(.role == "host" and .name == $h and .state == "connected")]
+		| length == 1' "$T/st.json" >/dev/null || fail "no session of host $h"
+	[ "$(ctl "$h" status -j | jq '.counters.ops_dpu')" -gt 1000 ] || fail "host $h sent little through the dpu"
+done
+jq -e '.counters.rw_errors == 0 and .forwarding.batch_max > 1' "$T/st.json" >/dev/null ||
+	fail "dpu: $(jq -c '{counters: .counters.rw_errors, fwd: .forwarding}' "$T/st.json")"
+pass "hosts ha and hb, three programs each at once, through one dpu: every byte verified, a session per host, batches up to $(jq .forwarding.batch_max "$T/st.json")"
