@@ -618,6 +618,15 @@ dpu_forward_start(struct dpu *dpu, char **cause)
 	TAILQ_INIT(&dpu->batch);
 	dpu->to_back.efd = dpu->to_front.efd = -1;
 	dpu->async = cfg_int(dpu->d->cfg, CFG_DPU_ASYNC) != 0;
+	if (dpu->async && dpu->opts.kind == FAM_TP_VERBS) {
+		/*
+		 * The verbs transport keeps its devices and connections per
+		 * process and is not to be used from two threads at once.
+		 */
+		log_warn("dpu: async = on needs transport = tcp; forwarding "
+		    "on one loop");
+		dpu->async = false;
+	}
 	dpu_forward_configure(dpu);
 	dpu->batch_ev = event_new(dpu->base, -1, 0, batch_cb, dpu);
 	if (dpu->batch_ev == NULL) {

@@ -224,6 +224,10 @@ node_connect(struct dpu_node *n)
 	    dpu->node_name);
 	memcpy(opts.hello.secret, dpu->secret, sizeof opts.hello.secret);
 	opts.op_timeout_ms = dpu->op_timeout_ms;
+	opts.qps_per_peer = (unsigned)cfg_int(dpu->d->cfg,
+	    CFG_VERBS_QPS_PER_PEER);
+	opts.inject_error_ppm = (uint32_t)cfg_int(dpu->d->cfg,
+	    CFG_VERBS_INJECT_ERROR_PPM);
 	opts.max_outstanding = 1024;
 	opts.max_payload = FAM_PROTO_MAX_PAYLOAD;
 	atomic_store_explicit(&n->state, DN_CONNECTING, memory_order_release);
@@ -382,9 +386,15 @@ mregion_get(struct dpu *dpu, struct dpu_node *n, uint64_t instance,
 		return NULL;
 	m->node = n;
 	m->instance = instance;
+	/*
+	 * Reads and writes go as requests the memory node serves for our
+	 * session (tcp, or verbs SENDs), not one-sided against the lease:
+	 * a verbs lease dies with the connection, and is not renewed after
+	 * a resume.
+	 */
 	m->remote.region = info->region;
-	m->remote.rkey = info->rkey;
-	m->remote.addr = info->addr;
+	m->remote.rkey = 0;
+	m->remote.addr = 0;
 	m->remote.size = info->size;
 	m->flags = info->flags;
 	snprintf(m->name, sizeof m->name, "%s", name);
@@ -1292,6 +1302,8 @@ role_dpu_start(struct famd *d)
 	dpu->opts.kind = cfg_int(cfg, CFG_TRANSPORT) == CFG_TRANSPORT_VERBS ?
 	    FAM_TP_VERBS : FAM_TP_TCP;
 	dpu->opts.op_timeout_ms = dpu->op_timeout_ms;
+	dpu->opts.inject_error_ppm = (uint32_t)cfg_int(cfg,
+	    CFG_VERBS_INJECT_ERROR_PPM);
 	dpu->opts.max_outstanding = 64;
 	dpu->opts.max_payload = FAM_PROTO_MAX_PAYLOAD;
 	memcpy(dpu->opts.secret, dpu->secret, sizeof dpu->opts.secret);
