@@ -336,32 +336,16 @@ region_new(struct host_client *cl)
 	return r;
 }
 
-/* Completion of REGION_FREE: nothing waits for it. */
-static void
-region_free_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
-{
-	if (status < 0)
-		log_debug("freeing a region on a memory node: %s",
-		    strerror(-status));
-}
-
-/* Asks each memory node to free its stripe of r. */
+/* Asks each memory node to free its stripe of r (now or once it is back). */
 static void
 region_free_remote(struct host *h, struct region *r)
 {
 	for (unsigned i = 0; i < r->nstripes; i++) {
 		struct stripe *s = &r->stripes[i];
-		uint8_t buf[FAM_REGION_FREE_LEN];
 
-		/* A free needs no lease: only the session's connection. */
-		if (s->remote.size == 0 || (!host_node_usable(h, s) &&
-		    !s->leasing))
+		if (s->remote.size == 0)
 			continue;
-		proto_put_region_free(buf, s->remote.region);
-		if (fam_conn_call(s->node->conn, FAM_MSG_REGION_FREE, buf,
-		    sizeof buf, region_free_done, NULL) < 0)
-			log_info("cannot free region %u on %s",
-			    s->remote.region, s->node->addr);
+		host_node_free(s->node, s->instance, s->remote.region);
 		s->remote.size = 0;
 	}
 }
