@@ -192,6 +192,7 @@ struct host_stats {
 	uint64_t fault_waits_for_room, sigbus;
 	uint64_t sessions, sessions_refused, bad_messages;
 	uint64_t allocs, alloc_errors, frees, frees_deferred;
+	uint64_t quota_refusals;
 	uint64_t lat_hist[32]; /* fault service time, log2 microseconds */
 	uint64_t lat_count;
 };

@@ -678,7 +678,7 @@ role_host_status(struct famd *d, json_t *st)
 	    "bytes", (json_int_t)bytes));
 	json_object_set_new(st, "counters", json_pack(
 	    "{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
-	    "s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+	    "s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
 	    "faults_missing", (json_int_t)s->faults_missing,
 	    "faults_write", (json_int_t)s->faults_wp,
 	    "faults_stale", (json_int_t)s->faults_stale,
@@ -704,6 +704,7 @@ role_host_status(struct famd *d, json_t *st)
 	    "alloc_errors", (json_int_t)s->alloc_errors,
 	    "frees", (json_int_t)s->frees,
 	    "frees_deferred", (json_int_t)s->frees_deferred,
+	    "quota_refusals", (json_int_t)s->quota_refusals,
 	    "faults_served", (json_int_t)s->lat_count));
 	json_object_set_new(st, "fault_latency_us", json_pack("{s:I,s:I}",
 	    "p50", (json_int_t)host_latency_pct(h, 50),
