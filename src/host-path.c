@@ -80,73 +80,40 @@ stripe_want(const struct host *h, const struct stripe *s)
 	return SP_DPU; /* only the dpu knows that memory node */
 }
 
-/* Completion of a REGION_FREE nobody waits for. */
+/* Completion of a REGION_ADVISE nobody waits for. */
 static void
-path_free_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
+path_advise_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 {
 	if (status < 0 && status != -ENOENT)
-		log_debug("host: freeing a region: %s", strerror(-status));
-}
-
-/* Frees region on peer n (the dpu, or a memory node), now. */
-static void
-path_free_on(struct mnode *n, uint32_t region)
-{
-	uint8_t buf[FAM_REGION_FREE_LEN];
-
-	proto_put_region_free(buf, region);
-	if (fam_conn_call(n->conn, FAM_MSG_REGION_FREE, buf, sizeof buf,
-	    path_free_done, NULL) < 0)
-		log_info("host: cannot free region %" PRIu32 " on %s", region,
-		    n->addr);
-}
-
-/* Remembers a region to free on the dpu once it is back. */
-static void
-dpu_defer_free(struct mnode *d, uint32_t region)
-{
-	if (d->npending_free == d->cap_pending_free) {
-		unsigned cap = d->cap_pending_free ? d->cap_pending_free * 2 :
-		    16;
-		uint32_t *p = realloc(d->pending_free, cap * sizeof *p);
-
-		if (p == NULL)
-			return; /* freed with our session there */
-		d->pending_free = p;
-		d->cap_pending_free = cap;
-	}
-	d->pending_free[d->npending_free++] = region;
+		log_debug("host: advice to the dpu: %s", strerror(-status));
 }
 
 /*
- * Drops the stripe's region on the dpu (now, or once the dpu is back; a
- * host that stops leaves it to the end of its session there).
+ * Drops the stripe's region on the dpu: now, or once our session there is
+ * back (host_node_free; a host that stops leaves it to the end of that
+ * session).
  */
 static void
 stripe_dpu_free(struct host *h, struct stripe *s)
 {
 	if (s->dremote.region == 0)
 		return;
-	if (s->dinstance == h->dpu.instance) {
-		if (host_dpu_usable(h))
-			path_free_on(&h->dpu, s->dremote.region);
-		else if (!h->stopping)
-			dpu_defer_free(&h->dpu, s->dremote.region);
-	}
+	host_node_free(&h->dpu, s->dinstance, s->dremote.region);
 	s->dremote.region = 0;
 	s->dremote.size = 0;
 }
 
 /*
- * Releases the stripe everywhere (its region is freed, and idle). A free
- * needs no lease, only our session's connection.
+ * Releases the stripe everywhere (its region is freed, and idle): on the
+ * memory node when our session there holds it, on the dpu when it has it
+ * for us; now, or once that session is back (host_node_free). A free needs
+ * no lease, only our session's connection.
  */
 void
 host_stripe_free(struct host *h, struct stripe *s)
 {
-	if (s->owned && s->node != NULL && s->node->state == MN_UP &&
-	    s->node->conn != NULL && s->node->instance == s->instance)
-		path_free_on(s->node, s->remote.region);
+	if (s->owned && s->node != NULL)
+		host_node_free(s->node, s->instance, s->remote.region);
 	s->owned = false;
 	stripe_dpu_free(h, s);
 }
@@ -161,7 +128,7 @@ stripe_dpu_advise(struct host *h, struct stripe *s)
 		return;
 	proto_put_region_advise(buf, s->dremote.region, s->r->advice);
 	if (fam_conn_call(h->dpu.conn, FAM_MSG_REGION_ADVISE, buf, sizeof buf,
-	    path_free_done, NULL) < 0)
+	    path_advise_done, NULL) < 0)
 		log_info("host: cannot pass advice to the dpu");
 }
 
@@ -306,7 +273,8 @@ switch_dpu_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 	if (status == 0) {
 		if (r->dying) {
 			if (host_dpu_usable(h))
-				path_free_on(&h->dpu, info.region);
+				host_node_free(&h->dpu, h->dpu.instance,
+				    info.region);
 		} else {
 			s->dremote.region = info.region;
 			s->dremote.size = info.size;
@@ -412,21 +380,15 @@ host_route_done(struct host *h, struct stripe *s)
 }
 
 /*
- * A peer is up: for the dpu, send the frees that waited for it; for a
- * memory node, find the stripes that live there and adopt those we do not
- * hold (our session there ended unless it was resumed).
+ * A memory node is up: find the stripes that live there and adopt those we
+ * do not hold (our session there ended unless it was resumed). The dpu:
+ * nothing (its stripes move back to it as they go idle).
  */
 void
 host_path_node_up(struct host *h, struct mnode *n, bool resumed)
 {
-	if (n->is_dpu) {
-		unsigned pending = n->npending_free;
-
-		n->npending_free = 0;
-		for (unsigned i = 0; resumed && i < pending; i++)
-			path_free_on(n, n->pending_free[i]);
+	if (n->is_dpu)
 		return;
-	}
 	for (struct host_client *cl = h->clients; cl != NULL; cl = cl->next)
 		for (struct region *r = cl->regions; r != NULL; r = r->next)
 			for (unsigned i = 0; i < r->nstripes; i++) {
