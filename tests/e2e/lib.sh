@@ -181,9 +181,8 @@ CONF
 
 # start_dpu NAME MEMORY_NODES [famd options...]: a dpu famd on a free
 # loopback port, forwarding to MEMORY_NODES; sets DPU_ADDR, DPU_PID and
-# waits until every memory node is up (DPU_WAIT seconds, default 10). Its
-# op_timeout is 10 s: the tests that use it page hundreds of MiB on a
-# machine that may be busy.
+# waits until every memory node is up. Its op_timeout is 10 s: the tests
+# that use it page hundreds of MiB on a machine that may be busy.
 start_dpu() {
 	local name=$1 nodes=$2
 	shift 2
@@ -199,7 +198,7 @@ CONF
 	DPU_PID=$FAMD_PID
 	DPU_ADDR=$(ctl "$name" status -j | jq -er .dpu.listen) ||
 		fail "dpu famd $name has no address"
-	wait_until "${DPU_WAIT:-10}" dpu_nodes_up "$name" || fail "dpu $name: memory nodes not up"
+	wait_until 10 dpu_nodes_up "$name" || fail "dpu $name: memory nodes not up"
 }
 
 # dpu_nodes_up NAME: every memory node of dpu NAME is connected.

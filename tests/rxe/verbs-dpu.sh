@@ -11,9 +11,7 @@ require_cmd jq
 
 [ -c /dev/userfaultfd ] || fail "no /dev/userfaultfd in this kernel ($(uname -r))"
 start_memory_verbs m
-# (60 s: a first rdma_cm connect from the dpu has been seen to time out
-# under TCG on a loaded machine; the retry then connects.)
-DPU_WAIT=60 start_dpu d "$MEM_ADDR" -o famd.transport=verbs -o dpu.listen="$SRV_IP:0" -o dpu.async=off \
+start_dpu d "$MEM_ADDR" -o famd.transport=verbs -o dpu.listen="$SRV_IP:0" -o dpu.async=off \
 	-o dpu.dynamic_cache=on -o dpu.cache_size=8M
 start_host_verbs h 2M "$MEM_ADDR" -o host.dpu="$DPU_ADDR" -o host.path=dpu \
 	-o host.max_fetches=32
