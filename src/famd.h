@@ -56,7 +56,7 @@ int log_get_level(void);
 const char *log_level_name(int level);
 int log_level_parse(const char *name);
 void log_msg(int pri, const char *fmt, ...) printflike(2, 3);
-void log_vmsg(int pri, const char *fmt, va_list ap);
+void log_vmsg(int pri, const char *fmt, va_list ap) printflike(2, 0);
 __attribute__((noreturn)) void fatal(const char *fmt, ...) printflike(1, 2);
 __attribute__((noreturn)) void fatalx(const char *fmt, ...) printflike(1, 2);
 
