@@ -448,6 +448,32 @@ admin_accept_error_cb(struct evconnlistener *l, void *arg)
 	evtimer_add(admin.backoff, &tv);
 }
 
+/*
+ * Serves requests from peer on bev, a connected bufferevent (a socket the
+ * listener accepted); the client frees bev when it goes. Returns 0, or
+ * -ENOMEM and bev stays the caller's.
+ */
+int
+admin_client_add(struct bufferevent *bev, const struct admin_peer *peer)
+{
+	struct admin_client *c = calloc(1, sizeof *c);
+
+	if (c == NULL)
+		return -ENOMEM;
+	c->bev = bev;
+	c->peer = *peer;
+	bufferevent_setcb(bev, admin_read_cb, admin_write_cb, admin_event_cb,
+	    c);
+	bufferevent_set_timeouts(bev, &admin.idle, NULL);
+	bufferevent_setwatermark(bev, EV_READ, 0, ADMIN_MAX_REQUEST + 2);
+	bufferevent_enable(bev, EV_READ | EV_WRITE);
+	c->next = admin.clients;
+	admin.clients = c;
+	admin.nclients++;
+	admin.stats.connections++;
+	return 0;
+}
+
 /* Takes a new admin connection. */
 static void
 admin_accept_cb(struct evconnlistener *l, evutil_socket_t fd,
@@ -455,7 +481,8 @@ admin_accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 {
 	struct ucred cred;
 	socklen_t clen = sizeof cred;
-	struct admin_client *c;
+	struct admin_peer peer;
+	struct bufferevent *bev;
 
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
 		log_warn("admin: SO_PEERCRED: %s", strerror(errno));
@@ -477,29 +504,16 @@ admin_accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 		close(fd);
 		return;
 	}
-	c = calloc(1, sizeof *c);
-	if (c == NULL) {
+	peer.pid = cred.pid;
+	peer.uid = cred.uid;
+	peer.gid = cred.gid;
+	bev = bufferevent_socket_new(admin.base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (bev == NULL) {
 		close(fd);
 		return;
 	}
-	c->peer.pid = cred.pid;
-	c->peer.uid = cred.uid;
-	c->peer.gid = cred.gid;
-	c->bev = bufferevent_socket_new(admin.base, fd, BEV_OPT_CLOSE_ON_FREE);
-	if (c->bev == NULL) {
-		close(fd);
-		free(c);
-		return;
-	}
-	bufferevent_setcb(c->bev, admin_read_cb, admin_write_cb,
-	    admin_event_cb, c);
-	bufferevent_set_timeouts(c->bev, &admin.idle, NULL);
-	bufferevent_setwatermark(c->bev, EV_READ, 0, ADMIN_MAX_REQUEST + 2);
-	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
-	c->next = admin.clients;
-	admin.clients = c;
-	admin.nclients++;
-	admin.stats.connections++;
+	if (admin_client_add(bev, &peer) < 0)
+		bufferevent_free(bev);
 }
 
 /*

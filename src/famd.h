@@ -22,6 +22,7 @@
 
 #include "proto.h"
 
+struct bufferevent;
 struct event_base;
 
 /* Exit codes (sysexits.h values, spelled out so famctl and famd agree). */
@@ -307,6 +308,7 @@ bool admin_require_change(struct admin_req *req);
 char *admin_process(const char *line, size_t len, const struct admin_peer *peer,
     bool may_change);
 char *admin_error_line(json_t *id, int code, const char *msg);
+int admin_client_add(struct bufferevent *bev, const struct admin_peer *peer);
 int admin_open(struct famd *d, char **cause);
 int admin_lock(const char *socket_path, char **cause);
 void admin_reconfigure(const struct cfg *cfg);
