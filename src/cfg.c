@@ -588,7 +588,32 @@ int
 cfg_load(struct cfg *cfg, const char *path, char *const *overrides,
     size_t noverrides, struct cfg_errors *errs)
 {
-	struct cfg_parse p = { .cfg = cfg, .errs = errs, .path = path };
+	FILE *f = fopen(path, "re");
+	int rc;
+
+	if (f == NULL) {
+		cfg_error(errs, "%s: cannot open: %s", path, strerror(errno));
+		memset(cfg, 0, sizeof *cfg);
+		cfg->path = strdup(path);
+		if (cfg->path == NULL)
+			abort();
+		return -EINVAL;
+	}
+	rc = cfg_load_file(cfg, f, path, overrides, noverrides, errs);
+	fclose(f);
+	return rc;
+}
+
+/*
+ * Loads the file open as f (named path in cfg and in messages), then the
+ * overrides, then the defaults of keys not given. Returns 0, or -EINVAL
+ * with every problem in errs.
+ */
+int
+cfg_load_file(struct cfg *cfg, FILE *f, const char *path,
+    char *const *overrides, size_t noverrides, struct cfg_errors *errs)
+{
+	struct cfg_parse p = { .cfg = cfg, .errs = errs, .path = path, .f = f };
 	size_t before = errs->count;
 	int rc;
 
@@ -596,11 +621,6 @@ cfg_load(struct cfg *cfg, const char *path, char *const *overrides,
 	cfg->path = strdup(path);
 	if (cfg->path == NULL)
 		abort();
-	p.f = fopen(path, "re");
-	if (p.f == NULL) {
-		cfg_error(errs, "%s: cannot open: %s", path, strerror(errno));
-		return -EINVAL;
-	}
 	rc = ini_parse_stream(cfg_read_line, &p, cfg_handle, &p);
 	if (rc > 0 && errs->count == before)
 		cfg_error(errs, "%s:%d: syntax error", path, rc);
@@ -608,7 +628,6 @@ cfg_load(struct cfg *cfg, const char *path, char *const *overrides,
 		cfg_error(errs, "%s: cannot read", path);
 	if (ferror(p.f))
 		cfg_error(errs, "%s: read error: %s", path, strerror(errno));
-	fclose(p.f);
 	free(p.buf);
 
 	for (size_t i = 0; i < noverrides; i++)

@@ -179,6 +179,8 @@ enum cfg_eviction {
 
 int cfg_load(struct cfg *cfg, const char *path, char *const *overrides,
     size_t noverrides, struct cfg_errors *errs);
+int cfg_load_file(struct cfg *cfg, FILE *f, const char *path,
+    char *const *overrides, size_t noverrides, struct cfg_errors *errs);
 void cfg_free(struct cfg *cfg);
 void cfg_errors_free(struct cfg_errors *errs);
 int64_t cfg_int(const struct cfg *cfg, enum cfg_key key);
