@@ -29,8 +29,6 @@
 #include "host.h"
 #include "uffd.h"
 
-#define HOST_MAX_REGION ((uint64_t)1 << 46)
-
 static void session_resume(struct host_client *cl);
 
 /* Sends a reply to the program, with a descriptor when fd >= 0. */
@@ -672,16 +670,13 @@ session_alloc(struct host_client *cl)
 	uint8_t buf[FAM_REGION_CREATE_MIN + FAM_NAME_MAX + FAM_PATH_MAX];
 	unsigned nstripes;
 	uint64_t chunks, size;
+	int err;
 
 	if (cl->uffd < 0)
 		return session_fail(cl, EBADF);
-	if ((m->b & ~(uint64_t)FAM_S_ALLOC_ALL) != 0 ||
-	    (m->c & (m->c - 1)) != 0 || m->c > h->arena_size ||
-	    ((m->b & FAM_S_ALLOC_FILE) == 0) != (m->len == 0) ||
-	    ((m->b & FAM_S_ALLOC_SHARED) && !(m->b & FAM_S_ALLOC_FILE)))
-		return session_fail(cl, EINVAL);
-	if (!(m->b & FAM_S_ALLOC_FILE) && (m->a == 0 || m->a > HOST_MAX_REGION))
-		return session_fail(cl, m->a == 0 ? EINVAL : EFBIG);
+	err = fam_smsg_check_alloc(m, h->arena_size);
+	if (err != 0)
+		return session_fail(cl, err);
 	size = (m->a + h->chunk - 1) & ~(h->chunk - 1);
 	chunks = size >> h->chunk_shift;
 	/* A file lives whole on the first memory node; the rest is striped. */
@@ -753,8 +748,7 @@ session_map(struct host_client *cl)
 
 	if (ar == NULL || ar->uaddr != 0)
 		return session_fail(cl, ENOENT);
-	if (addr == 0 || (addr & 4095) != 0 ||
-	    addr + ar->size < addr)
+	if (fam_smsg_check_map(addr, ar->size) != 0)
 		return session_fail(cl, EINVAL);
 	rc = uffd_register(cl->uffd, addr, ar->size, h->wp_ok);
 	if (rc < 0) {
@@ -800,11 +794,7 @@ session_dispatch(struct host_client *cl)
 	struct fam_smsg *m = &cl->req;
 	int rc;
 
-	if (m->magic != FAM_SESSION_MAGIC || m->version != FAM_SESSION_VERSION ||
-	    m->type == 0 || m->type > FAM_S_TYPE_MAX || m->status != 0 ||
-	    m->reserved != 0 || m->len > FAM_SESSION_MAX_DATA ||
-	    (m->len != 0 && m->type != FAM_S_ALLOC) ||
-	    (cl->uffd < 0 && m->type > FAM_S_UFFD)) {
+	if (fam_smsg_check_request(m, cl->uffd >= 0) < 0) {
 		cl->h->stats.bad_messages++;
 		log_info("session pid %ld: malformed message (type %u); ending "
 		    "the session", (long)cl->pid, m->type);
@@ -834,20 +824,12 @@ session_dispatch(struct host_client *cl)
 static void
 session_drain(struct host_client *cl)
 {
-	while (!cl->dead && !cl->busy && cl->inlen >= sizeof cl->req) {
-		size_t need;
+	while (!cl->dead && !cl->busy) {
+		size_t need = fam_smsg_take(cl->inbuf, cl->inlen, &cl->req,
+		    cl->data);
 
-		memcpy(&cl->req, cl->inbuf, sizeof cl->req);
-		need = sizeof cl->req + (cl->req.len <= FAM_SESSION_MAX_DATA ?
-		    cl->req.len : 0);
-		if (cl->inlen < need)
+		if (need == 0)
 			break;
-		memcpy(cl->data, cl->inbuf + sizeof cl->req, need -
-		    sizeof cl->req);
-		cl->data[need - sizeof cl->req] = '\0';
-		if (memchr(cl->data, '\0', need - sizeof cl->req) != NULL) {
-			cl->req.len = UINT32_MAX; /* a NUL in a path */
-		}
 		memmove(cl->inbuf, cl->inbuf + need, cl->inlen - need);
 		cl->inlen -= need;
 		if (session_dispatch(cl) < 0) {
