@@ -222,7 +222,14 @@ static void
 fuzz_write_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct fuzz_peer *p = arg;
+	socklen_t elen = sizeof(int);
+	int err = 0;
 
+	if (p->sent == 0 && !p->shut) {
+		/* The connection is made, or it failed. */
+		fuzz_assert(getsockopt(fd, SOL_SOCKET, SO_ERROR, &err,
+		    &elen) == 0 && err == 0);
+	}
 	while (p->sent < p->outlen) {
 		ssize_t n = send(fd, p->out + p->sent, p->outlen - p->sent,
 		    MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -264,13 +271,24 @@ fuzz_connect(void)
 	sin.sin_port = htons((uint16_t)atoi(colon + 1));
 	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	json_decref(st);
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sin, sizeof sin) < 0 ||
-	    fd_set_nonblock(fd) < 0) {
-		perror("fuzz-memory: connect");
-		abort();
+	/*
+	 * Non-blocking: a signal (libFuzzer's timer) cannot interrupt it, and
+	 * the write callback sees it complete. Local ports can run short
+	 * while closed connections wait out TIME_WAIT: then wait a little.
+	 */
+	for (int tries = 0;; tries++) {
+		fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+		    0);
+		if (fd < 0)
+			abort();
+		if (connect(fd, (struct sockaddr *)&sin, sizeof sin) == 0 ||
+		    errno == EINPROGRESS || errno == EINTR)
+			return fd;
+		close(fd);
+		if (errno != EADDRNOTAVAIL || tries == 100)
+			abort();
+		usleep(10000);
 	}
-	return fd;
 }
 
 int
