@@ -4,12 +4,18 @@
  * the decoders of proto.c and the memory role's requests, leases, reads
  * and writes (role-memory.c).
  *
- * Each input is the byte stream of one peer. A memory famd is started for
- * it, as famd.c starts one (tcp on a loopback port, a secret, a preload
- * directory holding one file), so that region ids and counters start
- * afresh and the input is replayed exactly. The input is sent on a real
- * connection, the connection is shut down for writing, the loop runs
- * until famd closes its side, and the role is stopped: everything the
+ * Each input is what up to FUZZ_MAX_PEERS peers send. A memory famd is
+ * started for it, as famd.c starts one (tcp on a loopback port, a secret, a
+ * preload directory with a file, an empty file, a link out of it), so that
+ * region ids and counters start afresh and the input replays exactly.
+ * The input is cut into streams at each "NEXTPEER" or "WITHPEER": a stream
+ * after NEXTPEER goes on a new connection once the connections before it
+ * have closed (a later session finds what earlier ones left: persistent
+ * regions), one after WITHPEER on a new connection at the same time as the
+ * stream before it (two sessions at once: shared regions, a writer's
+ * region taken). Each stream is sent on a real connection, which is then
+ * shut down for writing; the loop runs until famd has closed every
+ * connection of the group. The role is stopped at the end: everything the
  * input made famd allocate must then be freed.
  *
  * Whatever famd sends back must be protocol: every header passes
@@ -35,7 +41,11 @@
 
 #include "famd.h"
 
-#define FUZZ_DEADLINE_S 20 /* famd must have closed the connection by then */
+#define FUZZ_DEADLINE_S 20 /* famd must have closed the connections by then */
+#define FUZZ_MAX_PEERS  4
+#define FUZZ_NEXT       "NEXTPEER" /* a stream once the others have closed */
+#define FUZZ_WITH       "WITHPEER" /* a stream alongside the one before */
+#define FUZZ_SEP_LEN    8
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -55,8 +65,8 @@ struct fuzz_peer {
 	int fd;
 	const uint8_t *out;
 	size_t outlen, sent;
-	bool shut, eof, late;
-	struct event *ev_read, *ev_write, *ev_deadline;
+	bool shut, eof;
+	struct event *ev_read, *ev_write;
 	uint8_t hdr[FAM_PROTO_HDR_LEN];
 	size_t hgot;
 	struct fam_hdr h;
@@ -81,6 +91,7 @@ static void
 fuzz_cleanup(void)
 {
 	static const char *const names[] = { "preload/graphs/web.bin",
+		"preload/graphs/empty.bin", "preload/graphs/up",
 		"preload/graphs", "preload", "secret", "famd.conf" };
 	char path[sizeof fuzz_dir + 32];
 
@@ -113,6 +124,13 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 		data[i] = (char)(i * 7);
 	snprintf(path, sizeof path, "%s/preload/graphs/web.bin", fuzz_dir);
 	fuzz_file(path, data, sizeof data, 0600);
+	snprintf(path, sizeof path, "%s/preload/graphs/empty.bin", fuzz_dir);
+	fuzz_file(path, "", 0, 0600);
+	snprintf(path, sizeof path, "%s/preload/graphs/up", fuzz_dir);
+	if (symlink("../..", path) < 0) {
+		perror(path);
+		exit(1);
+	}
 	snprintf(path, sizeof path, "%s/secret", fuzz_dir);
 	fuzz_file(path, "sesame\n", 7, 0600);
 	text = xasprintf("[famd]\nrole = memory\nnode_name = fuzz\n"
@@ -246,13 +264,13 @@ fuzz_write_cb(evutil_socket_t fd, short what, void *arg)
 	event_del(p->ev_write);
 }
 
-/* famd never closed the connection. */
+/* famd never closed a connection. */
 static void
 fuzz_deadline_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct fuzz_peer *p = arg;
+	bool *late = arg;
 
-	p->late = true;
+	*late = true;
 }
 
 /* Connects to the memory role's listener, whose address status shows. */
@@ -291,33 +309,86 @@ fuzz_connect(void)
 	}
 }
 
+/* Starts sending a stream on a new connection. */
+static void
+fuzz_peer_start(struct fuzz_peer *p, const uint8_t *out, size_t len)
+{
+	memset(p, 0, sizeof *p);
+	p->out = out;
+	p->outlen = len;
+	p->fd = fuzz_connect();
+	p->ev_read = event_new(famd->base, p->fd, EV_READ | EV_PERSIST,
+	    fuzz_read_cb, p);
+	p->ev_write = event_new(famd->base, p->fd, EV_WRITE | EV_PERSIST,
+	    fuzz_write_cb, p);
+	if (p->ev_read == NULL || p->ev_write == NULL)
+		abort();
+	event_add(p->ev_read, NULL);
+	event_add(p->ev_write, NULL);
+}
+
+/* Frees a connection famd has closed. */
+static void
+fuzz_peer_end(struct fuzz_peer *p)
+{
+	event_free(p->ev_read);
+	event_free(p->ev_write);
+	close(p->fd);
+}
+
+/* Returns where the next separator starts in the len bytes at b, or len. */
+static size_t
+fuzz_next_sep(const uint8_t *b, size_t len)
+{
+	for (size_t i = 0; i + FUZZ_SEP_LEN <= len; i++)
+		if (memcmp(b + i, FUZZ_NEXT, FUZZ_SEP_LEN) == 0 ||
+		    memcmp(b + i, FUZZ_WITH, FUZZ_SEP_LEN) == 0)
+			return i;
+	return len;
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct fuzz_peer p = { .out = data, .outlen = size };
+	struct fuzz_peer peers[FUZZ_MAX_PEERS];
 	struct timeval deadline = { FUZZ_DEADLINE_S, 0 };
+	struct event *ev_deadline;
+	size_t off = 0;
+	unsigned npeers = 0;
+	bool late = false;
 
 	admin_unregister_all();
 	if (famd->ops->start(famd) < 0)
 		abort();
-	p.fd = fuzz_connect();
-	p.ev_read = event_new(famd->base, p.fd, EV_READ | EV_PERSIST,
-	    fuzz_read_cb, &p);
-	p.ev_write = event_new(famd->base, p.fd, EV_WRITE | EV_PERSIST,
-	    fuzz_write_cb, &p);
-	p.ev_deadline = evtimer_new(famd->base, fuzz_deadline_cb, &p);
-	if (p.ev_read == NULL || p.ev_write == NULL || p.ev_deadline == NULL)
+	ev_deadline = evtimer_new(famd->base, fuzz_deadline_cb, &late);
+	if (ev_deadline == NULL)
 		abort();
-	event_add(p.ev_read, NULL);
-	event_add(p.ev_write, NULL);
-	evtimer_add(p.ev_deadline, &deadline);
-	while (!p.eof && !p.late)
-		event_base_loop(famd->base, EVLOOP_ONCE);
-	fuzz_assert(!p.late);
-	event_free(p.ev_read);
-	event_free(p.ev_write);
-	event_free(p.ev_deadline);
-	close(p.fd);
+	evtimer_add(ev_deadline, &deadline);
+	while (npeers < FUZZ_MAX_PEERS) {
+		unsigned first = npeers;
+		bool with;
+
+		/* A group: a stream and those that follow it WITHPEER. */
+		do {
+			size_t len = fuzz_next_sep(data + off, size - off);
+
+			fuzz_peer_start(&peers[npeers++], data + off, len);
+			off += len;
+			with = size - off >= FUZZ_SEP_LEN &&
+			    memcmp(data + off, FUZZ_WITH, FUZZ_SEP_LEN) == 0;
+			if (size - off >= FUZZ_SEP_LEN)
+				off += FUZZ_SEP_LEN;
+		} while (with && npeers < FUZZ_MAX_PEERS);
+		for (unsigned i = first; i < npeers && !late; i++)
+			while (!peers[i].eof && !late)
+				event_base_loop(famd->base, EVLOOP_ONCE);
+		fuzz_assert(!late);
+		for (unsigned i = first; i < npeers; i++)
+			fuzz_peer_end(&peers[i]);
+		if (off >= size)
+			break;
+	}
+	event_free(ev_deadline);
 	famd->ops->stop(famd);
 	return 0;
 }

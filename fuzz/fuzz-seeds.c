@@ -276,9 +276,9 @@ seed_write_req(struct seed *s, uint64_t id, uint32_t region, uint64_t off,
 }
 
 /*
- * Streams a host sends a memory famd (fuzz-memory's famd: secret "sesame",
- * a file graphs/web.bin of 10000 bytes under its preload_dir; region ids
- * start at 1).
+ * Streams a host sends a memory famd (fuzz-memory's famd: secret "sesame";
+ * under its preload_dir graphs/web.bin of 10000 bytes, graphs/empty.bin
+ * and graphs/up, a link to the directory above; region ids start at 1).
  */
 static void
 seed_memory(void)
@@ -328,6 +328,43 @@ seed_memory(void)
 	seed_write_req(&s, 3, 1, 0, 64);
 	s.len -= 20; /* the connection ends inside the WRITE's data */
 	seed_flush(&s, "memory", "write-cut-short");
+
+	/* Sessions one after another, and at the same time (fuzz-memory.c). */
+	seed_hello(&s, "sesame");
+	seed_create(&s, 2, 8192, FAM_RF_PERSISTENT, "kept", "");
+	seed_write_req(&s, 3, 1, 0, 64);
+	seed_add(&s, "NEXTPEER", 8);
+	seed_hello(&s, "sesame");
+	seed_create(&s, 2, 8192, FAM_RF_PERSISTENT, "kept", "");
+	seed_read(&s, 3, 1, 0, 64);
+	seed_region_op(&s, FAM_MSG_REGION_FREE, 4, 1);
+	seed_flush(&s, "memory", "persistent-reopened");
+	seed_hello(&s, "sesame");
+	seed_create(&s, 2, 0, FAM_RF_FILE | FAM_RF_SHARED, "web",
+	    "graphs/web.bin");
+	seed_add(&s, "WITHPEER", 8);
+	seed_hello(&s, "sesame");
+	seed_create(&s, 2, 0, FAM_RF_FILE | FAM_RF_SHARED, "web",
+	    "graphs/web.bin");
+	seed_read(&s, 3, 1, 0, 4096);
+	seed_region_op(&s, FAM_MSG_REGION_FREE, 4, 1);
+	seed_read(&s, 5, 1, 0, 4096);
+	seed_flush(&s, "memory", "shared-two-sessions");
+	seed_hello(&s, "sesame");
+	seed_create(&s, 2, 4096, 0, "mine", "");
+	seed_add(&s, "WITHPEER", 8);
+	seed_hello(&s, "sesame");
+	seed_create(&s, 2, 4096, 0, "mine", "");
+	seed_create(&s, 3, 4096, FAM_RF_SHARED, "mine", "");
+	seed_read(&s, 4, 1, 0, 16);
+	seed_flush(&s, "memory", "writer-region-taken");
+	seed_hello(&s, "sesame");
+	seed_create(&s, 2, 0, FAM_RF_FILE, "", "graphs/empty.bin");
+	seed_create(&s, 3, 0, FAM_RF_FILE, "", "graphs/up/secret");
+	seed_create(&s, 4, 0, FAM_RF_FILE, "", "graphs");
+	seed_create(&s, 5, 100, FAM_RF_FILE, "", "graphs/web.bin");
+	seed_read(&s, 6, 1, 0, 4096);
+	seed_flush(&s, "memory", "file-edges");
 }
 
 /* Appends a session message with its data. */
