@@ -4,8 +4,8 @@
  * so the seeds speak the protocol of this tree.
  *
  * usage: fuzz-seeds SRCDIR/fuzz   (make fuzz-seeds runs it)
- * Writes corpus/proto, corpus/memory, corpus/session, corpus/admin and
- * corpus/config
+ * Writes corpus/proto, corpus/memory, corpus/client, corpus/session,
+ * corpus/admin and corpus/config
  * (files named after what they hold; others there are left alone, such as
  * the inputs of bugs the fuzzers found) and dict/config.dict.
  */
@@ -367,6 +367,68 @@ seed_memory(void)
 	seed_flush(&s, "memory", "file-edges");
 }
 
+/*
+ * What a memory node answers fuzz-client's host: the hello (id 1), then
+ * REGION_CREATE (2), READ of 4096 (3), READ of 64 (4), WRITE (5), STATS
+ * (6) and REGION_FREE (7).
+ */
+static void
+seed_client(void)
+{
+	struct seed s = { .len = 0 };
+	struct fam_hello_resp hresp = { .role = FAM_WIRE_ROLE_MEMORY,
+		.session = 0x1122334455667788ull, .instance = 42,
+		.node = "memory-a" };
+	struct fam_region_info info = { .region = 1, .size = 1 << 20,
+		.length = 1 << 20 };
+	uint8_t p[4096];
+	const char stats[] = "{\"regions\":1}";
+	size_t n;
+
+	memset(p, 0x3c, sizeof p);
+	n = proto_put_hello_resp(p, &hresp);
+	seed_frame(&s, FAM_MSG_HELLO, FAM_F_RESPONSE, 0, 1, p, (uint32_t)n);
+	n = proto_put_region_info(p, &info);
+	seed_frame(&s, FAM_MSG_REGION_CREATE, FAM_F_RESPONSE, 0, 2, p,
+	    (uint32_t)n);
+	memset(p, 0x3c, sizeof p);
+	seed_frame(&s, FAM_MSG_READ, FAM_F_RESPONSE, 0, 3, p, 4096);
+	seed_frame(&s, FAM_MSG_READ, FAM_F_RESPONSE, 0, 4, p, 64);
+	seed_frame(&s, FAM_MSG_WRITE, FAM_F_RESPONSE, 0, 5, NULL, 0);
+	seed_frame(&s, FAM_MSG_STATS, FAM_F_RESPONSE, 0, 6, stats,
+	    sizeof stats - 1);
+	seed_frame(&s, FAM_MSG_REGION_FREE, FAM_F_RESPONSE, 0, 7, NULL, 0);
+	seed_flush(&s, "client", "answers-in-order");
+
+	n = proto_put_hello_resp(p, &hresp);
+	seed_frame(&s, FAM_MSG_HELLO, FAM_F_RESPONSE, 0, 1, p, (uint32_t)n);
+	seed_frame(&s, FAM_MSG_REGION_FREE, FAM_F_RESPONSE, ENOENT, 7, NULL, 0);
+	seed_frame(&s, FAM_MSG_READ, FAM_F_RESPONSE, ERANGE, 4, NULL, 0);
+	seed_frame(&s, FAM_MSG_STATS, 0, 0, 9, NULL, 0); /* a request to us */
+	seed_frame(&s, FAM_MSG_WRITE, FAM_F_RESPONSE, EROFS, 5, NULL, 0);
+	memset(p, 0x3c, sizeof p);
+	seed_frame(&s, FAM_MSG_READ, FAM_F_RESPONSE, 0, 3, p, 4096);
+	seed_frame(&s, FAM_MSG_REGION_CREATE, FAM_F_RESPONSE, ENOSPC, 2, NULL,
+	    0);
+	seed_flush(&s, "client", "answers-out-of-order");
+
+	seed_frame(&s, FAM_MSG_HELLO, FAM_F_RESPONSE, EACCES, 1, NULL, 0);
+	seed_flush(&s, "client", "hello-refused");
+	n = proto_put_hello_resp(p, &hresp);
+	seed_frame(&s, FAM_MSG_HELLO, FAM_F_RESPONSE, 0, 1, p, (uint32_t)n);
+	seed_frame(&s, FAM_MSG_READ, FAM_F_RESPONSE, 0, 4, p, 65);
+	seed_flush(&s, "client", "read-wrong-length");
+	n = proto_put_hello_resp(p, &hresp);
+	seed_frame(&s, FAM_MSG_HELLO, FAM_F_RESPONSE, 0, 1, p, (uint32_t)n);
+	seed_frame(&s, FAM_MSG_STATS, FAM_F_RESPONSE, 0, 77, NULL, 0);
+	seed_flush(&s, "client", "unknown-id");
+	n = proto_put_hello_resp(p, &hresp);
+	seed_frame(&s, FAM_MSG_HELLO, FAM_F_RESPONSE, 0, 1, p, (uint32_t)n);
+	seed_frame(&s, FAM_MSG_READ, FAM_F_RESPONSE, 0, 3, p, 4096);
+	s.len -= 1000; /* the memory node stops inside the data */
+	seed_flush(&s, "client", "read-cut-short");
+}
+
 /* Appends a session message with its data. */
 static void
 seed_smsg(struct seed *s, uint16_t type, uint64_t seq, uint32_t flags,
@@ -575,6 +637,7 @@ main(int argc, char **argv)
 	seed_top = argv[1];
 	seed_proto();
 	seed_memory();
+	seed_client();
 	seed_session();
 	seed_admin();
 	seed_config();

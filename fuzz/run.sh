@@ -40,6 +40,9 @@ for t in "$@"; do
 	memory)
 		dict=proto
 		opts+=(-close_fd_mask=2 -max_len=16384) ;;
+	client)
+		dict=proto
+		opts+=(-max_len=16384) ;;
 	esac
 	if [ -f "$top_srcdir/fuzz/dict/$dict.dict" ]; then
 		opts+=(-dict="$top_srcdir/fuzz/dict/$dict.dict")
