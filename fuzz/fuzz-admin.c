@@ -32,17 +32,9 @@
 #include <event2/event.h>
 
 #include "famd.h"
+#include "fuzz.h"
 
 #define FUZZ_MAX_LOOPS 10000 /* loop turns for a connection to close */
-
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-/* Stops the run: famd broke one of its promises. */
-#define fuzz_assert(cond) do {						\
-	if (!(cond))							\
-		__builtin_trap();					\
-} while (0)
 
 static struct famd fuzz_famd;
 static struct cfg fuzz_cfg;
@@ -170,6 +162,7 @@ fuzz_connection(const uint8_t *data, size_t size, uid_t uid)
 	bufferevent_free(pair[1]);
 }
 
+/* Sends one input on an admin connection, as each kind of peer. */
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -37,20 +37,12 @@
 
 #include "famd.h"
 #include "transport.h"
+#include "fuzz.h"
 
 #define FUZZ_DEADLINE_S 20   /* the connection must be closed by then */
 #define FUZZ_NOPS       6
 #define FUZZ_READ_LEN   4096 /* the first READ; the second reads 64 */
 #define FUZZ_WRITE_LEN  512
-
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-/* Stops the run: famd broke one of its promises. */
-#define fuzz_assert(cond) do {						\
-	if (!(cond))							\
-		__builtin_trap();					\
-} while (0)
 
 static struct event_base *fuzz_base;
 static int fuzz_listen_fd = -1;
@@ -289,6 +281,7 @@ fuzz_deadline_cb(evutil_socket_t fd, short what, void *arg)
 	run->late = true;
 }
 
+/* Answers a host's connection with one input, a frame at a time. */
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -20,16 +20,9 @@
 #include <string.h>
 
 #include "famd.h"
+#include "fuzz.h"
 
 #define FUZZ_MAX_OVERRIDES 8
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-/* Stops the run: the parser broke one of its promises. */
-#define fuzz_assert(cond) do {						\
-	if (!(cond))							\
-		__builtin_trap();					\
-} while (0)
 
 /* Collects the lines of text that start with "-o " as overrides. */
 static size_t
@@ -90,6 +83,7 @@ fuzz_loaded(const struct cfg *cfg)
 	json_decref(j);
 }
 
+/* Loads one input as famd.conf, with its "-o " lines as overrides. */
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -40,21 +40,13 @@
 #include <event2/event.h>
 
 #include "famd.h"
+#include "fuzz.h"
 
 #define FUZZ_DEADLINE_S 20 /* famd must have closed the connections by then */
 #define FUZZ_MAX_PEERS  4
 #define FUZZ_NEXT       "NEXTPEER" /* a stream once the others have closed */
 #define FUZZ_WITH       "WITHPEER" /* a stream alongside the one before */
 #define FUZZ_SEP_LEN    8
-
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-/* Stops the run: famd broke one of its promises. */
-#define fuzz_assert(cond) do {						\
-	if (!(cond))							\
-		__builtin_trap();					\
-} while (0)
 
 static struct famd fuzz_famd;
 static struct cfg fuzz_cfg;
@@ -347,6 +339,7 @@ fuzz_next_sep(const uint8_t *b, size_t len)
 	return len;
 }
 
+/* Runs one input's streams through a memory famd of its own. */
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

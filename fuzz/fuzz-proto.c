@@ -21,16 +21,9 @@
 #include <string.h>
 
 #include "proto.h"
+#include "fuzz.h"
 
 #define FUZZ_SMALL_LIMIT 4096u /* a receiver's max_payload below the default */
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-/* Stops the run: the codec broke one of its promises. */
-#define fuzz_assert(cond) do {						\
-	if (!(cond))							\
-		__builtin_trap();					\
-} while (0)
 
 /* Decodes a HELLO request; what passes must encode to the same bytes. */
 static void
@@ -241,6 +234,7 @@ fuzz_hdr(const uint8_t *p, struct fam_hdr *h)
 	return rc;
 }
 
+/* Decodes one input as the frames a peer sends. */
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -627,6 +627,7 @@ seed_config_dict(void)
 		seed_fail("%s: %s", path, strerror(errno));
 }
 
+/* Writes every seed corpus and the configuration dictionary. */
 int
 main(int argc, char **argv)
 {

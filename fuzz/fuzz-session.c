@@ -24,19 +24,12 @@
 #include <string.h>
 
 #include "fam-session.h"
+#include "fuzz.h"
 
 #define FUZZ_INBUF     (sizeof(struct fam_smsg) + FAM_SESSION_MAX_DATA)
 #define FUZZ_PIECE     13u        /* bytes per read in the second pass */
 #define FUZZ_ARENA     (1ull << 30) /* the host's arena_size */
 #define FUZZ_MAX_MSGS  4096u
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-/* Stops the run: the decoder broke one of its promises. */
-#define fuzz_assert(cond) do {						\
-	if (!(cond))							\
-		__builtin_trap();					\
-} while (0)
 
 /* What one pass over the stream saw: a digest of every message taken. */
 struct fuzz_pass {
@@ -171,6 +164,7 @@ fuzz_receive(const uint8_t *stream, size_t size, size_t piece)
 	return pass;
 }
 
+/* Receives one input as a program's stream, whole and in pieces. */
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
