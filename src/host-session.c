@@ -142,96 +142,13 @@ fail:
 static void
 arena_free(struct host *h, struct arena *ar)
 {
-	struct extent *e, *next;
-
-	for (e = ar->free; e != NULL; e = next) {
-		next = e->next;
-		free(e);
-	}
+	host_extent_free(&ar->free);
 	if (ar->local != NULL)
 		munmap(ar->local, ar->size);
 	if (ar->memfd >= 0)
 		close(ar->memfd);
 	free(ar->regions);
 	free(ar);
-}
-
-/*
- * Takes len chunks aligned to align chunks from the arena's free list;
- * returns the offset in chunks or -1.
- */
-static int64_t
-arena_take(struct arena *ar, uint64_t len, uint64_t align)
-{
-	struct extent **pp, *e;
-
-	for (pp = &ar->free; (e = *pp) != NULL; pp = &e->next) {
-		uint64_t start = (e->off + align - 1) / align * align;
-		uint64_t pad = start - e->off;
-
-		if (pad + len > e->len)
-			continue;
-		if (pad > 0) {
-			struct extent *lead = malloc(sizeof *lead);
-
-			if (lead == NULL)
-				return -1;
-			lead->off = e->off;
-			lead->len = pad;
-			lead->next = e;
-			*pp = lead;
-			pp = &lead->next;
-			e->off += pad;
-			e->len -= pad;
-		}
-		e->off += len;
-		e->len -= len;
-		if (e->len == 0) {
-			*pp = e->next;
-			free(e);
-		}
-		return (int64_t)start;
-	}
-	return -1;
-}
-
-/* Returns len chunks at off to the arena's free list, merging neighbours. */
-static void
-arena_give(struct arena *ar, uint64_t off, uint64_t len)
-{
-	struct extent **pp, *e, *n;
-
-	for (pp = &ar->free; (e = *pp) != NULL && e->off < off; pp = &e->next)
-		;
-	/* e is the first extent after off; the one before ends at or before. */
-	if (pp != &ar->free) {
-		struct extent *prev = (struct extent *)((char *)pp -
-		    offsetof(struct extent, next));
-
-		if (prev->off + prev->len == off) {
-			prev->len += len;
-			if (e != NULL && prev->off + prev->len == e->off) {
-				prev->len += e->len;
-				prev->next = e->next;
-				free(e);
-			}
-			return;
-		}
-	}
-	if (e != NULL && off + len == e->off) {
-		e->off = off;
-		e->len += len;
-		return;
-	}
-	n = malloc(sizeof *n);
-	if (n == NULL) {
-		log_err("out of memory returning arena space; it is leaked");
-		return;
-	}
-	n->off = off;
-	n->len = len;
-	n->next = e;
-	*pp = n;
 }
 
 /* Adds r to its arena's sorted region table. */
@@ -370,8 +287,10 @@ host_region_free(struct region *r)
 			log_warn("session pid %ld: punching a freed region: %s",
 			    (long)cl->pid, strerror(errno));
 		arena_del_region(r->ar, r);
-		arena_give(r->ar, r->off >> h->chunk_shift,
-		    r->size >> h->chunk_shift);
+		if (host_extent_give(&r->ar->free, r->off >> h->chunk_shift,
+		    r->size >> h->chunk_shift) < 0)
+			log_err("out of memory returning arena space; it is "
+			    "leaked");
 	}
 	if (r->listed) {
 		for (pp = &cl->regions; *pp != NULL; pp = &(*pp)->next)
@@ -502,7 +421,8 @@ region_place(struct host_client *cl, struct region *r, uint64_t align,
 
 	*new_arena = NULL;
 	for (ar = cl->arenas; ar != NULL; ar = ar->next)
-		if (ar->uaddr != 0 && (off = arena_take(ar, len, al)) >= 0)
+		if (ar->uaddr != 0 &&
+		    (off = host_extent_take(&ar->free, len, al)) >= 0)
 			break;
 	if (ar == NULL) {
 		uint64_t size = r->size > h->arena_size ? r->size : h->arena_size;
@@ -510,7 +430,7 @@ region_place(struct host_client *cl, struct region *r, uint64_t align,
 		ar = arena_new(cl, size);
 		if (ar == NULL)
 			return -ENOMEM;
-		off = arena_take(ar, len, al);
+		off = host_extent_take(&ar->free, len, al);
 		if (off < 0)
 			return -ENOMEM;
 		*new_arena = ar;
@@ -520,7 +440,9 @@ region_place(struct host_client *cl, struct region *r, uint64_t align,
 	r->nchunks = len;
 	r->chunks = calloc(len, sizeof *r->chunks);
 	if (r->chunks == NULL || arena_add_region(ar, r) < 0) {
-		arena_give(ar, (uint64_t)off, len);
+		if (host_extent_give(&ar->free, (uint64_t)off, len) < 0)
+			log_err("out of memory returning arena space; it is "
+			    "leaked");
 		r->ar = NULL;
 		return -ENOMEM;
 	}
