@@ -37,7 +37,7 @@ sources() {
 	client) echo src/transport-tcp.c src/transport.c src/proto.c ;;
 	admin) echo src/admin.c src/admin-cmds.c src/famd-control.c ;;
 	config) echo src/cfg.c ;;
-	session) echo src/fam-session.c ;;
+	session) echo src/fam-session.c src/host-extent.c ;;
 	esac
 }
 

@@ -482,6 +482,20 @@ seed_session(void)
 	seed_smsg(&s, FAM_S_UFFD, 2, 0, 0, 0, 0, 0, NULL);
 	seed_smsg(&s, FAM_S_ALLOC, 3, 0, 0, FAM_S_ALLOC_FILE, 0, 0, big);
 	seed_flush(&s, "session", "alloc-path-too-long");
+	/* Regions placed and freed out of order, aligned and not. */
+	seed_smsg(&s, FAM_S_HELLO, 1, 0, FAM_API_VERSION, 0, 0, 0, NULL);
+	seed_smsg(&s, FAM_S_UFFD, 2, 0, 0, 0, 0, 0, NULL);
+	seed_smsg(&s, FAM_S_ALLOC, 3, 0, mib, 0, 0, 0, NULL);
+	seed_smsg(&s, FAM_S_ALLOC, 4, 0, 3 * mib, 0, 2 * mib, 0, NULL);
+	seed_smsg(&s, FAM_S_ALLOC, 5, 0, 65536, 0, 0, 0, NULL);
+	seed_smsg(&s, FAM_S_ALLOC, 6, 0, 2 * mib, 0, 4 * mib, 0, NULL);
+	seed_smsg(&s, FAM_S_FREE, 7, 0, 2, 0, 0, 0, NULL);
+	seed_smsg(&s, FAM_S_FREE, 8, 0, 1, 0, 0, 0, NULL);
+	seed_smsg(&s, FAM_S_FREE, 9, 0, 4, 0, 0, 0, NULL);
+	seed_smsg(&s, FAM_S_ALLOC, 10, 0, 5 * mib, 0, 0, 0, NULL);
+	seed_smsg(&s, FAM_S_FREE, 11, 0, 3, 0, 0, 0, NULL);
+	seed_smsg(&s, FAM_S_ALLOC, 12, 0, 64 * mib, 0, 0, 0, NULL);
+	seed_flush(&s, "session", "alloc-free-out-of-order");
 	/* famd's replies, for libfam's checks. */
 	seed_smsg(&s, FAM_S_HELLO, 1, FAM_S_FEAT_DEVFD, 64 * 1024,
 	    64ull << 30, FAM_S_FEAT_DEVFD, 0, NULL);

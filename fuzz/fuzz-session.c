@@ -14,6 +14,12 @@
  *
  * Each message taken is also offered to libfam as a reply
  * (fam_smsg_check_reply, fam_smsg_check_hello_reply).
+ *
+ * The ALLOCs that pass are placed in an arena's free list as the host
+ * places regions (host-extent.c: chunks of FUZZ_CHUNK, alignment in
+ * chunks), FREE gives them back by handle, and at the end of the stream
+ * every region left is given back: no two regions may share a chunk, each
+ * starts on its alignment, and the free list ends as one whole arena.
  */
 #include "config.h"
 
@@ -24,12 +30,26 @@
 #include <string.h>
 
 #include "fam-session.h"
+#include "host.h"
 #include "fuzz.h"
 
 #define FUZZ_INBUF     (sizeof(struct fam_smsg) + FAM_SESSION_MAX_DATA)
 #define FUZZ_PIECE     13u        /* bytes per read in the second pass */
 #define FUZZ_ARENA     (1ull << 30) /* the host's arena_size */
 #define FUZZ_MAX_MSGS  4096u
+#define FUZZ_CHUNK_SHIFT 16u        /* 64 KiB chunks */
+#define FUZZ_CHUNKS    1024u        /* an arena of 64 MiB for the placements */
+#define FUZZ_REGIONS   512u
+
+/* An arena as the host carves it, and the regions placed in it. */
+struct fuzz_arena {
+	struct extent *free;
+	uint8_t used[FUZZ_CHUNKS];   /* chunk in a region */
+	struct {
+		uint64_t off, len;   /* chunks; len 0: a free slot */
+	} regions[FUZZ_REGIONS];
+	uint64_t nregions;           /* handles given: 1 to nregions */
+};
 
 /* What one pass over the stream saw: a digest of every message taken. */
 struct fuzz_pass {
@@ -71,9 +91,75 @@ fuzz_as_reply(const struct fam_smsg *m)
 	}
 }
 
+/* Places an ALLOC that passed its checks, as region_place() does. */
+static void
+fuzz_place(struct fuzz_arena *a, const struct fam_smsg *m)
+{
+	uint64_t chunk = 1ull << FUZZ_CHUNK_SHIFT;
+	uint64_t len = m->b & FAM_S_ALLOC_FILE ? 1 :
+	    ((m->a + chunk - 1) & ~(chunk - 1)) >> FUZZ_CHUNK_SHIFT;
+	uint64_t al = m->c > chunk ? m->c >> FUZZ_CHUNK_SHIFT : 1;
+	int64_t off;
+
+	if (a->nregions == FUZZ_REGIONS)
+		return;
+	off = host_extent_take(&a->free, len, al);
+	if (off < 0)
+		return;
+	fuzz_assert((uint64_t)off % al == 0);
+	fuzz_assert((uint64_t)off + len <= FUZZ_CHUNKS);
+	for (uint64_t c = (uint64_t)off; c < (uint64_t)off + len; c++) {
+		fuzz_assert(!a->used[c]);
+		a->used[c] = 1;
+	}
+	a->regions[a->nregions].off = (uint64_t)off;
+	a->regions[a->nregions].len = len;
+	a->nregions++;
+}
+
+/* Gives a region back by handle (1 to nregions), as FREE does. */
+static void
+fuzz_unplace(struct fuzz_arena *a, uint64_t handle)
+{
+	uint64_t off, len;
+
+	if (handle == 0 || handle > a->nregions ||
+	    a->regions[handle - 1].len == 0)
+		return;
+	off = a->regions[handle - 1].off;
+	len = a->regions[handle - 1].len;
+	a->regions[handle - 1].len = 0;
+	for (uint64_t c = off; c < off + len; c++)
+		a->used[c] = 0;
+	fuzz_assert(host_extent_give(&a->free, off, len) == 0);
+}
+
+/* Gives back every region left: the arena must be whole again. */
+static void
+fuzz_arena_end(struct fuzz_arena *a)
+{
+	uint64_t prev_end = 0;
+
+	/* Sorted, none empty, none touching the next, nothing in use. */
+	for (struct extent *e = a->free; e != NULL; e = e->next) {
+		fuzz_assert(e->len > 0);
+		fuzz_assert(e == a->free || e->off > prev_end);
+		fuzz_assert(e->off + e->len <= FUZZ_CHUNKS);
+		for (uint64_t c = e->off; c < e->off + e->len; c++)
+			fuzz_assert(!a->used[c]);
+		prev_end = e->off + e->len;
+	}
+	for (uint64_t h = 1; h <= a->nregions; h++)
+		fuzz_unplace(a, h);
+	fuzz_assert(a->free != NULL && a->free->off == 0 &&
+	    a->free->len == FUZZ_CHUNKS && a->free->next == NULL);
+	host_extent_free(&a->free);
+}
+
 /* Checks a request's arguments as the host's handlers do. */
 static void
-fuzz_arguments(const struct fam_smsg *m, const char *data)
+fuzz_arguments(const struct fam_smsg *m, const char *data,
+    struct fuzz_arena *a)
 {
 	int err;
 
@@ -95,6 +181,12 @@ fuzz_arguments(const struct fam_smsg *m, const char *data)
 			fuzz_assert(size >= m->a);
 		}
 		fuzz_assert(m->c <= FUZZ_ARENA && (m->c & (m->c - 1)) == 0);
+		if (a != NULL)
+			fuzz_place(a, m);
+		break;
+	case FAM_S_FREE:
+		if (a != NULL)
+			fuzz_unplace(a, m->a);
 		break;
 	case FAM_S_MAP:
 		err = fam_smsg_check_map(m->b, FUZZ_ARENA);
@@ -112,7 +204,8 @@ fuzz_arguments(const struct fam_smsg *m, const char *data)
  * drains it as the host does; returns what it saw.
  */
 static struct fuzz_pass
-fuzz_receive(const uint8_t *stream, size_t size, size_t piece)
+fuzz_receive(const uint8_t *stream, size_t size, size_t piece,
+    struct fuzz_arena *a)
 {
 	struct fuzz_pass pass = { .digest = 0xcbf29ce484222325ull };
 	uint8_t *inbuf = malloc(FUZZ_INBUF);
@@ -152,7 +245,7 @@ fuzz_receive(const uint8_t *stream, size_t size, size_t piece)
 			fuzz_assert(m.len == strlen(data));
 			if (m.type == FAM_S_UFFD)
 				have_uffd = true;
-			fuzz_arguments(&m, data);
+			fuzz_arguments(&m, data, a);
 			if (pass.nmsgs == FUZZ_MAX_MSGS)
 				break;
 		}
@@ -168,8 +261,15 @@ fuzz_receive(const uint8_t *stream, size_t size, size_t piece)
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct fuzz_pass whole = fuzz_receive(data, size, 0);
-	struct fuzz_pass bits = fuzz_receive(data, size, FUZZ_PIECE);
+	struct fuzz_arena *a = calloc(1, sizeof *a);
+	struct fuzz_pass whole, bits;
+
+	if (a == NULL || host_extent_give(&a->free, 0, FUZZ_CHUNKS) < 0)
+		abort();
+	whole = fuzz_receive(data, size, 0, a);
+	bits = fuzz_receive(data, size, FUZZ_PIECE, NULL);
+	fuzz_arena_end(a);
+	free(a);
 
 	fuzz_assert(whole.nmsgs == bits.nmsgs);
 	fuzz_assert(whole.ended == bits.ended);
