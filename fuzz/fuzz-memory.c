@@ -5,9 +5,10 @@
  * and writes (role-memory.c).
  *
  * Each input is what up to FUZZ_MAX_PEERS peers send. A memory famd is
- * started for it, as famd.c starts one (tcp on a loopback port, a secret, a
- * preload directory with a file, an empty file, a link out of it), so that
- * region ids and counters start afresh and the input replays exactly.
+ * started for it, as famd.c starts one (tcp on a loopback port, a secret,
+ * quotas per peer, a preload directory with a file, an empty file and a
+ * link out of it), so that region ids and counters start afresh and the
+ * input replays exactly.
  * The input is cut into streams at each "NEXTPEER" or "WITHPEER": a stream
  * after NEXTPEER goes on a new connection once the connections before it
  * have closed (a later session finds what earlier ones left: persistent
@@ -129,7 +130,8 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 	    "admin_socket = %s/admin.sock\nlog_level = err\n"
 	    "secret_file = %s/secret\nop_timeout = 2s\n"
 	    "[memory]\nlisten = 127.0.0.1:0\ncapacity = 16M\n"
-	    "preload_dir = %s/preload\nsession_grace = 0\n", fuzz_dir,
+	    "preload_dir = %s/preload\nsession_grace = 0\n"
+	    "peer_max_bytes = 8M\npeer_max_regions = 16\n", fuzz_dir,
 	    fuzz_dir, fuzz_dir);
 	snprintf(conf, sizeof conf, "%s/famd.conf", fuzz_dir);
 	fuzz_file(conf, text, strlen(text), 0600);
