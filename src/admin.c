@@ -127,16 +127,31 @@ admin_require_change(struct admin_req *req)
 	return false;
 }
 
-/* Returns a JSON-RPC error response line (without the newline). */
+/*
+ * Returns a JSON-RPC error response line (without the newline). A message
+ * that is not UTF-8 (a parse error quotes the request's bytes) has every
+ * byte outside printable ASCII turned into '?': JSON cannot carry it.
+ */
 char *
 admin_error_line(json_t *id, int code, const char *msg)
 {
-	json_t *r = json_pack("{s:s,s:{s:i,s:s},s:O}", "jsonrpc", "2.0",
-	    "error", "code", code, "message", msg, "id",
-	    id != NULL ? id : json_null());
-	char *s = json_dumps(r, JSON_COMPACT);
+	char *clean = NULL, *s;
+	json_t *r;
 
+	if (!proto_utf8_valid(msg, strlen(msg))) {
+		clean = strdup(msg);
+		if (clean == NULL)
+			abort();
+		for (char *p = clean; *p != '\0'; p++)
+			if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
+				*p = '?';
+		msg = clean;
+	}
+	r = json_pack("{s:s,s:{s:i,s:s},s:O}", "jsonrpc", "2.0", "error",
+	    "code", code, "message", msg, "id", id != NULL ? id : json_null());
+	s = json_dumps(r, JSON_COMPACT);
 	json_decref(r);
+	free(clean);
 	if (s == NULL)
 		abort();
 	return s;

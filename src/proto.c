@@ -125,6 +125,52 @@ is_name_char(uint8_t c)
 }
 
 /*
+ * Returns true when len bytes at p are well-formed UTF-8: no stray or
+ * missing continuation byte, no overlong form, no surrogate, nothing past
+ * U+10FFFF (what JSON text may carry).
+ */
+bool
+proto_utf8_valid(const void *p, size_t len)
+{
+	const uint8_t *s = p;
+	size_t i = 0;
+
+	while (i < len) {
+		uint8_t c = s[i];
+		uint32_t cp;
+		size_t n;
+
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		if (c >= 0xc2 && c <= 0xdf) {
+			n = 1;
+			cp = c & 0x1f;
+		} else if (c >= 0xe0 && c <= 0xef) {
+			n = 2;
+			cp = c & 0x0f;
+		} else if (c >= 0xf0 && c <= 0xf4) {
+			n = 3;
+			cp = c & 0x07;
+		} else
+			return false;
+		if (len - i - 1 < n)
+			return false;
+		for (size_t k = 1; k <= n; k++) {
+			if ((s[i + k] & 0xc0) != 0x80)
+				return false;
+			cp = cp << 6 | (s[i + k] & 0x3f);
+		}
+		if ((n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
+		    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+			return false;
+		i += n + 1;
+	}
+	return true;
+}
+
+/*
  * Decodes a NUL-padded field of len bytes into out (len + 1 bytes): every
  * byte after the first NUL must be NUL. With printable, control characters
  * are refused too. Returns 0 or -EPROTO.

@@ -230,6 +230,7 @@ size_t proto_put_write_hdr(uint8_t *out, const struct fam_rw *m);
 int proto_get_write_hdr(const uint8_t *in, size_t len, struct fam_rw *m);
 
 const char *proto_type_name(unsigned type);
+bool proto_utf8_valid(const void *p, size_t len);
 bool proto_secret_equal(const char *a, const char *b);
 
 #endif /* FAM_PROTO_H */

@@ -251,6 +251,47 @@ START_TEST(test_oversized_request)
 }
 END_TEST
 
+/* A parse error quotes the request, whose bytes need not be UTF-8. */
+START_TEST(test_request_not_utf8_gets_parse_error)
+{
+	static const char line[] = "\"\\\xdd\xa7/\0000`\0";
+	char *out = admin_process(line, sizeof line - 1, &peer, false);
+	json_t *j, *err;
+
+	ck_assert_ptr_nonnull(out);
+	j = json_loads(out, 0, NULL);
+	ck_assert_msg(j != NULL, "answer is not JSON: %s", out);
+	err = json_object_get(j, "error");
+	ck_assert_int_eq(json_integer_value(json_object_get(err, "code")),
+	    ADMIN_ERR_PARSE);
+	ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(err,
+	    "message")), "parse error: invalid escape"));
+	json_decref(j);
+	free(out);
+}
+END_TEST
+
+START_TEST(test_error_message_not_utf8_made_ascii)
+{
+	char *s = admin_error_line(NULL, ADMIN_ERR_FAILED,
+	    "unknown key 'log_\377level' in [famd], caf\xc3\xa9");
+	json_t *j = json_loads(s, 0, NULL);
+
+	ck_assert_ptr_nonnull(j);
+	ck_assert_str_eq(json_string_value(json_object_get(json_object_get(j,
+	    "error"), "message")), "unknown key 'log_?level' in [famd], caf??");
+	json_decref(j);
+	free(s);
+	/* Valid UTF-8 is kept as it is. */
+	s = admin_error_line(NULL, ADMIN_ERR_FAILED, "caf\xc3\xa9");
+	j = json_loads(s, 0, NULL);
+	ck_assert_str_eq(json_string_value(json_object_get(json_object_get(j,
+	    "error"), "message")), "caf\xc3\xa9");
+	json_decref(j);
+	free(s);
+}
+END_TEST
+
 START_TEST(test_error_line_is_valid_json)
 {
 	char *s = admin_error_line(NULL, ADMIN_ERR_PARSE, "quote \" and \\");
@@ -364,6 +405,8 @@ admin_suite(void)
 	tcase_add_test(t, test_null_id_answered_with_null);
 	tcase_add_test(t, test_oversized_request);
 	tcase_add_test(t, test_error_line_is_valid_json);
+	tcase_add_test(t, test_request_not_utf8_gets_parse_error);
+	tcase_add_test(t, test_error_message_not_utf8_made_ascii);
 	suite_add_tcase(s, t);
 
 	t = tcase_create("connection");
