@@ -210,6 +210,11 @@ cfg_parse_value(enum cfg_key key, const char *text, struct cfg_value *out,
 	int rc;
 
 	*cause = NULL;
+	/* Values reach JSON (config.show, status) and the hello's node name. */
+	if (!proto_utf8_valid(text, strlen(text))) {
+		*cause = xasprintf("not valid UTF-8");
+		return -EINVAL;
+	}
 	switch (d->type) {
 	case CFG_T_BOOL:
 		if (!strcasecmp(text, "yes") || !strcasecmp(text, "true") ||

@@ -173,7 +173,7 @@ proto_utf8_valid(const void *p, size_t len)
 /*
  * Decodes a NUL-padded field of len bytes into out (len + 1 bytes): every
  * byte after the first NUL must be NUL. With printable, control characters
- * are refused too. Returns 0 or -EPROTO.
+ * and text that is not UTF-8 are refused too. Returns 0 or -EPROTO.
  */
 static int
 get_padded(const uint8_t *p, size_t len, char *out, bool printable)
@@ -182,10 +182,13 @@ get_padded(const uint8_t *p, size_t len, char *out, bool printable)
 
 	if (!is_zero(p + n, len - n))
 		return -EPROTO;
-	if (printable)
+	if (printable) {
 		for (size_t i = 0; i < n; i++)
 			if (!is_name_char(p[i]))
 				return -EPROTO;
+		if (!proto_utf8_valid(p, n))
+			return -EPROTO;
+	}
 	memcpy(out, p, n);
 	out[n] = '\0';
 	return 0;
@@ -355,14 +358,17 @@ proto_put_region_create(uint8_t *out, size_t cap,
 	return len;
 }
 
-/* Returns true when len bytes at p hold no NUL and no control character. */
+/*
+ * Returns true when len bytes at p hold no NUL and no control character,
+ * and are UTF-8.
+ */
 static bool
 proto_text_ok(const uint8_t *p, size_t len)
 {
 	for (size_t i = 0; i < len; i++)
 		if (!is_name_char(p[i]))
 			return false;
-	return true;
+	return proto_utf8_valid(p, len);
 }
 
 /* Decodes and validates a REGION_CREATE request. */

@@ -10,7 +10,8 @@
  * Nothing read from the network is used before proto_check_hdr() and the
  * matching proto_get_*() have validated it: magic, version, type, flags,
  * payload length against the type's bounds and the receiver's limit, and
- * every field of the payload.
+ * every field of the payload. Names (of nodes and regions) and paths are
+ * printable UTF-8: they end up in famctl's JSON.
  */
 #ifndef FAM_PROTO_H
 #define FAM_PROTO_H

@@ -488,6 +488,16 @@ START_TEST(test_error_watermarks_crossed)
 }
 END_TEST
 
+/* A value famd could not show in config.show or send in its hello. */
+START_TEST(test_error_value_not_utf8)
+{
+	assert_one_error("[famd]\nrole = memory\nnode_name = h\xf4te\n",
+	    ":3: [famd] node_name: not valid UTF-8");
+	assert_one_error("[famd]\nrole = memory\nadmin_socket = /run/\xff\n",
+	    ":3: [famd] admin_socket: not valid UTF-8");
+}
+END_TEST
+
 START_TEST(test_load_from_a_stream)
 {
 	char bad[] = "[famd]\nrole = memory\n[memory]\ncapacity = 2G\n"
@@ -551,6 +561,7 @@ cfg_suite(void)
 	tcase_add_test(t, test_error_duration_malformed_and_range);
 	tcase_add_test(t, test_error_path_not_absolute);
 	tcase_add_test(t, test_error_string_too_long_or_control);
+	tcase_add_test(t, test_error_value_not_utf8);
 	tcase_add_test(t, test_error_duplicate_key);
 	tcase_add_test(t, test_error_key_outside_section);
 	tcase_add_test(t, test_error_line_without_equals);
