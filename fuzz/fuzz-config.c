@@ -10,7 +10,8 @@
  * A configuration that loads must describe itself faithfully: each value
  * (given or defaulted) printed with cfg_format_value() parses back to the
  * same value, and
- * config.show's JSON (cfg_to_json) can be built and printed.
+ * config.show's JSON (cfg_to_json) can be built and printed, with every
+ * key in it.
  */
 #include "config.h"
 
@@ -77,6 +78,9 @@ fuzz_loaded(const struct cfg *cfg)
 	}
 	j = cfg_to_json(cfg);
 	fuzz_assert(j != NULL);
+	for (int k = 0; k < CFG_NKEYS; k++)
+		fuzz_assert(json_is_object(json_object_get(json_object_get(j,
+		    cfg_keys[k].section), cfg_keys[k].name)));
 	s = json_dumps(j, JSON_COMPACT);
 	fuzz_assert(s != NULL);
 	free(s);

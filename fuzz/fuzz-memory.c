@@ -21,7 +21,9 @@
  *
  * Whatever famd sends back must be protocol: every header passes
  * proto_check_hdr() as a response, and the payload of a successful HELLO,
- * REGION_CREATE or REGION_LEASE response decodes.
+ * REGION_CREATE or REGION_LEASE response decodes. What it tells its admin
+ * must be whole: once the peers are gone, the admin command `regions` lists
+ * as many regions (those kept, persistent) as status counts.
  */
 #include "config.h"
 
@@ -303,6 +305,29 @@ fuzz_connect(void)
 	}
 }
 
+/* Checks that `regions` lists every region status counts. */
+static void
+fuzz_check_views(void)
+{
+	static const char line[] = "{\"jsonrpc\":\"2.0\",\"method\":"
+	    "\"regions\",\"id\":1}";
+	static const struct admin_peer peer = { .pid = 1 };
+	json_t *st = json_pack("{s:[]}", "peers"), *answer, *list;
+	char *out = admin_process(line, sizeof line - 1, &peer, false);
+	json_int_t regions;
+
+	famd->ops->status(famd, st);
+	regions = json_integer_value(json_object_get(json_object_get(st,
+	    "memory"), "regions"));
+	answer = json_loads(out, 0, NULL);
+	list = json_object_get(answer, "result");
+	fuzz_assert(json_is_array(list));
+	fuzz_assert((json_int_t)json_array_size(list) == regions);
+	json_decref(answer);
+	json_decref(st);
+	free(out);
+}
+
 /* Starts sending a stream on a new connection. */
 static void
 fuzz_peer_start(struct fuzz_peer *p, const uint8_t *out, size_t len)
@@ -384,6 +409,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break;
 	}
 	event_free(ev_deadline);
+	fuzz_check_views();
 	famd->ops->stop(famd);
 	return 0;
 }

@@ -11,7 +11,8 @@
  *
  * What a decoder accepts must come back byte for byte when encoded again:
  * the decoders check every reserved byte and every padding, so the wire
- * form of a valid message is unique.
+ * form of a valid message is unique. Every name and path it accepts must
+ * be a string JSON can carry (jansson's json_string): famctl shows them.
  */
 #include "config.h"
 
@@ -20,10 +21,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "proto.h"
 #include "fuzz.h"
 
 #define FUZZ_SMALL_LIMIT 4096u /* a receiver's max_payload below the default */
+
+/* Checks that text is a string JSON can carry. */
+static void
+fuzz_json_text(const char *text)
+{
+	json_t *j = json_string(text);
+
+	fuzz_assert(j != NULL);
+	json_decref(j);
+}
 
 /* Decodes a HELLO request; what passes must encode to the same bytes. */
 static void
@@ -37,6 +50,7 @@ fuzz_hello(const uint8_t *p, size_t len)
 		return;
 	fuzz_assert(len == FAM_HELLO_LEN);
 	fuzz_assert(m.node[0] != '\0' && strlen(m.node) <= FAM_NAME_MAX);
+	fuzz_json_text(m.node);
 	fuzz_assert(strlen(m.secret) <= FAM_SECRET_MAX);
 	fuzz_assert(proto_put_hello(out, &m) == FAM_HELLO_LEN);
 	fuzz_assert(memcmp(out, p, FAM_HELLO_LEN) == 0);
@@ -60,6 +74,7 @@ fuzz_hello_resp(const uint8_t *p, size_t len)
 		return;
 	fuzz_assert(len == FAM_HELLO_RESP_LEN);
 	fuzz_assert(m.node[0] != '\0' && strlen(m.node) <= FAM_NAME_MAX);
+	fuzz_json_text(m.node);
 	fuzz_assert(proto_put_hello_resp(out, &m) == FAM_HELLO_RESP_LEN);
 	fuzz_assert(memcmp(out, p, FAM_HELLO_RESP_LEN) == 0);
 }
@@ -80,6 +95,8 @@ fuzz_region_create(const uint8_t *p, size_t len)
 	}
 	fuzz_assert(strlen(m.name) <= FAM_NAME_MAX);
 	fuzz_assert(strlen(m.path) <= FAM_PATH_MAX);
+	fuzz_json_text(m.name);
+	fuzz_json_text(m.path);
 	fuzz_assert(!(m.flags & ~FAM_RF_ALL));
 	fuzz_assert(proto_put_region_create(out, sizeof out, &m) == len);
 	fuzz_assert(memcmp(out, p, len) == 0);
