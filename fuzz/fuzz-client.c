@@ -7,8 +7,8 @@
  * loopback port, connects to it with fam_connect() as a host does (node
  * name, role, max_outstanding and max_payload as role-host.c sets them)
  * and queues at once the operations of a host's region: REGION_CREATE,
- * two READs, a WRITE, STATS and REGION_FREE, which go out (ids 2 to 7)
- * once the hello (id 1) is answered. The input is then delivered a frame
+ * two READs, a WRITE, STATS, REGION_FREE, REGION_ADVISE and REGION_ADOPT,
+ * which go out (ids 2 to 9) once the hello (id 1) is answered. The input is then delivered a frame
  * at a time (as its headers delimit them), each once famd has handled the
  * one before, so answers come after the requests they answer, as from a
  * real peer; a header that cannot be a frame sends the rest at once.
@@ -40,7 +40,7 @@
 #include "fuzz.h"
 
 #define FUZZ_DEADLINE_S 20   /* the connection must be closed by then */
-#define FUZZ_NOPS       6
+#define FUZZ_NOPS       8
 #define FUZZ_READ_LEN   4096 /* the first READ; the second reads 64 */
 #define FUZZ_WRITE_LEN  512
 
@@ -112,6 +112,7 @@ fuzz_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 		return;
 	switch (op->type) {
 	case FAM_MSG_REGION_CREATE:
+	case FAM_MSG_REGION_ADOPT:
 		/* As the host does (host-session.c, alloc_stripe_done). */
 		(void)proto_get_region_info(payload, len, &info);
 		break;
@@ -158,6 +159,8 @@ fuzz_queue_ops(struct fuzz_run *run)
 {
 	struct fam_region_create rc = { .size = 1 << 20 };
 	struct fam_remote r = { .region = 1, .size = 1 << 20 };
+	struct fam_region_adopt ad = { .instance = 42, .region = 3,
+		.key = 0xbeef };
 	uint8_t p[FAM_REGION_CREATE_MIN + FAM_NAME_MAX + FAM_PATH_MAX];
 	size_t n;
 
@@ -189,6 +192,14 @@ fuzz_queue_ops(struct fuzz_run *run)
 	run->ops[5].type = FAM_MSG_REGION_FREE;
 	fuzz_assert(fam_conn_call(run->conn, FAM_MSG_REGION_FREE, p,
 	    (uint32_t)n, fuzz_done, &run->ops[5]) == 0);
+	n = proto_put_region_advise(p, 1, FAM_ADVICE_STATIC);
+	run->ops[6].type = FAM_MSG_REGION_ADVISE;
+	fuzz_assert(fam_conn_call(run->conn, FAM_MSG_REGION_ADVISE, p,
+	    (uint32_t)n, fuzz_done, &run->ops[6]) == 0);
+	n = proto_put_region_adopt(p, &ad);
+	run->ops[7].type = FAM_MSG_REGION_ADOPT;
+	fuzz_assert(fam_conn_call(run->conn, FAM_MSG_REGION_ADOPT, p,
+	    (uint32_t)n, fuzz_done, &run->ops[7]) == 0);
 }
 
 /* Reads what famd sent; its headers must be valid requests or replies. */

@@ -132,6 +132,43 @@ fuzz_region_free(const uint8_t *p, size_t len)
 	fuzz_assert(memcmp(out, p, FAM_REGION_FREE_LEN) == 0);
 }
 
+/* Decodes a REGION_ADOPT request; what passes must re-encode. */
+static void
+fuzz_region_adopt(const uint8_t *p, size_t len)
+{
+	struct fam_region_adopt m;
+	uint8_t out[FAM_REGION_ADOPT_LEN];
+	int rc;
+
+	memset(&m, 0xa5, sizeof m);
+	rc = proto_get_region_adopt(p, len, &m);
+	if (rc != 0) {
+		fuzz_assert(rc == -EPROTO || rc == -EINVAL);
+		return;
+	}
+	fuzz_assert(m.region != 0 && !(m.flags & ~FAM_ADOPT_ALL));
+	fuzz_assert(proto_put_region_adopt(out, &m) == FAM_REGION_ADOPT_LEN);
+	fuzz_assert(memcmp(out, p, FAM_REGION_ADOPT_LEN) == 0);
+}
+
+/* Decodes a REGION_ADVISE request; what passes must re-encode. */
+static void
+fuzz_region_advise(const uint8_t *p, size_t len)
+{
+	uint8_t out[FAM_REGION_ADVISE_LEN];
+	uint32_t region, advice;
+	int rc = proto_get_region_advise(p, len, &region, &advice);
+
+	if (rc != 0) {
+		fuzz_assert(rc == -EPROTO || rc == -EINVAL);
+		return;
+	}
+	fuzz_assert(advice <= FAM_ADVICE_MAX);
+	fuzz_assert(proto_put_region_advise(out, region, advice) ==
+	    FAM_REGION_ADVISE_LEN);
+	fuzz_assert(memcmp(out, p, FAM_REGION_ADVISE_LEN) == 0);
+}
+
 /* Decodes a READ request; what passes must re-encode and stay in range. */
 static void
 fuzz_read(const uint8_t *p, size_t len)
@@ -181,6 +218,8 @@ fuzz_every_decoder(const uint8_t *p, size_t len)
 	fuzz_region_create(p, len);
 	fuzz_region_info(p, len);
 	fuzz_region_free(p, len);
+	fuzz_region_adopt(p, len);
+	fuzz_region_advise(p, len);
 	fuzz_read(p, len);
 	fuzz_write_hdr(p, len);
 }
@@ -215,6 +254,16 @@ fuzz_typed(const struct fam_hdr *h, const uint8_t *p, size_t len)
 			fuzz_region_info(p, len);
 		else
 			fuzz_region_free(p, len);
+		break;
+	case FAM_MSG_REGION_ADOPT:
+		if (resp)
+			fuzz_region_info(p, len);
+		else
+			fuzz_region_adopt(p, len);
+		break;
+	case FAM_MSG_REGION_ADVISE:
+		if (!resp)
+			fuzz_region_advise(p, len);
 		break;
 	case FAM_MSG_READ:
 		if (!resp)

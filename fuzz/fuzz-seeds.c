@@ -180,6 +180,29 @@ seed_proto(void)
 	seed_frame(&s, FAM_MSG_STATS, FAM_F_RESPONSE, 0, 7, stats,
 	    sizeof stats - 1);
 	seed_flush(&s, "proto", "stats-response");
+	{
+		struct fam_region_adopt ad = { .instance = 42, .region = 7,
+			.key = 0x5eed, .flags = FAM_ADOPT_EXCLUSIVE };
+
+		n = proto_put_region_adopt(p, &ad);
+		seed_frame(&s, FAM_MSG_REGION_ADOPT, 0, 0, 8, p, (uint32_t)n);
+		seed_flush(&s, "proto", "region-adopt");
+		info.key = 0x5eed;
+		info.mem_instance = 42;
+		info.mem_region = 3;
+		info.mem_key = 0xbeef;
+		n = proto_put_region_info(p, &info);
+		seed_frame(&s, FAM_MSG_REGION_ADOPT, FAM_F_RESPONSE, 0, 8, p,
+		    (uint32_t)n);
+		seed_flush(&s, "proto", "region-adopt-response");
+		n = proto_put_region_advise(p, 7, FAM_ADVICE_STATIC);
+		seed_frame(&s, FAM_MSG_REGION_ADVISE, 0, 0, 9, p, (uint32_t)n);
+		seed_flush(&s, "proto", "region-advise");
+		n = proto_put_read(p, &rw);
+		seed_frame(&s, FAM_MSG_READ, FAM_F_BACKGROUND, 0, 10, p,
+		    (uint32_t)n);
+		seed_flush(&s, "proto", "read-background");
+	}
 
 	/* A whole conversation, as a host sends it. */
 	hello.secret[0] = '\0';
@@ -246,6 +269,29 @@ seed_region_op(struct seed *s, uint8_t type, uint64_t id, uint32_t region)
 
 	proto_put_region_free(p, region);
 	seed_frame(s, type, 0, 0, id, p, sizeof p);
+}
+
+/* Appends a REGION_ADOPT request. */
+static void
+seed_adopt(struct seed *s, uint64_t id, uint64_t instance, uint32_t region,
+    uint32_t key, uint32_t flags)
+{
+	struct fam_region_adopt ad = { .instance = instance, .region = region,
+		.key = key, .flags = flags };
+	uint8_t p[FAM_REGION_ADOPT_LEN];
+
+	proto_put_region_adopt(p, &ad);
+	seed_frame(s, FAM_MSG_REGION_ADOPT, 0, 0, id, p, sizeof p);
+}
+
+/* Appends a REGION_ADVISE request. */
+static void
+seed_advise(struct seed *s, uint64_t id, uint32_t region, uint32_t advice)
+{
+	uint8_t p[FAM_REGION_ADVISE_LEN];
+
+	proto_put_region_advise(p, region, advice);
+	seed_frame(s, FAM_MSG_REGION_ADVISE, 0, 0, id, p, sizeof p);
 }
 
 /* Appends a READ request. */
@@ -365,12 +411,26 @@ seed_memory(void)
 	seed_create(&s, 5, 100, FAM_RF_FILE, "", "graphs/web.bin");
 	seed_read(&s, 6, 1, 0, 4096);
 	seed_flush(&s, "memory", "file-edges");
+
+	/* Adopting another session's region needs its key (random). */
+	seed_hello(&s, "sesame");
+	seed_create(&s, 2, 8192, FAM_RF_PERSISTENT, "kept", "");
+	seed_advise(&s, 3, 1, FAM_ADVICE_STATIC);
+	seed_advise(&s, 4, 1, FAM_ADVICE_MAX + 1);
+	seed_advise(&s, 5, 9, FAM_ADVICE_NORMAL);
+	seed_adopt(&s, 6, 0, 1, 0x12345678, 0);
+	seed_add(&s, "WITHPEER", 8);
+	seed_hello(&s, "sesame");
+	seed_adopt(&s, 2, 0, 1, 0x12345678, FAM_ADOPT_EXCLUSIVE);
+	seed_adopt(&s, 3, 7, 1, 0, 0);
+	seed_adopt(&s, 4, 0, 5, 1, 0);
+	seed_flush(&s, "memory", "adopt-advise");
 }
 
 /*
  * What a memory node answers fuzz-client's host: the hello (id 1), then
  * REGION_CREATE (2), READ of 4096 (3), READ of 64 (4), WRITE (5), STATS
- * (6) and REGION_FREE (7).
+ * (6), REGION_FREE (7), REGION_ADVISE (8) and REGION_ADOPT (9).
  */
 static void
 seed_client(void)
@@ -398,6 +458,11 @@ seed_client(void)
 	seed_frame(&s, FAM_MSG_STATS, FAM_F_RESPONSE, 0, 6, stats,
 	    sizeof stats - 1);
 	seed_frame(&s, FAM_MSG_REGION_FREE, FAM_F_RESPONSE, 0, 7, NULL, 0);
+	seed_frame(&s, FAM_MSG_REGION_ADVISE, FAM_F_RESPONSE, 0, 8, NULL, 0);
+	info.key = 0x5eed;
+	n = proto_put_region_info(p, &info);
+	seed_frame(&s, FAM_MSG_REGION_ADOPT, FAM_F_RESPONSE, 0, 9, p,
+	    (uint32_t)n);
 	seed_flush(&s, "client", "answers-in-order");
 
 	n = proto_put_hello_resp(p, &hresp);
@@ -496,6 +561,13 @@ seed_session(void)
 	seed_smsg(&s, FAM_S_FREE, 11, 0, 3, 0, 0, 0, NULL);
 	seed_smsg(&s, FAM_S_ALLOC, 12, 0, 64 * mib, 0, 0, 0, NULL);
 	seed_flush(&s, "session", "alloc-free-out-of-order");
+	seed_smsg(&s, FAM_S_HELLO, 1, 0, FAM_API_VERSION, 0, 0, 0, NULL);
+	seed_smsg(&s, FAM_S_UFFD, 2, 0, 0, 0, 0, 0, NULL);
+	seed_smsg(&s, FAM_S_ALLOC, 3, 0, 8 * mib, 0, 0, 0, NULL);
+	seed_smsg(&s, FAM_S_ADVISE, 4, 0, arena, FAM_ADVICE_STATIC, 0, 0,
+	    NULL);
+	seed_smsg(&s, FAM_S_ADVISE, 5, 0, arena, 7, 0, 0, NULL);
+	seed_flush(&s, "session", "advise");
 	/* famd's replies, for libfam's checks. */
 	seed_smsg(&s, FAM_S_HELLO, 1, FAM_S_FEAT_DEVFD, 64 * 1024,
 	    64ull << 30, FAM_S_FEAT_DEVFD, 0, NULL);
