@@ -8,8 +8,8 @@
 #   COV-BUILD-DIR   built with --enable-fuzzing and
 #                   CFLAGS="-O1 -fprofile-instr-generate -fcoverage-mapping"
 #   FUZZ-BUILD-DIR  whose fuzz/work/NAME holds a run's inputs (optional)
-#   NAME            proto, memory, client, admin, config, session (default:
-#                   all)
+#   NAME            proto, memory, dpu, client, admin, config, session
+#                   (default: all)
 set -u
 top_srcdir=$(cd "$(dirname "$0")/.." && pwd)
 [ $# -ge 1 ] || { sed -n '2,/^set/p' "$0" | sed '$d'; exit 2; }
@@ -20,7 +20,7 @@ if [ $# -ge 1 ] && [ -d "$1/fuzz" ]; then
 	work=$(cd "$1" && pwd)/fuzz/work
 	shift
 fi
-[ $# -ge 1 ] || set -- proto memory client admin config session
+[ $# -ge 1 ] || set -- proto memory dpu client admin config session
 
 profdata=$(command -v llvm-profdata || command -v llvm-profdata-14)
 llvmcov=$(command -v llvm-cov || command -v llvm-cov-14)
@@ -34,6 +34,7 @@ sources() {
 	case $1 in
 	proto) echo src/proto.c ;;
 	memory) echo src/transport-tcp.c src/transport.c src/proto.c src/role-memory.c ;;
+	dpu) echo src/transport-tcp.c src/role-dpu.c src/dpu-forward.c src/dpu-cache.c ;;
 	client) echo src/transport-tcp.c src/transport.c src/proto.c ;;
 	admin) echo src/admin.c src/admin-cmds.c src/famd-control.c ;;
 	config) echo src/cfg.c ;;

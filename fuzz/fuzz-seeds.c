@@ -4,8 +4,8 @@
  * so the seeds speak the protocol of this tree.
  *
  * usage: fuzz-seeds SRCDIR/fuzz   (make fuzz-seeds runs it)
- * Writes corpus/proto, corpus/memory, corpus/client, corpus/session,
- * corpus/admin and corpus/config
+ * Writes corpus/proto, corpus/memory, corpus/dpu, corpus/client,
+ * corpus/session, corpus/admin and corpus/config
  * (files named after what they hold; others there are left alone, such as
  * the inputs of bugs the fuzzers found) and dict/config.dict.
  */
@@ -428,6 +428,60 @@ seed_memory(void)
 }
 
 /*
+ * Streams hosts send a dpu (fuzz-dpu's: the memory famd behind it is
+ * fuzz-memory's, without quotas; it caches regions named "web" whole;
+ * region ids start at 1).
+ */
+static void
+seed_dpu(void)
+{
+	struct seed s = { .len = 0 };
+
+	seed_hello(&s, "sesame");
+	seed_create(&s, 2, 1 << 20, 0, "", "");
+	seed_write_req(&s, 3, 1, 4096, 256);
+	seed_read(&s, 4, 1, 4096, 256);
+	seed_frame(&s, FAM_MSG_STATS, 0, 0, 5, NULL, 0);
+	seed_advise(&s, 6, 1, FAM_ADVICE_NORMAL);
+	seed_region_op(&s, FAM_MSG_REGION_FREE, 7, 1);
+	seed_flush(&s, "dpu", "create-write-read-free");
+	seed_hello(&s, "sesame");
+	seed_create(&s, 2, 0, FAM_RF_FILE | FAM_RF_SHARED, "web",
+	    "graphs/web.bin");
+	seed_advise(&s, 3, 1, FAM_ADVICE_STATIC);
+	seed_read(&s, 4, 1, 0, 4096);
+	seed_read(&s, 5, 1, 4096, 4096);
+	seed_advise(&s, 6, 1, FAM_ADVICE_NORMAL);
+	seed_read(&s, 7, 1, 0, 4096);
+	seed_region_op(&s, FAM_MSG_REGION_FREE, 8, 1);
+	seed_flush(&s, "dpu", "static-cache");
+	seed_hello(&s, "sesame");
+	seed_create(&s, 2, 1 << 20, 0, "", "");
+	for (unsigned i = 0; i < 8; i++)
+		seed_read(&s, 3 + i, 1, (uint64_t)i * 65536, 4096);
+	seed_flush(&s, "dpu", "sequential-reads");
+	seed_hello(&s, "sesame");
+	seed_create(&s, 2, 0, FAM_RF_FILE | FAM_RF_SHARED, "web",
+	    "graphs/web.bin");
+	seed_read(&s, 3, 1, 0, 512);
+	seed_add(&s, "WITHPEER", 8);
+	seed_hello(&s, "sesame");
+	seed_create(&s, 2, 0, FAM_RF_FILE | FAM_RF_SHARED, "web",
+	    "graphs/web.bin");
+	seed_read(&s, 3, 1, 512, 512);
+	seed_region_op(&s, FAM_MSG_REGION_FREE, 4, 1);
+	seed_flush(&s, "dpu", "two-hosts-shared");
+	seed_hello(&s, "sesame");
+	seed_create(&s, 2, 8192, FAM_RF_PERSISTENT, "kept", "");
+	seed_adopt(&s, 3, 42, 1, 0x12345678, 0);
+	seed_adopt(&s, 4, 0, 9, 1, FAM_ADOPT_EXCLUSIVE);
+	seed_region_op(&s, FAM_MSG_REGION_LEASE, 5, 1);
+	seed_add(&s, "NEXTPEER", 8);
+	seed_hello(&s, "wrong");
+	seed_flush(&s, "dpu", "adopt-lease-and-a-wrong-secret");
+}
+
+/*
  * What a memory node answers fuzz-client's host: the hello (id 1), then
  * REGION_CREATE (2), READ of 4096 (3), READ of 64 (4), WRITE (5), STATS
  * (6), REGION_FREE (7), REGION_ADVISE (8) and REGION_ADOPT (9).
@@ -724,6 +778,7 @@ main(int argc, char **argv)
 	seed_top = argv[1];
 	seed_proto();
 	seed_memory();
+	seed_dpu();
 	seed_client();
 	seed_session();
 	seed_admin();

@@ -38,7 +38,7 @@ fuzz_one() {
 		# famd's own log (stderr) stays out of the run's log; libFuzzer
 		# and the sanitizers still report there.
 		opts+=(-close_fd_mask=2 -max_len=8192) ;;
-	memory)
+	memory | dpu)
 		dict=proto
 		opts+=(-close_fd_mask=2 -max_len=16384) ;;
 	client)
