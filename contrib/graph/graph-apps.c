@@ -236,12 +236,15 @@ graph_app_bfs(const struct graph *g, uint32_t root)
 	uint32_t *level = graph_xmalloc(g->n * sizeof *level);
 	uint32_t depth = 0;
 	uint64_t count;
-	double t = graph_now(), secs, tc;
+	double t, secs, tc;
 	bool ok;
 
 	graph_advise_static(parent);
+	graph_pause("start", "bfs");
+	t = graph_now();
 	count = bfs_compute(g, root, parent, level);
 	secs = graph_now() - t;
+	graph_pause("end", "bfs");
 	if (graph_corrupt) {
 		for (uint64_t v = 0; v < g->n; v++)
 			if (parent[v] != GRAPH_NONE && v != root) {
@@ -335,12 +338,15 @@ graph_app_pagerank(const struct graph *g, unsigned iters)
 	double *a = graph_xmalloc(g->n * sizeof *a);
 	double *b = graph_xmalloc(g->n * sizeof *b);
 	double *contrib = graph_xmalloc(g->n * sizeof *contrib);
-	double *rank, delta, sum, t = graph_now(), secs, tc;
+	double *rank, delta, sum, t, secs, tc;
 	bool ok;
 
 	graph_advise_static(contrib);
+	graph_pause("start", "pagerank");
+	t = graph_now();
 	rank = pagerank_compute(g, iters, a, b, contrib, &delta);
 	secs = graph_now() - t;
+	graph_pause("end", "pagerank");
 	if (graph_corrupt)
 		rank[g->n / 2] += 1e-3;
 	tc = graph_now();
@@ -475,13 +481,16 @@ graph_app_cc(const struct graph *g)
 {
 	uint32_t *label = graph_xmalloc(g->n * sizeof *label);
 	uint64_t ncomp, largest;
-	double t = graph_now(), secs, tc;
+	double t, secs, tc;
 	unsigned rounds;
 	bool ok;
 
 	graph_advise_static(label);
+	graph_pause("start", "cc");
+	t = graph_now();
 	rounds = cc_compute(g, label);
 	secs = graph_now() - t;
+	graph_pause("end", "cc");
 	if (graph_corrupt) {
 		for (uint64_t v = 0; v < g->n; v++)
 			if (label[v] != v) {
@@ -705,14 +714,17 @@ graph_app_bc(const struct graph *g, unsigned sources, uint64_t seed)
 {
 	uint32_t *src = graph_xmalloc((sources ? sources : 1) * sizeof *src);
 	double *bc = graph_xmalloc(g->n * sizeof *bc);
-	double t = graph_now(), secs, tc = 0, t2, top = 0, total = 0;
+	double t, secs, tc = 0, t2, top = 0, total = 0;
 	unsigned k = pick_sources(g, sources, seed, src);
 	uint64_t bad = 0;
 	bool ok;
 
 	graph_advise_static(bc);
+	graph_pause("start", "bc");
+	t = graph_now();
 	ok = bc_compute(g, src, k, bc, &tc);
 	secs = graph_now() - t - tc;
+	graph_pause("end", "bc");
 	if (graph_corrupt)
 		bc[src[0]] = -1;
 	t2 = graph_now();
@@ -846,15 +858,18 @@ graph_app_radii(const struct graph *g, unsigned samples, uint64_t seed)
 	uint64_t *vis = graph_xmalloc(g->n * sizeof *vis);
 	uint64_t *next = graph_xmalloc(g->n * sizeof *next);
 	unsigned k = pick_sources(g, samples > 64 ? 64 : samples, seed, src);
-	double t = graph_now(), secs, tc;
+	double t, secs, tc;
 	int32_t top = -1, ecc;
 	unsigned rounds;
 	bool ok;
 
 	graph_advise_static(vis);
 	graph_advise_static(next);
+	graph_pause("start", "radii");
+	t = graph_now();
 	rounds = radii_compute(g, src, k, est, vis, next);
 	secs = graph_now() - t;
+	graph_pause("end", "radii");
 	if (graph_corrupt)
 		est[src[0]] += 2;
 	tc = graph_now();

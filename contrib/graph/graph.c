@@ -4,8 +4,8 @@
  * the program knows nothing of famd. graph-fam, the same program linked
  * with libfam, can instead map a graph preloaded on the memory node (-F).
  *
- *   graph [-AX] [-s SCALE] [-e EDGEFACTOR] [-S SEED] [-f EDGEFILE |
- *         -c PREFIX | -F PREFIX] [-w EDGEFILE] [-W PREFIX] [-i ITERS]
+ *   graph [-APX] [-s SCALE] [-e EDGEFACTOR] [-S SEED] [-f EDGEFILE |
+ *         -c PREFIX | -F PREFIX] [-w EDGEFILE] [-W PREFIX] [-i ITERS] [-P]
  *         [-r ROOT] [-k SOURCES] [-K SAMPLES] [APP...]
  *
  * The graph is undirected: generated (2^SCALE vertices, EDGEFACTOR * 2^SCALE
@@ -21,7 +21,9 @@
  * against brute force on small graphs). Every result is checked, so a fast
  * wrong answer fails; -X spoils one result of each app before its check, to
  * show that the checks catch it. -A advises the vertex arrays read at
- * random static (fam_advise, when famd is there to hear it).
+ * random static (fam_advise, when famd is there to hear it). -P stops the
+ * process (SIGSTOP) at the start and the end of each kernel, after a line
+ * "pause start|end APP", for a harness to read counters and continue it.
  *
  * Prints one line per phase:
  *   build|load SECONDS n=N m=M bytes=B checksum=X
@@ -31,6 +33,7 @@
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +44,21 @@
 
 bool graph_corrupt;
 bool graph_advise;
+static bool pause_enabled; /* -P */
+
+/*
+ * With -P, prints "pause WHAT NAME" and stops the process (SIGSTOP) until
+ * a harness continues it. Otherwise nothing.
+ */
+void
+graph_pause(const char *what, const char *name)
+{
+	if (!pause_enabled)
+		return;
+	printf("pause %s %s\n", what, name);
+	fflush(stdout);
+	raise(SIGSTOP);
+}
 
 /*
  * libfam's hint, there when the program runs under a libfamshim.so or
@@ -63,7 +81,7 @@ static int
 usage(void)
 {
 	fprintf(stderr,
-	    "usage: graph [-AX] [-s scale] [-e edgefactor] [-S seed]\n"
+	    "usage: graph [-APX] [-s scale] [-e edgefactor] [-S seed]\n"
 	    "             [-f edgefile | -c prefix | -F prefix] [-w edgefile] "
 	    "[-W prefix]\n"
 	    "             [-i iters] [-r root] [-k sources] [-K samples] "
@@ -101,9 +119,10 @@ main(int argc, char **argv)
 	bool ok = true;
 	int ch;
 
-	while ((ch = getopt(argc, argv, "Ac:e:f:F:i:k:K:r:s:S:w:W:X")) != -1) {
+	while ((ch = getopt(argc, argv, "Ac:e:f:F:i:k:K:Pr:s:S:w:W:X")) != -1) {
 		switch (ch) {
 		case 'A': graph_advise = true; break;
+		case 'P': pause_enabled = true; break;
 		case 'X': graph_corrupt = true; break;
 		case 'c': cprefix = optarg; break;
 		case 'f': efile = optarg; break;

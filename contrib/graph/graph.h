@@ -42,6 +42,13 @@ extern bool graph_corrupt;
 /* Set by -A: the vertex arrays read at random are advised static. */
 extern bool graph_advise;
 
+/*
+ * With -P, prints "pause WHAT" and stops the process (SIGSTOP) until a
+ * harness continues it: at the start and the end of each kernel, so that
+ * counters can be read around the kernel alone. Otherwise nothing.
+ */
+void graph_pause(const char *what, const char *name);
+
 /* Advises p static (a dpu's static cache) when asked to and famd hears. */
 void graph_advise_static(const void *p);
 
