@@ -119,6 +119,22 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		    "are kept for it to reconnect and resume. After that they are "
 		    "freed, unless created persistent.",
 	},
+	[CFG_MEMORY_PEER_MAX_BYTES] = {
+		.section = "memory", .name = "peer_max_bytes", .type = CFG_T_SIZE,
+		.min = 0, .max = (int64_t)1 << 50, .def = "0",
+		.reloadable = true, .roles = MEM,
+		.help = "Most bytes of regions one peer node (by node name) may "
+		    "have created here at once, persistent ones included; a "
+		    "request beyond it is refused with EDQUOT. 0: no limit but "
+		    "capacity.",
+	},
+	[CFG_MEMORY_PEER_MAX_REGIONS] = {
+		.section = "memory", .name = "peer_max_regions", .type = CFG_T_INT,
+		.min = 0, .max = 1 << 20, .def = "0", .reloadable = true,
+		.roles = MEM,
+		.help = "Most regions one peer node may have created here at "
+		    "once; beyond it EDQUOT. 0: no limit.",
+	},
 	[CFG_HOST_SESSION_SOCKET] = {
 		.section = "host", .name = "session_socket", .type = CFG_T_PATH,
 		.def = FAMD_DEFAULT_SESSION, .roles = HOST,
@@ -206,6 +222,22 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		.help = "NUMA node for the buffer and staging memory: auto (the "
 		    "node of the NIC that reaches the memory nodes) or a node "
 		    "number.",
+	},
+	[CFG_HOST_UID_MAX_BYTES] = {
+		.section = "host", .name = "uid_max_bytes", .type = CFG_T_SIZE,
+		.min = 0, .max = (int64_t)1 << 50, .def = "0",
+		.reloadable = true, .roles = HOST,
+		.help = "Most bytes of fabric-attached memory the programs of one "
+		    "user (uid, root included) may hold at once on this host; an "
+		    "allocation beyond it is refused with EDQUOT (the shim then "
+		    "uses libc memory). 0: no limit.",
+	},
+	[CFG_HOST_UID_MAX_REGIONS] = {
+		.section = "host", .name = "uid_max_regions", .type = CFG_T_INT,
+		.min = 0, .max = 1 << 24, .def = "0", .reloadable = true,
+		.roles = HOST,
+		.help = "Most regions (allocations) the programs of one user may "
+		    "hold at once on this host; beyond it EDQUOT. 0: no limit.",
 	},
 	[CFG_VERBS_QPS_PER_PEER] = {
 		.section = "verbs", .name = "qps_per_peer", .type = CFG_T_INT,

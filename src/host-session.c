@@ -336,32 +336,16 @@ region_new(struct host_client *cl)
 	return r;
 }
 
-/* Completion of REGION_FREE: nothing waits for it. */
-static void
-region_free_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
-{
-	if (status < 0)
-		log_debug("freeing a region on a memory node: %s",
-		    strerror(-status));
-}
-
-/* Asks each memory node to free its stripe of r. */
+/* Asks each memory node to free its stripe of r (now or once it is back). */
 static void
 region_free_remote(struct host *h, struct region *r)
 {
 	for (unsigned i = 0; i < r->nstripes; i++) {
 		struct stripe *s = &r->stripes[i];
-		uint8_t buf[FAM_REGION_FREE_LEN];
 
-		/* A free needs no lease: only the session's connection. */
-		if (s->remote.size == 0 || (!host_node_usable(h, s) &&
-		    !s->leasing))
+		if (s->remote.size == 0)
 			continue;
-		proto_put_region_free(buf, s->remote.region);
-		if (fam_conn_call(s->node->conn, FAM_MSG_REGION_FREE, buf,
-		    sizeof buf, region_free_done, NULL) < 0)
-			log_info("cannot free region %u on %s",
-			    s->remote.region, s->node->addr);
+		host_node_free(s->node, s->instance, s->remote.region);
 		s->remote.size = 0;
 	}
 }
@@ -548,6 +532,45 @@ region_place(struct host_client *cl, struct region *r, uint64_t align,
 	return 0;
 }
 
+/*
+ * Checks uid's quota (uid_max_bytes, uid_max_regions) for one more region
+ * of size bytes (0: not known yet); returns 0 or EDQUOT. Regions being
+ * created count. except: a region not to count (the one being finished).
+ */
+static int
+uid_quota(struct host *h, uid_t uid, uint64_t size, pid_t pid,
+    const struct region *except)
+{
+	uint64_t max_bytes = (uint64_t)cfg_int(h->d->cfg, CFG_HOST_UID_MAX_BYTES);
+	uint64_t max_regions = (uint64_t)cfg_int(h->d->cfg,
+	    CFG_HOST_UID_MAX_REGIONS);
+	uint64_t bytes = 0, regions = 0;
+
+	if (max_bytes == 0 && max_regions == 0)
+		return 0;
+	for (struct host_client *cl = h->clients; cl != NULL; cl = cl->next) {
+		if (cl->uid != uid || cl->dead)
+			continue;
+		bytes += cl->bytes;
+		regions += cl->nregions;
+		if (cl->pending_region != NULL && cl->pending_region != except) {
+			bytes += cl->pending_region->size;
+			regions++;
+		}
+	}
+	if ((max_regions == 0 || regions + 1 <= max_regions) &&
+	    (max_bytes == 0 || (size <= max_bytes && bytes <= max_bytes - size)))
+		return 0;
+	h->stats.quota_refusals++;
+	log_info("session pid %ld uid %ld: over the user's quota: %llu "
+	    "regions and %llu bytes held, %llu more asked; the limits are %llu "
+	    "regions and %llu bytes (0: none)", (long)pid, (long)uid,
+	    (unsigned long long)regions, (unsigned long long)bytes,
+	    (unsigned long long)size, (unsigned long long)max_regions,
+	    (unsigned long long)max_bytes);
+	return EDQUOT;
+}
+
 /* Answers the pending ALLOC once every stripe is reserved (or one failed). */
 static void
 alloc_finish(struct host_client *cl)
@@ -565,7 +588,9 @@ alloc_finish(struct host_client *cl)
 			r->size = (size + h->chunk - 1) & ~(h->chunk - 1);
 		if (r->size == 0)
 			err = EINVAL;
-		else
+		else if (r->flags & FAM_S_ALLOC_FILE)
+			err = uid_quota(h, cl->uid, r->size, cl->pid, r);
+		if (err == 0)
 			err = -region_place(cl, r, cl->req.c, &ar);
 	}
 	if (err != 0) {
@@ -665,6 +690,10 @@ session_alloc(struct host_client *cl)
 	for (unsigned i = 0; i < nstripes; i++)
 		if (h->nodes[i].state != MN_UP)
 			return session_fail(cl, EHOSTDOWN);
+	/* A file's size is known once a memory node has opened it. */
+	if (uid_quota(h, cl->uid, (m->b & FAM_S_ALLOC_FILE) ? 0 : size,
+	    cl->pid, NULL) != 0)
+		return session_fail(cl, EDQUOT);
 
 	r = region_new(cl);
 	if (r == NULL)

@@ -78,6 +78,8 @@ struct mnode {
 	unsigned backoff_ms;
 	uint64_t connects, disconnects;
 	char *last_error;
+	uint32_t *frees;   /* regions to free once the session is back */
+	unsigned nfrees, frees_cap;
 };
 
 /* A stripe of a region: its part on one memory node. */
@@ -189,7 +191,8 @@ struct host_stats {
 	uint64_t writeback_bytes, writeback_errors, evictions_cancelled;
 	uint64_t fault_waits_for_room, sigbus;
 	uint64_t sessions, sessions_refused, bad_messages;
-	uint64_t allocs, alloc_errors, frees;
+	uint64_t allocs, alloc_errors, frees, frees_deferred;
+	uint64_t quota_refusals;
 	uint64_t lat_hist[32]; /* fault service time, log2 microseconds */
 	uint64_t lat_count;
 };
@@ -245,6 +248,7 @@ struct host {
 void host_node_lost(struct host *h, struct mnode *n);
 void host_admin_register(void);
 bool host_node_usable(const struct host *h, const struct stripe *s);
+void host_node_free(struct mnode *n, uint64_t instance, uint32_t region);
 struct fam_conn *host_node_conn(const struct stripe *s, bool background,
     struct fam_mr **mr);
 

@@ -72,6 +72,100 @@ host_node_lost(struct host *h, struct mnode *n)
 	host_fetch_unpark(h);
 }
 
+/* A REGION_FREE in flight. */
+struct free_req {
+	struct mnode *n;
+	uint64_t instance;
+	uint32_t region;
+};
+
+/* Keeps a region to free on n when its session is back. */
+static void
+node_free_later(struct mnode *n, uint32_t region)
+{
+	if (n->nfrees == n->frees_cap) {
+		unsigned cap = n->frees_cap == 0 ? 16 : n->frees_cap * 2;
+		uint32_t *f = realloc(n->frees, cap * sizeof *f);
+
+		if (f == NULL) {
+			log_err("memory node %s: no memory to remember that "
+			    "region %u is to be freed; it stays until the "
+			    "session ends", n->addr, region);
+			return;
+		}
+		n->frees = f;
+		n->frees_cap = cap;
+	}
+	n->frees[n->nfrees++] = region;
+	n->h->stats.frees_deferred++;
+}
+
+/* The answer to a REGION_FREE: lost with the connection, it is sent again. */
+static void
+node_free_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
+{
+	struct free_req *fr = ctx;
+
+	if (!fr->n->h->stopping && (status == -ECONNRESET ||
+	    status == -ETIMEDOUT))
+		host_node_free(fr->n, fr->instance, fr->region);
+	else if (status < 0)
+		log_debug("memory node %s: freeing region %u: %s", fr->n->addr,
+		    fr->region, strerror(-status));
+	free(fr);
+}
+
+/*
+ * Frees a region on memory node n (created on its instance): now if the
+ * node is up, else when the session is resumed. A new instance has lost
+ * the region already.
+ */
+void
+host_node_free(struct mnode *n, uint64_t instance, uint32_t region)
+{
+	uint8_t buf[FAM_REGION_FREE_LEN];
+	struct free_req *fr;
+
+	if (instance != n->instance || n->h->stopping)
+		return;
+	if (n->state != MN_UP || n->conn == NULL) {
+		node_free_later(n, region);
+		return;
+	}
+	fr = malloc(sizeof *fr);
+	if (fr == NULL) {
+		node_free_later(n, region);
+		return;
+	}
+	*fr = (struct free_req){ .n = n, .instance = instance,
+		.region = region };
+	proto_put_region_free(buf, region);
+	if (fam_conn_call(n->conn, FAM_MSG_REGION_FREE, buf, sizeof buf,
+	    node_free_done, fr) < 0) {
+		free(fr);
+		node_free_later(n, region);
+	}
+}
+
+/* The session is back: frees what was freed while the node was away. */
+static void
+node_free_deferred(struct mnode *n, bool resumed)
+{
+	uint32_t *frees = n->frees;
+	unsigned nfrees = n->nfrees;
+
+	n->frees = NULL;
+	n->nfrees = n->frees_cap = 0;
+	if (nfrees > 0)
+		log_info("memory node %s: %s %u region%s freed while it was "
+		    "out of reach", n->addr, resumed ? "freeing" :
+		    "a new instance: forgetting", nfrees, nfrees == 1 ? "" :
+		    "s");
+	for (unsigned i = 0; resumed && i < nfrees; i++)
+		host_node_free(n, n->instance, frees[i]);
+	free(frees);
+}
+
 /* A REGION_LEASE request in flight: which node, connection and region. */
 struct lease_req {
 	struct mnode *n;
@@ -219,6 +313,7 @@ node_connected(struct fam_conn *c, const struct fam_hello_resp *resp,
 		    strerror(errno));
 	if (old != 0 && !resumed)
 		host_node_lost(h, n);
+	node_free_deferred(n, resumed);
 	if (resumed)
 		node_relet(h, n);
 	node_connect_bg(n);
@@ -551,7 +646,7 @@ role_host_status(struct famd *d, json_t *st)
 		    fam_conn_stats(n->conn) : NULL;
 
 		json_array_append_new(peers, json_pack(
-		    "{s:s,s:s,s:s,s:s,s:b,s:I,s:I,s:I,s:s}",
+		    "{s:s,s:s,s:s,s:s,s:b,s:I,s:I,s:I,s:I,s:s}",
 		    "role", "memory", "address", n->addr, "name", n->name,
 		    "state", n->state == MN_UP ? "up" :
 		    n->state == MN_CONNECTING ? "connecting" : "down",
@@ -559,6 +654,7 @@ role_host_status(struct famd *d, json_t *st)
 		    "connects", (json_int_t)n->connects,
 		    "disconnects", (json_int_t)n->disconnects,
 		    "outstanding", (json_int_t)(cs != NULL ? cs->outstanding : 0),
+		    "frees_pending", (json_int_t)n->nfrees,
 		    "last_error", n->last_error != NULL ? n->last_error : ""));
 	}
 	for (struct host_client *cl = h->clients; cl != NULL; cl = cl->next) {
@@ -582,7 +678,7 @@ role_host_status(struct famd *d, json_t *st)
 	    "bytes", (json_int_t)bytes));
 	json_object_set_new(st, "counters", json_pack(
 	    "{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
-	    "s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+	    "s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
 	    "faults_missing", (json_int_t)s->faults_missing,
 	    "faults_write", (json_int_t)s->faults_wp,
 	    "faults_stale", (json_int_t)s->faults_stale,
@@ -607,6 +703,8 @@ role_host_status(struct famd *d, json_t *st)
 	    "allocs", (json_int_t)s->allocs,
 	    "alloc_errors", (json_int_t)s->alloc_errors,
 	    "frees", (json_int_t)s->frees,
+	    "frees_deferred", (json_int_t)s->frees_deferred,
+	    "quota_refusals", (json_int_t)s->quota_refusals,
 	    "faults_served", (json_int_t)s->lat_count));
 	json_object_set_new(st, "fault_latency_us", json_pack("{s:I,s:I}",
 	    "p50", (json_int_t)host_latency_pct(h, 50),
@@ -667,6 +765,7 @@ role_host_stop(struct famd *d)
 	if (host_conns_open(h))
 		log_warn("host: memory node connections did not close");
 	for (unsigned i = 0; i < h->nnodes; i++) {
+		free(h->nodes[i].frees);
 		free(h->nodes[i].addr);
 		free(h->nodes[i].last_error);
 	}

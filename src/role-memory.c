@@ -129,6 +129,7 @@ struct mem_counters {
 	uint64_t connections, hello_refusals, bad_frames, timeouts;
 	uint64_t completion_errors;
 	uint64_t sessions_started, sessions_resumed, sessions_ended;
+	uint64_t quota_refusals;
 };
 
 static struct {
@@ -707,6 +708,42 @@ mem_region_open(struct mem_session *s, struct mem_region *r, uint32_t flags)
 	return 0;
 }
 
+/*
+ * Checks the quota of s's node (peer_max_bytes, peer_max_regions) for one
+ * more region of size bytes: every region it created and that is not
+ * freed counts, persistent ones and those of its detached sessions too.
+ */
+static int
+mem_peer_quota(const struct mem_session *s, uint64_t size)
+{
+	uint64_t max_bytes = (uint64_t)cfg_int(mem.d->cfg,
+	    CFG_MEMORY_PEER_MAX_BYTES);
+	uint64_t max_regions = (uint64_t)cfg_int(mem.d->cfg,
+	    CFG_MEMORY_PEER_MAX_REGIONS);
+	uint64_t bytes = 0, regions = 0;
+	const struct mem_region *r;
+	char a[32], b[32];
+
+	if (max_bytes == 0 && max_regions == 0)
+		return 0;
+	TAILQ_FOREACH(r, &mem.regions, link) {
+		if (r->freed || strcmp(r->node, s->node) != 0)
+			continue;
+		bytes += r->size;
+		regions++;
+	}
+	if ((max_regions == 0 || regions + 1 <= max_regions) &&
+	    (max_bytes == 0 || (size <= max_bytes && bytes <= max_bytes - size)))
+		return 0;
+	mem.n.quota_refusals++;
+	log_info("memory: node %s is over its quota: %" PRIu64 " regions, %s "
+	    "held, %s more asked (peer_max_regions %" PRIu64 ", "
+	    "peer_max_bytes %s; 0: none)", s->node, regions,
+	    mem_bytes(a, sizeof a, bytes), mem_bytes(b, sizeof b, size),
+	    max_regions, mem_bytes((char[32]){ 0 }, 32, max_bytes));
+	return -EDQUOT;
+}
+
 /* Creates (or opens, by name) a region for session s. */
 static int
 mem_region_create(struct mem_session *s, const struct fam_region_create *req,
@@ -757,6 +794,11 @@ mem_region_create(struct mem_session *s, const struct fam_region_create *req,
 		if (fd >= 0)
 			close(fd);
 		return -EMFILE;
+	}
+	if ((err = mem_peer_quota(s, rounded)) < 0) {
+		if (fd >= 0)
+			close(fd);
+		return err;
 	}
 	r = calloc(1, sizeof *r);
 	if (r == NULL || (req->path[0] != '\0' &&
@@ -870,7 +912,7 @@ mem_counters_json(void)
 	const struct mem_counters *n = &mem.n;
 
 	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
-	    "s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+	    "s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
 	    "reads", (json_int_t)n->reads,
 	    "writes", (json_int_t)n->writes,
 	    "bytes_read", (json_int_t)n->bytes_read,
@@ -895,6 +937,7 @@ mem_counters_json(void)
 	    "sessions_started", (json_int_t)n->sessions_started,
 	    "sessions_resumed", (json_int_t)n->sessions_resumed,
 	    "sessions_ended", (json_int_t)n->sessions_ended,
+	    "quota_refusals", (json_int_t)n->quota_refusals,
 	    "connections_open", (json_int_t)mem.nconns);
 }
 

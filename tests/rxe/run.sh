@@ -42,6 +42,30 @@ if ! "$vm" --prepare >"$log" 2>&1; then
 	skip "the guest cannot be prepared here (its kernel and busybox come from apt-get download; see above)"
 fi
 
+# tc netem for tests/rxe/netem.sh: Debian builds it as a module, which the
+# guest's kernel cache leaves out; sch_netem.ko comes from the same kernel
+# package (apt-get download), kept in famd's own cache. Without it that test
+# skips and says why.
+kdir=$(sed -n 's/^.*cache ready: //p' "$log" | tail -n 1)
+if [ -n "$kdir" ] && [ -r "$kdir/package" ]; then
+	kver=$(basename "$kdir")
+	ncache=${FAMD_TEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/famd-test}/$kver
+	ko=$ncache/sch_netem.ko
+	if [ ! -s "$ko" ]; then
+		tmp=$(mktemp -d "${ncache%/*}.XXXXXX" 2>/dev/null || mktemp -d)
+		if (cd "$tmp" && apt-get download -q "$(cat "$kdir/package")" >apt.log 2>&1 &&
+			dpkg-deb --fsys-tarfile ./*.deb | tar -x --wildcards '*/sch_netem.ko'); then
+			mkdir -p "$ncache" &&
+				find "$tmp" -name sch_netem.ko -exec cp {} "$ko" \;
+		else
+			echo "rxe: no sch_netem.ko: apt-get download $(cat "$kdir/package") failed: $(tail -n 2 "$tmp/apt.log" 2>/dev/null)"
+		fi
+		rm -rf "$tmp"
+	fi
+	# The guest sees the host's / except its /tmp and /run.
+	[ -s "$ko" ] && export FAMD_NETEM_KO=$ko
+fi
+
 modes=("$@")
 [ ${#modes[@]} -gt 0 ] || modes=(loopback veth)
 tests=()
@@ -55,10 +79,14 @@ for mode in "${modes[@]}"; do
 	veth) rxe=veth ;;
 	*) echo "usage: $0 [loopback|veth]..."; exit 64 ;;
 	esac
+	mtests=("${tests[@]}")
+	if [ -z "${RXE_ONLY:-}" ] && [ "$mode" = veth ]; then
+		mtests+=("$top_srcdir/tests/rxe/netem.sh")
+	fi
 	start=$SECONDS
 	echo "==== rxe: $mode (booting the guest)"
 	"$vm" --rxe "$rxe" --timeout "${RXE_TEST_TIMEOUT:-1200}" -- \
-		bash "$top_srcdir/tests/rxe/guest.sh" "$mode" "${tests[@]}" 2>&1 | tee "$log"
+		bash "$top_srcdir/tests/rxe/guest.sh" "$mode" "${mtests[@]}" 2>&1 | tee "$log"
 	rc=${PIPESTATUS[0]}
 	if [ "$rc" = 125 ] && ! grep -q '^guest: ' "$log"; then
 		skip "the guest did not start (run-in-rxe-vm exit 125; run it with -v to see why)"

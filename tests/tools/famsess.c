@@ -859,6 +859,31 @@ attack_pipelined_alloc(void)
 	sess_close(&s);
 }
 
+/*
+ * A second session names the first one's region and arena: famd finds
+ * neither (a program reaches only its own regions); the first session
+ * still frees its region.
+ */
+static void
+attack_other_session(void)
+{
+	struct sess a = sess_open(), b = sess_open();
+	struct fam_smsg m;
+	int memfd;
+
+	memfd = sess_alloc(a.fd, 1 << 20, 0, 0, NULL, 0, 0, &m);
+	if (memfd < 0)
+		sess_fail("the ALLOC brought no arena");
+	close(memfd);
+	sess_simple(b.fd, FAM_S_FREE, m.d, 0, ENOENT);
+	sess_simple(b.fd, FAM_S_MAP, m.a, 1 << 30, ENOENT);
+	sess_alive(b.fd);
+	sess_simple(a.fd, FAM_S_FREE, m.d, 0, 0);
+	sess_alive(a.fd);
+	sess_close(&b);
+	sess_close(&a);
+}
+
 static const struct {
 	const char *name;
 	bool drops;
@@ -894,6 +919,8 @@ static const struct {
 	    "answered, the descriptor closed at once" },
 	{ "free-unknown", false, attack_free_unknown, "ENOENT, session kept" },
 	{ "stat-nowhere", false, attack_stat_nowhere, "ENOENT, session kept" },
+	{ "other-session", false, attack_other_session,
+	    "another session's region and arena: ENOENT, both kept" },
 	{ "map-unknown-arena", false, attack_map_unknown_arena,
 	    "ENOENT, session kept" },
 	{ "bad-alloc", false, attack_bad_alloc,
