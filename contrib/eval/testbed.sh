@@ -193,6 +193,13 @@ tb_cgroup_peak() {
 	fi
 }
 
+# tb_cgroup_ooms: how many times the cgroup's OOM killer has killed.
+tb_cgroup_ooms() {
+	local f=$TB_CG/memory.oom_control
+	[ "$TB_CG_VER" = 2 ] && f=$TB_CG/memory.events
+	awk '$1 == "oom_kill" { print $2; n = 1 } END { if (!n) print 0 }' "$f" 2>/dev/null || echo 0
+}
+
 # tb_cgroup_destroy: kills what is left in the cgroup and removes it.
 tb_cgroup_destroy() {
 	[ -n "${TB_CG:-}" ] && [ -d "$TB_CG" ] || return 0
