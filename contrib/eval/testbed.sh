@@ -200,13 +200,21 @@ tb_cgroup_ooms() {
 	awk '$1 == "oom_kill" { print $2; n = 1 } END { if (!n) print 0 }' "$f" 2>/dev/null || echo 0
 }
 
+# tb_cgroup_kill: kills every process in the cgroup.
+tb_cgroup_kill() {
+	local p
+	[ -n "${TB_CG:-}" ] && [ -d "$TB_CG" ] || return 0
+	for _ in 1 2 3; do
+		for p in $(cat "$TB_CG/cgroup.procs" 2>/dev/null); do
+			kill -KILL "$p" 2>/dev/null
+		done
+	done
+}
+
 # tb_cgroup_destroy: kills what is left in the cgroup and removes it.
 tb_cgroup_destroy() {
 	[ -n "${TB_CG:-}" ] && [ -d "$TB_CG" ] || return 0
-	local p
-	for p in $(cat "$TB_CG/cgroup.procs" 2>/dev/null); do
-		kill -KILL "$p" 2>/dev/null
-	done
+	tb_cgroup_kill
 	for _ in $(seq 100); do
 		rmdir "$TB_CG" 2>/dev/null && break
 		sleep 0.05

@@ -1,8 +1,8 @@
 #!/bin/bash
 # The evaluation's one command, short: contrib/eval/run-eval --quick runs
 # every configuration (local DRAM, node-local swap, memory node direct, the
-# dpu baseline and each of its optimisations) on the emulated testbed with
-# a small graph. Every kernel completes with its result checked, the CSV
+# dpu baseline and each of its optimisations, and each kernel beside a
+# co-running BFS) on the emulated testbed with a small graph. Every kernel completes with its result checked, the CSV
 # has a row for each configuration and kernel, the report and its plots
 # are made, and nothing of the testbed (namespaces, links, cgroup, swap
 # file, famd processes) is left behind: after a run, and after a run
@@ -41,7 +41,8 @@ famds_of_eval >"$T/famds.txt" && fail "famds left running after SIGTERM: $(cat "
 pass "run-eval interrupted with SIGTERM (exit $rc): no namespace, link, cgroup, swap file or famd left"
 
 # The whole quick evaluation.
-"$EVAL" --quick --build "$top_builddir" --out "$T/out" >"$T/run.log" 2>&1 ||
+all="local swap direct dpu aggr async static dynamic corun-direct corun-static"
+"$EVAL" --quick --build "$top_builddir" --out "$T/out" --configs "$all" >"$T/run.log" 2>&1 ||
 	fail "run-eval --quick failed: $(tail -n 30 "$T/run.log")"
 csv=$T/out/results.csv
 [ -f "$csv" ] && [ -f "$T/out/report.md" ] || fail "no results.csv or report.md"
@@ -49,7 +50,7 @@ printf '[famd]\nrole = dpu\n[dpu]\nlisten = 127.0.0.1:0\nmemory_nodes = 127.0.0.
 	>"$T/dpu.conf"
 has_dpu=no
 "$FAMD" -t -c "$T/dpu.conf" >/dev/null 2>&1 && has_dpu=yes
-for conf in local swap direct dpu aggr async static dynamic; do
+for conf in $all; do
 	for app in bfs pagerank cc bc radii; do
 		st=$(awk -F, -v c="$conf" -v a="$app" '$1 == c && $2 == a { print $4 }' "$csv")
 		case $st in
@@ -60,7 +61,7 @@ for conf in local swap direct dpu aggr async static dynamic; do
 				grep -q 'node-local swap unavailable' "$csv" ||
 					fail "swap unavailable without a reason"
 				;;
-			dpu | aggr | async | static | dynamic)
+			dpu | aggr | async | static | dynamic | corun-static)
 				[ "$has_dpu" = no ] || fail "$conf $app: unavailable, yet famd has the dpu role"
 				;;
 			*) fail "$conf $app: unavailable" ;;
