@@ -300,8 +300,11 @@ cfg_parse_value(enum cfg_key key, const char *text, struct cfg_value *out,
 		}
 		break;
 	case CFG_T_ADDR: {
-		const char *why = cfg_check_addr(text, strlen(text),
-		    d->any_port);
+		const char *why;
+
+		if (text[0] == '\0' && d->empty_ok)
+			break;
+		why = cfg_check_addr(text, strlen(text), d->any_port);
 
 		if (why != NULL) {
 			*cause = xasprintf("'%s': %s", text, why);
@@ -313,6 +316,8 @@ cfg_parse_value(enum cfg_key key, const char *text, struct cfg_value *out,
 		const char *p = text;
 		int64_t n = 0;
 
+		if (text[0] == '\0' && d->empty_ok)
+			break;
 		for (;;) {
 			const char *e = strchr(p, ',');
 			size_t len = e != NULL ? (size_t)(e - p) : strlen(p);
@@ -578,6 +583,11 @@ cfg_check(struct cfg *cfg, const char *path, struct cfg_errors *errs)
 	if (cfg->v[CFG_HOST_CHUNK_SIZE].i > cfg->v[CFG_HOST_BUFFER_SIZE].i / 4)
 		cfg_error(errs, "%s:%u: [host] buffer_size must hold at least "
 		    "4 chunks", path, cfg->v[CFG_HOST_BUFFER_SIZE].line);
+	if (cfg->v[CFG_ROLE].i == ROLE_HOST &&
+	    cfg->v[CFG_HOST_PATH].i == CFG_PATH_DPU &&
+	    cfg_str(cfg, CFG_HOST_DPU)[0] == '\0')
+		cfg_error(errs, "%s:%u: [host] path = dpu needs [host] dpu", path,
+		    cfg->v[CFG_HOST_PATH].line);
 }
 
 /*

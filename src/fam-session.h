@@ -71,7 +71,12 @@ enum fam_smsg_type {
 	 * c: resident bytes, d: dirty bytes, flags: FAM_S_ALLOC_* of the region
 	 */
 	FAM_S_STAT = 6,
-	FAM_S_TYPE_MAX = 6,
+	/*
+	 * a: address inside a region, b: FAM_ADVISE_* (fam.h; the values of
+	 * FAM_ADVICE_* in proto.h); reply: status
+	 */
+	FAM_S_ADVISE = 7,
+	FAM_S_TYPE_MAX = 7,
 };
 
 #define FAM_S_ALLOC_FILE     0x01u /* preload `data` from the memory node */

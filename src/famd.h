@@ -103,7 +103,7 @@ struct cfg_key_def {
 	const char *example; /* value set in the shipped example, or NULL */
 	bool auto_ok;        /* CFG_T_INT: "auto" is accepted, stored as -1 */
 	bool pow2;           /* CFG_T_SIZE: must be a power of two */
-	bool empty_ok;       /* CFG_T_PATH: empty means "none" */
+	bool empty_ok;       /* PATH, ADDR, ADDRLIST: empty means "none" */
 	bool any_port;       /* CFG_T_ADDR: port 0 means any free port */
 	const char *help;    /* one or more sentences, no trailing newline */
 };
@@ -124,6 +124,22 @@ enum cfg_key {
 	CFG_MEMORY_CAPACITY,
 	CFG_MEMORY_PRELOAD_DIR,
 	CFG_MEMORY_SESSION_GRACE,
+	CFG_DPU_LISTEN,
+	CFG_DPU_MEMORY_NODES,
+	CFG_DPU_SESSION_GRACE,
+	CFG_DPU_AGGREGATE,
+	CFG_DPU_BATCH_LIMIT,
+	CFG_DPU_ASYNC,
+	CFG_DPU_STATIC_REGIONS,
+	CFG_DPU_STATIC_SIZE,
+	CFG_DPU_DYNAMIC_CACHE,
+	CFG_DPU_CACHE_SIZE,
+	CFG_DPU_CACHE_ENTRY_SIZE,
+	CFG_DPU_PREFETCH_DEPTH,
+	CFG_DPU_PREFETCH_WORKERS,
+	CFG_DPU_BW_RATIO,
+	CFG_DPU_HIT_WINDOW,
+	CFG_DPU_PROBE_INTERVAL,
 	CFG_MEMORY_PEER_MAX_BYTES,
 	CFG_MEMORY_PEER_MAX_REGIONS,
 	CFG_HOST_SESSION_SOCKET,
@@ -138,6 +154,9 @@ enum cfg_key {
 	CFG_HOST_MAX_FETCHES,
 	CFG_HOST_EVICTION,
 	CFG_HOST_NUMA_NODE,
+	CFG_HOST_DPU,
+	CFG_HOST_PATH,
+	CFG_HOST_FALLBACK,
 	CFG_HOST_UID_MAX_BYTES,
 	CFG_HOST_UID_MAX_REGIONS,
 	CFG_VERBS_QPS_PER_PEER,
@@ -174,6 +193,22 @@ enum cfg_transport {
 enum cfg_eviction {
 	CFG_EVICTION_CLOCK,
 	CFG_EVICTION_FIFO,
+};
+
+enum cfg_path {
+	CFG_PATH_DIRECT,
+	CFG_PATH_DPU,
+};
+
+enum cfg_fallback {
+	CFG_FALLBACK_NONE,
+	CFG_FALLBACK_DIRECT,
+};
+
+enum cfg_dynamic {
+	CFG_DYNAMIC_OFF,
+	CFG_DYNAMIC_ON,
+	CFG_DYNAMIC_ADAPTIVE,
 };
 
 int cfg_load(struct cfg *cfg, const char *path, char *const *overrides,

@@ -181,15 +181,27 @@ out:
 	free(f);
 }
 
-/* Returns true if a failed read of f should wait for its node to return. */
+/*
+ * Returns true if a failed read of f should wait for its node to return.
+ * A read the dpu failed (its link lost or timed out) gets one new deadline
+ * when the host may go around the dpu (fallback = direct).
+ */
 static bool
 fetch_may_park(struct host *h, struct fetch *f, int status)
 {
 	uint64_t limit = (uint64_t)cfg_int(h->d->cfg, CFG_OP_TIMEOUT) * 1000000u;
 
+	if (f->r->dying || f->r->lost || f->r->cl->dead)
+		return false;
+	if (f->via_dpu && !f->retried && h->fallback == CFG_FALLBACK_DIRECT &&
+	    (status == -ECONNRESET || status == -ETIMEDOUT ||
+	    status == -EHOSTDOWN || status == -ENOTCONN)) {
+		f->retried = true;
+		f->start_ns = mono_ns();
+		return true;
+	}
 	return (status == -ECONNRESET || status == -EHOSTDOWN ||
-	    status == -ENOTCONN) && !f->r->dying && !f->r->lost &&
-	    !f->r->cl->dead && mono_ns() - f->start_ns < limit;
+	    status == -ENOTCONN) && mono_ns() - f->start_ns < limit;
 }
 
 /* Completion of a chunk read from a memory node. */
@@ -201,6 +213,10 @@ fetch_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 
 	h->inflight--;
 	h->staging_free[h->nstaging_free++] = f->staging;
+	if (f->s != NULL) {
+		host_route_done(h, f->s);
+		f->s = NULL;
+	}
 	if (status < 0 && fetch_may_park(h, f, status)) {
 		f->staging = NULL;
 		queue_push(&h->parked, &h->parked_tail, f);
@@ -239,6 +255,7 @@ host_fetch_kick(struct host *h)
 		int status = 0;
 		struct stripe *s;
 		struct fam_conn *conn;
+		const struct fam_remote *remote;
 		struct fam_mr *mr;
 		unsigned si;
 		uint64_t off;
@@ -292,7 +309,8 @@ host_fetch_kick(struct host *h)
 			return;
 		off = host_stripe_offset(h, f->r, f->chunk, &si);
 		s = &f->r->stripes[si];
-		if (!host_node_usable(h, s)) {
+		rc = host_route(h, s, !urgent, &conn, &mr, &remote);
+		if (rc < 0) {
 			if (demand ? (h->demandq = f->next) == NULL :
 			    (h->prefetchq = f->next) == NULL) {
 				if (demand)
@@ -300,25 +318,29 @@ host_fetch_kick(struct host *h)
 				else
 					h->prefetchq_tail = NULL;
 			}
-			if (f->r->lost)
+			if (rc == -EIO)
 				fetch_complete(h, f, -EIO);
 			else
 				queue_push(&h->parked, &h->parked_tail, f);
 			continue;
 		}
 		f->staging = h->staging_free[--h->nstaging_free];
+		f->s = s;
+		f->via_dpu = h->has_dpu && (conn == h->dpu.conn ||
+		    conn == h->dpu.bg);
 		len = host_stripe_len(h, s, off);
 		if (len < h->chunk) /* the end of a file: zeros after it */
 			memset(f->staging + len, 0, h->chunk - len);
-		conn = host_node_conn(s, !urgent, &mr);
-		rc = fam_conn_read(conn, &s->remote, off, len, f->staging, mr,
-		    fetch_done, f);
+		rc = fam_conn_readf(conn, remote, off, len, f->staging, mr,
+		    urgent ? 0 : FAM_F_BACKGROUND, fetch_done, f);
 		if (demand) {
 			if ((h->demandq = f->next) == NULL)
 				h->demandq_tail = NULL;
 		} else if ((h->prefetchq = f->next) == NULL)
 			h->prefetchq_tail = NULL;
 		if (rc < 0) {
+			f->s = NULL;
+			host_route_done(h, s);
 			h->staging_free[h->nstaging_free++] = f->staging;
 			if (fetch_may_park(h, f, rc))
 				queue_push(&h->parked, &h->parked_tail, f);
@@ -350,23 +372,19 @@ host_fetch_unpark(struct host *h)
 	uint64_t now = mono_ns();
 
 	h->parked = h->parked_tail = NULL;
+	/* Those that still cannot go are parked again by host_fetch_kick(). */
 	for (; f != NULL; f = next) {
-		unsigned si;
-
 		next = f->next;
-		host_stripe_offset(h, f->r, f->chunk, &si);
 		if (f->r->dying || f->r->cl->dead)
 			fetch_complete(h, f, 0);
 		else if (f->r->lost)
 			fetch_complete(h, f, -EIO);
-		else if (host_node_usable(h, &f->r->stripes[si]))
-			queue_push(f->nwaiters > 0 ? &h->demandq : &h->prefetchq,
-			    f->nwaiters > 0 ? &h->demandq_tail :
-			    &h->prefetchq_tail, f);
 		else if (now - f->start_ns >= limit)
 			fetch_complete(h, f, -ETIMEDOUT);
 		else
-			queue_push(&h->parked, &h->parked_tail, f);
+			queue_push(f->nwaiters > 0 ? &h->demandq : &h->prefetchq,
+			    f->nwaiters > 0 ? &h->demandq_tail :
+			    &h->prefetchq_tail, f);
 	}
 	host_fetch_kick(h);
 }

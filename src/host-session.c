@@ -345,7 +345,7 @@ region_free_remote(struct host *h, struct region *r)
 
 		if (s->remote.size == 0)
 			continue;
-		host_node_free(s->node, s->instance, s->remote.region);
+		host_stripe_free(h, s);
 		s->remote.size = 0;
 	}
 }
@@ -600,6 +600,8 @@ alloc_finish(struct host_client *cl)
 			host_client_release(cl);
 		return;
 	}
+	for (unsigned i = 0; i < r->nstripes; i++)
+		host_stripe_adopt(h, &r->stripes[i]);
 	r->next = cl->regions;
 	cl->regions = r;
 	r->listed = true;
@@ -635,11 +637,33 @@ alloc_stripe_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 			log_info("session pid %ld: memory node %s refused a "
 			    "region: %s", (long)cl->pid, s->node->addr,
 			    strerror(-status));
+	} else if (s->path == SP_DPU && info.mem_instance != 0) {
+		/* Through our dpu: it says where the region lives. */
+		struct host *h = cl->h;
+
+		s->dremote.region = info.region;
+		s->dremote.size = info.size;
+		s->dinstance = h->dpu.instance;
+		/* Our own lease there comes with the adoption. */
+		s->remote.region = info.mem_region;
+		s->remote.rkey = 0;
+		s->remote.addr = 0;
+		s->remote.size = info.size;
+		s->key = info.mem_key;
+		s->instance = info.mem_instance;
+		s->node = host_node_by_instance(h, info.mem_instance);
+		s->path = SP_DPU;
+		s->owned = false;
+		if (s == &r->stripes[0])
+			r->length = info.length;
 	} else {
 		s->remote.region = info.region;
 		s->remote.rkey = info.rkey;
 		s->remote.addr = info.addr;
 		s->remote.size = info.size;
+		s->key = info.key;
+		s->path = SP_DIRECT;
+		s->owned = true;
 		if (s == &r->stripes[0])
 			r->length = info.length;
 	}
@@ -672,6 +696,8 @@ session_alloc(struct host_client *cl)
 	uint8_t buf[FAM_REGION_CREATE_MIN + FAM_NAME_MAX + FAM_PATH_MAX];
 	unsigned nstripes;
 	uint64_t chunks, size;
+	bool via_dpu = h->has_dpu && h->path == CFG_PATH_DPU &&
+	    host_dpu_usable(h);
 
 	if (cl->uffd < 0)
 		return session_fail(cl, EBADF);
@@ -687,7 +713,25 @@ session_alloc(struct host_client *cl)
 	/* A file lives whole on the first memory node; the rest is striped. */
 	nstripes = (m->b & FAM_S_ALLOC_FILE) ? 1 :
 	    (chunks < h->nnodes ? (unsigned)chunks : h->nnodes);
-	for (unsigned i = 0; i < nstripes; i++)
+	if (h->has_dpu && h->path == CFG_PATH_DPU && !via_dpu &&
+	    h->fallback == CFG_FALLBACK_NONE) {
+		/* Wait for the dpu, as reads and writes do, op_timeout long. */
+		uint64_t limit = (uint64_t)cfg_int(h->d->cfg, CFG_OP_TIMEOUT) *
+		    1000000u;
+
+		if (!cl->waits_dpu) {
+			cl->waits_dpu = true;
+			cl->wait_since = mono_ns();
+		}
+		if (mono_ns() - cl->wait_since < limit) {
+			cl->busy = true;
+			return 0;
+		}
+		cl->waits_dpu = false;
+		return session_fail(cl, EHOSTDOWN);
+	}
+	cl->waits_dpu = false;
+	for (unsigned i = 0; i < nstripes && !via_dpu; i++)
 		if (h->nodes[i].state != MN_UP)
 			return session_fail(cl, EHOSTDOWN);
 	/* A file's size is known once a memory node has opened it. */
@@ -715,6 +759,9 @@ session_alloc(struct host_client *cl)
 		s->r = r;
 		s->node = &h->nodes[i];
 		s->instance = s->node->instance;
+		s->path = via_dpu ? SP_DPU : SP_DIRECT;
+		if (via_dpu && s->node->state == MN_UP)
+			rc.place = s->node->instance;
 		rc.size = n << h->chunk_shift;
 		if (m->b & FAM_S_ALLOC_FILE) {
 			rc.size = 0;
@@ -727,8 +774,9 @@ session_alloc(struct host_client *cl)
 			snprintf(rc.path, sizeof rc.path, "%s", cl->data);
 		}
 		len = proto_put_region_create(buf, sizeof buf, &rc);
-		rc2 = fam_conn_call(s->node->conn, FAM_MSG_REGION_CREATE, buf,
-		    (uint32_t)len, alloc_stripe_done, s);
+		rc2 = fam_conn_call(via_dpu ? h->dpu.conn : s->node->conn,
+		    FAM_MSG_REGION_CREATE, buf, (uint32_t)len,
+		    alloc_stripe_done, s);
 		if (rc2 < 0) {
 			if (cl->pending_err == 0)
 				cl->pending_err = -rc2;
@@ -740,6 +788,26 @@ session_alloc(struct host_client *cl)
 	if (cl->pending_calls == 0)
 		alloc_finish(cl);
 	return 0;
+}
+
+/* Serves again the ALLOCs that wait for the dpu (it is back, or time). */
+void
+host_session_retry(struct host *h)
+{
+	struct host_client *cl, *next;
+
+	for (cl = h->clients; cl != NULL; cl = next) {
+		next = cl->next;
+		if (!cl->waits_dpu || cl->dead || cl->pending_region != NULL)
+			continue;
+		cl->busy = false;
+		cl->refs++; /* the session may end */
+		if (session_alloc(cl) < 0)
+			host_client_release(cl);
+		else if (!cl->busy)
+			session_resume(cl); /* answered: what came meanwhile */
+		host_client_put(cl);
+	}
 }
 
 /* MAP: the program mapped a new arena; register it for faults. */
@@ -793,6 +861,21 @@ session_stat(struct host_client *cl)
 	    -1);
 }
 
+/* ADVISE: how the program uses a region; passed on to the dpu. */
+static int
+session_advise(struct host_client *cl)
+{
+	struct region *r = host_region_find(cl, cl->req.a, NULL);
+
+	if (r == NULL)
+		return session_fail(cl, ENOENT);
+	if (cl->req.b > FAM_ADVICE_MAX)
+		return session_fail(cl, EINVAL);
+	r->advice = (uint32_t)cl->req.b;
+	host_region_advise(cl->h, r);
+	return session_reply(cl, 0, 0, 0, 0, 0, 0, -1);
+}
+
 /* Validates one request and serves it; returns -1 to end the session. */
 static int
 session_dispatch(struct host_client *cl)
@@ -821,6 +904,7 @@ session_dispatch(struct host_client *cl)
 	case FAM_S_MAP: rc = session_map(cl); break;
 	case FAM_S_FREE: rc = session_free(cl); break;
 	case FAM_S_STAT: rc = session_stat(cl); break;
+	case FAM_S_ADVISE: rc = session_advise(cl); break;
 	default: rc = -1; break;
 	}
 	return rc < 0 ? -1 : 0;

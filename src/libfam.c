@@ -1384,6 +1384,30 @@ libfam_stat(const void *ptr, struct fam_stat *st)
 	return 0;
 }
 
+/* Passes advice about the region holding ptr to famd. */
+static int
+libfam_advise(const void *ptr, int advice)
+{
+	struct libfam_arena *a = arena_of((uintptr_t)ptr);
+	struct fam_smsg m;
+	int rc, cancel;
+
+	if (a == NULL || advice < FAM_ADVISE_NORMAL ||
+	    advice > FAM_ADVISE_STATIC)
+		return -EINVAL;
+	memset(&m, 0, sizeof m);
+	cancel = libfam_lock();
+	if (!arena_served(a)) {
+		rc = -ENOTCONN;
+	} else {
+		m.a = (uintptr_t)ptr;
+		m.b = (uint64_t)advice;
+		rc = session_call(FAM_S_ADVISE, &m, NULL, -1, NULL);
+	}
+	libfam_unlock(cancel);
+	return rc;
+}
+
 /* ---- the public API (fam.h) ----------------------------------------- */
 
 /* Zero-filled memory of at least size bytes, aligned to the chunk size. */
@@ -1474,4 +1498,20 @@ size_t
 fam_usable_size(const void *ptr)
 {
 	return libfam_usable_size(ptr);
+}
+
+/*
+ * Tells famd how the region holding ptr is used. Visible even where the
+ * rest is hidden: libfamshim.so exports it too (famshim.sym).
+ */
+__attribute__((visibility("default"))) int
+fam_advise(const void *ptr, int advice)
+{
+	int rc = libfam_advise(ptr, advice);
+
+	if (rc < 0) {
+		errno = -rc;
+		return -1;
+	}
+	return 0;
 }

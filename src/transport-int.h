@@ -39,10 +39,11 @@ struct fam_transport_ops {
 	    uint32_t len, fam_done_fn done, void *ctx);
 	int (*read)(struct fam_conn *c, const struct fam_remote *r,
 	    uint64_t off, uint32_t len, void *dst, struct fam_mr *mr,
-	    fam_done_fn done, void *ctx);
+	    uint16_t flags, fam_done_fn done, void *ctx);
 	int (*write)(struct fam_conn *c, const struct fam_remote *r,
 	    uint64_t off, uint32_t len, const void *src, struct fam_mr *mr,
-	    fam_done_fn done, void *ctx);
+	    uint16_t flags, fam_done_fn done, void *ctx);
+	int (*flush)(struct fam_conn *c); /* NULL: nothing to do early */
 	int (*reply)(struct fam_conn *c, const struct fam_hdr *req, int status,
 	    const struct iovec *iov, int iovcnt, bool copy, fam_sent_fn sent,
 	    void *ctx);

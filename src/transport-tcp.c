@@ -113,6 +113,7 @@ struct tcp_op {
 	const void *src;          /* WRITE: where it comes from */
 	void *payload;            /* CALL: our copy of the request payload */
 	uint32_t plen;
+	uint16_t flags;           /* READ/WRITE: FAM_F_BACKGROUND */
 };
 
 enum tcp_out_kind {
@@ -197,6 +198,7 @@ struct tcp_conn {
 	struct tcp_outq outq;
 	size_t out_bytes;
 	size_t resp_bytes;             /* part of out_bytes that is responses */
+	unsigned out_notify;           /* entries whose end calls the user */
 
 	/* Operations. */
 	uint64_t next_id;
@@ -367,6 +369,8 @@ tcp_out_done(struct tcp_conn *c, struct tcp_out *o)
 		c->stats.msgs_out++;
 		c->stats.bytes_out += o->payload_len;
 	}
+	if (o->kind == OUT_REPLY || o->kind == OUT_HOLD)
+		c->out_notify--;
 	switch (o->kind) {
 	case OUT_OP:
 		if (o->op != NULL && o->left == 0)
@@ -553,6 +557,8 @@ tcp_enqueue(struct tcp_conn *c, struct tcp_out *o)
 		c->tx_progress = mono_ns();
 	TAILQ_INSERT_TAIL(&c->outq, o, link);
 	c->out_bytes += o->left;
+	if (o->kind == OUT_REPLY || o->kind == OUT_HOLD)
+		c->out_notify++;
 	o->resp = o->kind != OUT_OP;
 	if (o->resp)
 		c->resp_bytes += o->left;
@@ -762,6 +768,7 @@ tcp_op_send(struct tcp_conn *c, struct tcp_op *op)
 		.magic = FAM_PROTO_MAGIC,
 		.version = FAM_PROTO_VERSION,
 		.type = op->type,
+		.flags = op->flags,
 		.id = op->id,
 	};
 	struct tcp_out *o = tcp_out_new(1);
@@ -1750,8 +1757,8 @@ tcp_call(struct fam_conn *fc, uint8_t type, const void *payload, uint32_t len,
 /* Checks and queues a READ or WRITE. */
 static int
 tcp_rw(struct tcp_conn *c, enum tcp_op_kind kind, const struct fam_remote *r,
-    uint64_t off, uint32_t len, void *dst, const void *src, fam_done_fn done,
-    void *ctx)
+    uint64_t off, uint32_t len, void *dst, const void *src, uint16_t flags,
+    fam_done_fn done, void *ctx)
 {
 	struct tcp_op *op;
 	int err;
@@ -1776,6 +1783,7 @@ tcp_rw(struct tcp_conn *c, enum tcp_op_kind kind, const struct fam_remote *r,
 	op->rw.offset = off;
 	op->dst = dst;
 	op->src = src;
+	op->flags = flags;
 	op->done = done;
 	op->ctx = ctx;
 	if (kind == OP_READ)
@@ -1789,24 +1797,45 @@ tcp_rw(struct tcp_conn *c, enum tcp_op_kind kind, const struct fam_remote *r,
 /* Queues a READ into dst. */
 static int
 tcp_read(struct fam_conn *fc, const struct fam_remote *r, uint64_t off,
-    uint32_t len, void *dst, struct fam_mr *mr, fam_done_fn done, void *ctx)
+    uint32_t len, void *dst, struct fam_mr *mr, uint16_t flags,
+    fam_done_fn done, void *ctx)
 {
 	if (dst == NULL)
 		return -EINVAL;
-	return tcp_rw(tcp_conn_of(fc), OP_READ, r, off, len, dst, NULL, done,
-	    ctx);
+	return tcp_rw(tcp_conn_of(fc), OP_READ, r, off, len, dst, NULL, flags,
+	    done, ctx);
 }
 
 /* Queues a WRITE from src (referenced until done). */
 static int
 tcp_write(struct fam_conn *fc, const struct fam_remote *r, uint64_t off,
-    uint32_t len, const void *src, struct fam_mr *mr, fam_done_fn done,
-    void *ctx)
+    uint32_t len, const void *src, struct fam_mr *mr, uint16_t flags,
+    fam_done_fn done, void *ctx)
 {
 	if (src == NULL)
 		return -EINVAL;
-	return tcp_rw(tcp_conn_of(fc), OP_WRITE, r, off, len, NULL, src, done,
-	    ctx);
+	return tcp_rw(tcp_conn_of(fc), OP_WRITE, r, off, len, NULL, src, flags,
+	    done, ctx);
+}
+
+/*
+ * Writes the queued output now rather than when the loop next runs. When
+ * replies wait in the queue, their `sent` callbacks must not run inside
+ * this call: the write is left to the loop.
+ */
+static int
+tcp_flush_api(struct fam_conn *fc)
+{
+	struct tcp_conn *c = tcp_conn_of(fc);
+
+	if (c->state != TCS_OPEN)
+		return c->state == TCS_CLOSED ? -ENOTCONN : 0;
+	if (c->out_notify > 0)
+		return 0;
+	tcp_flush(c);
+	if (c->state != TCS_CLOSED)
+		tcp_arm_timer(c);
+	return 0;
 }
 
 /* Queues the response to a request. */
@@ -1940,6 +1969,7 @@ const struct fam_transport_ops tcp_transport_ops = {
 	.read = tcp_read,
 	.write = tcp_write,
 	.reply = tcp_reply,
+	.flush = tcp_flush_api,
 	.mr_register = tcp_mr_register,
 	.mr_deregister = tcp_mr_deregister,
 	.expose = tcp_expose,

@@ -66,10 +66,19 @@ if [ -n "$kdir" ] && [ -r "$kdir/package" ]; then
 	[ -s "$ko" ] && export FAMD_NETEM_KO=$ko
 fi
 
+# The guest sees the host's / read-only, except /tmp, /run and /dev/shm
+# (its own): a tree there is shared with it explicitly.
+share=()
+for d in "$top_srcdir" "$top_builddir"; do
+	case $d/ in
+	/tmp/* | /run/* | /dev/shm/*) share+=(--rw "$d") ;;
+	esac
+done
+
 modes=("$@")
 [ ${#modes[@]} -gt 0 ] || modes=(loopback veth)
 tests=()
-for t in ${RXE_ONLY:-verbs-transport verbs-memory verbs-host verbs-portdown}; do
+for t in ${RXE_ONLY:-verbs-transport verbs-memory verbs-host verbs-dpu verbs-portdown}; do
 	tests+=("$top_srcdir/tests/rxe/$t.sh")
 done
 failed=0
@@ -85,7 +94,7 @@ for mode in "${modes[@]}"; do
 	fi
 	start=$SECONDS
 	echo "==== rxe: $mode (booting the guest)"
-	"$vm" --rxe "$rxe" --timeout "${RXE_TEST_TIMEOUT:-1200}" -- \
+	"$vm" "${share[@]}" --rxe "$rxe" --timeout "${RXE_TEST_TIMEOUT:-1200}" -- \
 		bash "$top_srcdir/tests/rxe/guest.sh" "$mode" "${mtests[@]}" 2>&1 | tee "$log"
 	rc=${PIPESTATUS[0]}
 	if [ "$rc" = 125 ] && ! grep -q '^guest: ' "$log"; then

@@ -11,6 +11,11 @@
  *                          with no lease (two-sided) or the one given
  *   lease                  a new lease on the current region for this
  *                          connection (REGION_LEASE)
+ *   adopt INST ID KEY [exclusive]
+ *                          take a handle on region ID (of the memory node
+ *                          running instance INST, hex; 0: this one) with
+ *                          its KEY (hex); it becomes the current region
+ *   advise static|normal   REGION_ADVISE on the current region
  *   write OFF LEN SEED     write pattern SEED (0: zeros) at OFF
  *   read OFF LEN SEED      read at OFF and check pattern SEED
  *   readfile OFF LEN FILE  read at OFF and compare with FILE at OFF
@@ -25,12 +30,14 @@
  *   attack NAME            (famclient -h lists them)
  *
  * Output, one line per event, for scripts: "hello session=HEX
- * instance=HEX node=NAME", "region id=N size=N flags=N" (and with verbs
- * "lease addr=HEX rkey=HEX": reads and writes are then one-sided, and the
- * lease is kept after `free`, so a read after it tries the old rkey),
- * "holding". -T verbs uses the verbs transport (default tcp); -R registers
- * the buffers of reads and writes (fam_mr_register) instead of leaving
- * the transport to bounce them.
+ * instance=HEX node=NAME", "region id=N size=N flags=N length=N", then
+ * "where key=HEX mem_instance=HEX mem_region=N mem_key=HEX" (the mem_
+ * fields are 0 but from a dpu; key is 0 from a dpu), with verbs "lease
+ * addr=HEX rkey=HEX" (reads and writes are then one-sided, and the lease is
+ * kept after `free`, so a read after it tries the old rkey), "holding".
+ * -T verbs uses the verbs transport (default tcp); -R registers the
+ * buffers of reads and writes (fam_mr_register) instead of leaving the
+ * transport to bounce them.
  * Options may come before or after the address.
  * Exit status: 0 when everything went as expected, 1 when not, 64 usage.
  */
@@ -106,7 +113,8 @@ fc_usage(FILE *f)
 	    "       write OFF LEN SEED | read OFF LEN SEED | readfile OFF LEN "
 	    "FILE |\n"
 	    "       free [ID] | stats | expect ERRNO | hold [SECONDS] | "
-	    "rw SIZE [CHUNK [DEPTH]]\n"
+	    "rw SIZE [CHUNK [DEPTH]] |\n"
+	    "       adopt INSTANCE ID KEY [exclusive] | advise static|normal\n"
 	    "attacks: bad-magic bad-version truncated huge-length "
 	    "unknown-type bad-flags\n"
 	    "         before-hello bad-secret reserved-set bad-create "
@@ -421,6 +429,10 @@ fc_step_create(char **argv, int argc)
 		printf("region id=%" PRIu32 " size=%" PRIu64 " flags=%" PRIu32
 		    " length=%" PRIu64 "\n", info.region, info.size,
 		    info.flags, info.length);
+		printf("where key=%08" PRIx32 " mem_instance=%016" PRIx64
+		    " mem_region=%" PRIu32 " mem_key=%08" PRIx32 "\n",
+		    info.key, info.mem_instance, info.mem_region,
+		    info.mem_key);
 		if (info.rkey != 0)
 			printf("lease addr=%" PRIx64 " rkey=%" PRIx32 "\n",
 			    info.addr, info.rkey);
@@ -428,6 +440,65 @@ fc_step_create(char **argv, int argc)
 	}
 	free(call.out);
 	return used;
+}
+
+/* adopt INSTANCE ID KEY [exclusive] */
+static int
+fc_step_adopt(char **argv, int argc)
+{
+	struct fam_region_adopt req = { 0 };
+	struct fam_region_info info;
+	struct fc_call call;
+	uint8_t buf[FAM_REGION_ADOPT_LEN];
+	int used = 3, st;
+
+	if (argc < 3)
+		fc_fail("adopt: INSTANCE ID KEY");
+	req.instance = strtoull(argv[0], NULL, 16);
+	req.region = (uint32_t)strtoul(argv[1], NULL, 10);
+	req.key = (uint32_t)strtoul(argv[2], NULL, 16);
+	if (argc > 3 && strcmp(argv[3], "exclusive") == 0) {
+		req.flags = FAM_ADOPT_EXCLUSIVE;
+		used++;
+	}
+	proto_put_region_adopt(buf, &req);
+	st = fc_call(FAM_MSG_REGION_ADOPT, buf, sizeof buf, &call);
+	if (fc_check("adopt", st)) {
+		if (proto_get_region_info(call.out, call.len, &info) < 0)
+			fc_fail("adopt: malformed answer");
+		fc.cur.region = info.region;
+		fc.cur.size = info.size;
+		fc.cur.rkey = info.rkey;
+		fc.cur.addr = info.addr;
+		printf("region id=%" PRIu32 " size=%" PRIu64 " flags=%" PRIu32
+		    "\n", info.region, info.size, info.flags);
+		if (info.rkey != 0)
+			printf("lease addr=%" PRIx64 " rkey=%" PRIx32 "\n",
+			    info.addr, info.rkey);
+		fflush(stdout);
+	}
+	free(call.out);
+	return used;
+}
+
+/* advise static|normal */
+static int
+fc_step_advise(char **argv, int argc)
+{
+	uint8_t buf[FAM_REGION_ADVISE_LEN];
+	struct fc_call call;
+	int st;
+
+	if (argc < 1)
+		fc_fail("advise: static or normal");
+	proto_put_region_advise(buf, fc.cur.region,
+	    strcmp(argv[0], "static") == 0 ? FAM_ADVICE_STATIC :
+	    FAM_ADVICE_NORMAL);
+	st = fc_call(FAM_MSG_REGION_ADVISE, buf, sizeof buf, &call);
+	if (fc_check("advise", st))
+		printf("advised %s\n", argv[0]);
+	free(call.out);
+	return 1;
 }
 
 /* write/read OFF LEN SEED: a pattern out, or a pattern checked. */
@@ -692,6 +763,10 @@ fc_steps(char **argv, int argc)
 			}
 		} else if (strcmp(step, "lease") == 0)
 			fc_step_lease();
+		else if (strcmp(step, "adopt") == 0)
+			i += fc_step_adopt(argv + i, argc - i);
+		else if (strcmp(step, "advise") == 0)
+			i += fc_step_advise(argv + i, argc - i);
 		else if (strcmp(step, "write") == 0)
 			i += fc_step_rw(true, argv + i, argc - i);
 		else if (strcmp(step, "read") == 0)

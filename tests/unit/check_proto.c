@@ -471,15 +471,17 @@ START_TEST(test_region_create_lengths_past_payload_rejected)
 }
 END_TEST
 
-START_TEST(test_region_create_reserved_set_rejected)
+START_TEST(test_region_create_place_round_trip)
 {
+	struct fam_region_create m = { .size = 4096,
+		.place = 0x1122334455667788ull }, out;
 	uint8_t buf[2048];
 	size_t len;
-	struct fam_region_create m;
 
-	len = create_bytes(buf, 4096, 0, 0, 0, "", "");
-	buf[23] = 1;
-	ck_assert_int_eq(proto_get_region_create(buf, len, &m), -EPROTO);
+	len = proto_put_region_create(buf, sizeof buf, &m);
+	ck_assert_uint_eq(buf[16], 0x11);
+	ck_assert_int_eq(proto_get_region_create(buf, len, &out), 0);
+	ck_assert_uint_eq(out.place, m.place);
 }
 END_TEST
 
@@ -550,6 +552,135 @@ START_TEST(test_region_info_round_trip)
 	ck_assert_uint_eq(out.addr, m.addr);
 	ck_assert_uint_eq(out.flags, FAM_RF_PERSISTENT);
 	ck_assert_uint_eq(out.length, 2000001);
+	ck_assert_uint_eq(out.key, 0);
+	ck_assert_uint_eq(out.mem_instance, 0);
+	ck_assert_uint_eq(out.mem_region, 0);
+}
+END_TEST
+
+START_TEST(test_region_info_key_apart_from_lease_rkey)
+{
+	struct fam_region_info m = { .region = 9, .rkey = 0x1234,
+		.size = 4096, .key = 0x89abcdef, .length = 4096 }, out;
+	uint8_t buf[FAM_REGION_INFO_LEN];
+
+	proto_put_region_info(buf, &m);
+	/* The key sits where the reserved word was, the rkey stays put. */
+	ck_assert_uint_eq(buf[28], 0x89);
+	ck_assert_uint_eq(buf[31], 0xef);
+	ck_assert_uint_eq(buf[7], 0x34);
+	ck_assert_int_eq(proto_get_region_info(buf, sizeof buf, &out), 0);
+	ck_assert_uint_eq(out.key, 0x89abcdef);
+	ck_assert_uint_eq(out.rkey, 0x1234);
+	ck_assert_uint_eq(out.length, 4096);
+}
+END_TEST
+
+START_TEST(test_region_info_from_dpu_round_trip)
+{
+	struct fam_region_info m = { .region = 3, .size = 65536,
+		.length = 60000, .mem_instance = 0xfeedfacecafebeefull,
+		.mem_region = 12, .mem_key = 0xabcdef01 }, out;
+	uint8_t buf[FAM_REGION_INFO_LEN];
+
+	proto_put_region_info(buf, &m);
+	ck_assert_int_eq(proto_get_region_info(buf, sizeof buf, &out), 0);
+	ck_assert_uint_eq(out.mem_instance, m.mem_instance);
+	ck_assert_uint_eq(out.mem_region, 12);
+	ck_assert_uint_eq(out.mem_key, 0xabcdef01);
+	ck_assert_uint_eq(out.length, 60000);
+	ck_assert_uint_eq(out.key, 0);
+}
+END_TEST
+
+START_TEST(test_region_info_half_memory_location_rejected)
+{
+	struct fam_region_info m = { .region = 3, .size = 65536,
+		.mem_instance = 5 }, out;
+	uint8_t buf[FAM_REGION_INFO_LEN];
+
+	proto_put_region_info(buf, &m);
+	ck_assert_int_eq(proto_get_region_info(buf, sizeof buf, &out), -EPROTO);
+	m.mem_instance = 0;
+	m.mem_region = 4;
+	proto_put_region_info(buf, &m);
+	ck_assert_int_eq(proto_get_region_info(buf, sizeof buf, &out), -EPROTO);
+	m.mem_region = 0;
+	m.mem_key = 9;
+	proto_put_region_info(buf, &m);
+	ck_assert_int_eq(proto_get_region_info(buf, sizeof buf, &out), -EPROTO);
+}
+END_TEST
+
+START_TEST(test_region_adopt_round_trip)
+{
+	struct fam_region_adopt m = { .instance = 0x0102030405060708ull,
+		.region = 77, .key = 0xdeadbeef, .flags = FAM_ADOPT_EXCLUSIVE },
+		out;
+	uint8_t buf[FAM_REGION_ADOPT_LEN];
+
+	ck_assert_uint_eq(proto_put_region_adopt(buf, &m),
+	    FAM_REGION_ADOPT_LEN);
+	ck_assert_uint_eq(buf[0], 0x01);
+	ck_assert_int_eq(proto_get_region_adopt(buf, sizeof buf, &out), 0);
+	ck_assert_uint_eq(out.instance, m.instance);
+	ck_assert_uint_eq(out.region, 77);
+	ck_assert_uint_eq(out.key, 0xdeadbeef);
+	ck_assert_uint_eq(out.flags, FAM_ADOPT_EXCLUSIVE);
+}
+END_TEST
+
+START_TEST(test_region_adopt_malformed_or_bad_refused)
+{
+	struct fam_region_adopt m = { .region = 1 }, out;
+	uint8_t buf[FAM_REGION_ADOPT_LEN];
+
+	proto_put_region_adopt(buf, &m);
+	ck_assert_int_eq(proto_get_region_adopt(buf, 23, &out), -EPROTO);
+	buf[23] = 1;
+	ck_assert_int_eq(proto_get_region_adopt(buf, sizeof buf, &out),
+	    -EPROTO);
+	m.flags = 0x10;
+	proto_put_region_adopt(buf, &m);
+	ck_assert_int_eq(proto_get_region_adopt(buf, sizeof buf, &out),
+	    -EINVAL);
+	m.flags = 0;
+	m.region = 0;
+	proto_put_region_adopt(buf, &m);
+	ck_assert_int_eq(proto_get_region_adopt(buf, sizeof buf, &out),
+	    -EINVAL);
+}
+END_TEST
+
+START_TEST(test_region_advise_round_trip_and_unknown_advice_refused)
+{
+	uint8_t buf[FAM_REGION_ADVISE_LEN];
+	uint32_t region, advice;
+
+	proto_put_region_advise(buf, 5, FAM_ADVICE_STATIC);
+	ck_assert_int_eq(proto_get_region_advise(buf, sizeof buf, &region,
+	    &advice), 0);
+	ck_assert_uint_eq(region, 5);
+	ck_assert_uint_eq(advice, FAM_ADVICE_STATIC);
+	ck_assert_int_eq(proto_get_region_advise(buf, 7, &region, &advice),
+	    -EPROTO);
+	proto_put_region_advise(buf, 5, FAM_ADVICE_MAX + 1);
+	ck_assert_int_eq(proto_get_region_advise(buf, sizeof buf, &region,
+	    &advice), -EINVAL);
+}
+END_TEST
+
+START_TEST(test_background_flag_only_on_read_write_requests)
+{
+	struct fam_hdr h = hdr(FAM_MSG_READ, FAM_F_BACKGROUND, FAM_READ_LEN);
+
+	ck_assert_int_eq(proto_check_hdr(&h, 0), 0);
+	h = hdr(FAM_MSG_WRITE, FAM_F_BACKGROUND, FAM_WRITE_HDR_LEN + 64);
+	ck_assert_int_eq(proto_check_hdr(&h, 0), 0);
+	h = hdr(FAM_MSG_REGION_CREATE, FAM_F_BACKGROUND, FAM_REGION_CREATE_MIN);
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+	h = hdr(FAM_MSG_READ, FAM_F_BACKGROUND | FAM_F_RESPONSE, 64);
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
 }
 END_TEST
 
@@ -561,7 +692,7 @@ START_TEST(test_region_info_malformed_rejected)
 	proto_put_region_info(buf, &m);
 	ck_assert_int_eq(proto_get_region_info(buf, sizeof buf - 1, &out),
 	    -EPROTO);
-	buf[31] = 1;
+	buf[32] = 1; /* the length's top byte */
 	ck_assert_int_eq(proto_get_region_info(buf, sizeof buf, &out), -EPROTO);
 	/* More content than room. */
 	m.length = 4097;
@@ -727,10 +858,52 @@ START_TEST(test_secret_compare)
 }
 END_TEST
 
+START_TEST(test_message_types_have_distinct_wire_numbers_and_names)
+{
+	/* On the wire: a peer of another build must read the same numbers. */
+	ck_assert_int_eq(FAM_MSG_REGION_LEASE, 7);
+	ck_assert_int_eq(FAM_MSG_REGION_ADOPT, 8);
+	ck_assert_int_eq(FAM_MSG_REGION_ADVISE, 9);
+	ck_assert_int_eq(FAM_MSG_TYPE_MAX, 9);
+	for (unsigned a = 1; a <= FAM_MSG_TYPE_MAX; a++) {
+		ck_assert_str_ne(proto_type_name(a), "unknown");
+		for (unsigned b = a + 1; b <= FAM_MSG_TYPE_MAX; b++)
+			ck_assert_str_ne(proto_type_name(a),
+			    proto_type_name(b));
+	}
+}
+END_TEST
+
+START_TEST(test_lease_adopt_advise_lengths_checked)
+{
+	struct fam_hdr h = hdr(FAM_MSG_REGION_LEASE, 0, FAM_REGION_LEASE_LEN);
+
+	ck_assert_int_eq(proto_check_hdr(&h, 0), 0);
+	h.len = FAM_REGION_ADOPT_LEN;
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+	h = hdr(FAM_MSG_REGION_ADOPT, 0, FAM_REGION_ADOPT_LEN);
+	ck_assert_int_eq(proto_check_hdr(&h, 0), 0);
+	h.len = FAM_REGION_LEASE_LEN;
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+	h = hdr(FAM_MSG_REGION_ADOPT, FAM_F_RESPONSE, FAM_REGION_INFO_LEN);
+	ck_assert_int_eq(proto_check_hdr(&h, 0), 0);
+	h = hdr(FAM_MSG_REGION_LEASE, FAM_F_RESPONSE, FAM_REGION_INFO_LEN - 16);
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+	h = hdr(FAM_MSG_REGION_ADVISE, 0, FAM_REGION_ADVISE_LEN);
+	ck_assert_int_eq(proto_check_hdr(&h, 0), 0);
+	h = hdr(FAM_MSG_REGION_ADVISE, FAM_F_RESPONSE, 8);
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+}
+END_TEST
+
 START_TEST(test_type_names)
 {
 	ck_assert_str_eq(proto_type_name(FAM_MSG_HELLO), "hello");
 	ck_assert_str_eq(proto_type_name(FAM_MSG_WRITE), "write");
+	ck_assert_str_eq(proto_type_name(FAM_MSG_REGION_LEASE), "region_lease");
+	ck_assert_str_eq(proto_type_name(FAM_MSG_REGION_ADOPT), "region_adopt");
+	ck_assert_str_eq(proto_type_name(FAM_MSG_REGION_ADVISE),
+	    "region_advise");
 	ck_assert_str_eq(proto_type_name(0), "unknown");
 	ck_assert_str_eq(proto_type_name(200), "unknown");
 }
@@ -757,6 +930,7 @@ proto_suite(void)
 	tcase_add_test(t, test_request_with_status_rejected);
 	tcase_add_test(t, test_negative_or_huge_status_rejected);
 	tcase_add_test(t, test_error_response_with_payload_rejected);
+	tcase_add_test(t, test_background_flag_only_on_read_write_requests);
 	suite_add_tcase(s, t);
 
 	t = tcase_create("payloads");
@@ -775,12 +949,18 @@ proto_suite(void)
 	tcase_add_test(t, test_region_create_name_length_over_max_rejected);
 	tcase_add_test(t, test_region_create_path_length_over_max_rejected);
 	tcase_add_test(t, test_region_create_lengths_past_payload_rejected);
-	tcase_add_test(t, test_region_create_reserved_set_rejected);
+	tcase_add_test(t, test_region_create_place_round_trip);
 	tcase_add_test(t, test_region_create_unknown_flags_refused);
 	tcase_add_test(t, test_region_create_inconsistent_fields_refused);
 	tcase_add_test(t, test_region_create_nul_or_control_in_name_refused);
 	tcase_add_test(t, test_region_info_round_trip);
 	tcase_add_test(t, test_region_info_malformed_rejected);
+	tcase_add_test(t, test_region_info_key_apart_from_lease_rkey);
+	tcase_add_test(t, test_region_info_from_dpu_round_trip);
+	tcase_add_test(t, test_region_info_half_memory_location_rejected);
+	tcase_add_test(t, test_region_adopt_round_trip);
+	tcase_add_test(t, test_region_adopt_malformed_or_bad_refused);
+	tcase_add_test(t, test_region_advise_round_trip_and_unknown_advice_refused);
 	tcase_add_test(t, test_region_free_round_trip);
 	tcase_add_test(t, test_region_free_reserved_set_rejected);
 	tcase_add_test(t, test_read_round_trip);
@@ -796,6 +976,8 @@ proto_suite(void)
 	t = tcase_create("misc");
 	tcase_add_test(t, test_secret_compare);
 	tcase_add_test(t, test_type_names);
+	tcase_add_test(t, test_message_types_have_distinct_wire_numbers_and_names);
+	tcase_add_test(t, test_lease_adopt_advise_lengths_checked);
 	suite_add_tcase(s, t);
 	return s;
 }
