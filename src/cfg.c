@@ -210,6 +210,11 @@ cfg_parse_value(enum cfg_key key, const char *text, struct cfg_value *out,
 	int rc;
 
 	*cause = NULL;
+	/* Values reach JSON (config.show, status) and the hello's node name. */
+	if (!proto_utf8_valid(text, strlen(text))) {
+		*cause = xasprintf("not valid UTF-8");
+		return -EINVAL;
+	}
 	switch (d->type) {
 	case CFG_T_BOOL:
 		if (!strcasecmp(text, "yes") || !strcasecmp(text, "true") ||
@@ -598,7 +603,32 @@ int
 cfg_load(struct cfg *cfg, const char *path, char *const *overrides,
     size_t noverrides, struct cfg_errors *errs)
 {
-	struct cfg_parse p = { .cfg = cfg, .errs = errs, .path = path };
+	FILE *f = fopen(path, "re");
+	int rc;
+
+	if (f == NULL) {
+		cfg_error(errs, "%s: cannot open: %s", path, strerror(errno));
+		memset(cfg, 0, sizeof *cfg);
+		cfg->path = strdup(path);
+		if (cfg->path == NULL)
+			abort();
+		return -EINVAL;
+	}
+	rc = cfg_load_file(cfg, f, path, overrides, noverrides, errs);
+	fclose(f);
+	return rc;
+}
+
+/*
+ * Loads the file open as f (named path in cfg and in messages), then the
+ * overrides, then the defaults of keys not given. Returns 0, or -EINVAL
+ * with every problem in errs.
+ */
+int
+cfg_load_file(struct cfg *cfg, FILE *f, const char *path,
+    char *const *overrides, size_t noverrides, struct cfg_errors *errs)
+{
+	struct cfg_parse p = { .cfg = cfg, .errs = errs, .path = path, .f = f };
 	size_t before = errs->count;
 	int rc;
 
@@ -606,11 +636,6 @@ cfg_load(struct cfg *cfg, const char *path, char *const *overrides,
 	cfg->path = strdup(path);
 	if (cfg->path == NULL)
 		abort();
-	p.f = fopen(path, "re");
-	if (p.f == NULL) {
-		cfg_error(errs, "%s: cannot open: %s", path, strerror(errno));
-		return -EINVAL;
-	}
 	rc = ini_parse_stream(cfg_read_line, &p, cfg_handle, &p);
 	if (rc > 0 && errs->count == before)
 		cfg_error(errs, "%s:%d: syntax error", path, rc);
@@ -618,7 +643,6 @@ cfg_load(struct cfg *cfg, const char *path, char *const *overrides,
 		cfg_error(errs, "%s: cannot read", path);
 	if (ferror(p.f))
 		cfg_error(errs, "%s: read error: %s", path, strerror(errno));
-	fclose(p.f);
 	free(p.buf);
 
 	for (size_t i = 0; i < noverrides; i++)

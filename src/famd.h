@@ -22,6 +22,7 @@
 
 #include "proto.h"
 
+struct bufferevent;
 struct event_base;
 
 /* Exit codes (sysexits.h values, spelled out so famctl and famd agree). */
@@ -56,7 +57,7 @@ int log_get_level(void);
 const char *log_level_name(int level);
 int log_level_parse(const char *name);
 void log_msg(int pri, const char *fmt, ...) printflike(2, 3);
-void log_vmsg(int pri, const char *fmt, va_list ap);
+void log_vmsg(int pri, const char *fmt, va_list ap) printflike(2, 0);
 __attribute__((noreturn)) void fatal(const char *fmt, ...) printflike(1, 2);
 __attribute__((noreturn)) void fatalx(const char *fmt, ...) printflike(1, 2);
 
@@ -213,6 +214,8 @@ enum cfg_dynamic {
 
 int cfg_load(struct cfg *cfg, const char *path, char *const *overrides,
     size_t noverrides, struct cfg_errors *errs);
+int cfg_load_file(struct cfg *cfg, FILE *f, const char *path,
+    char *const *overrides, size_t noverrides, struct cfg_errors *errs);
 void cfg_free(struct cfg *cfg);
 void cfg_errors_free(struct cfg_errors *errs);
 int64_t cfg_int(const struct cfg *cfg, enum cfg_key key);
@@ -342,6 +345,7 @@ bool admin_require_change(struct admin_req *req);
 char *admin_process(const char *line, size_t len, const struct admin_peer *peer,
     bool may_change);
 char *admin_error_line(json_t *id, int code, const char *msg);
+int admin_client_add(struct bufferevent *bev, const struct admin_peer *peer);
 int admin_open(struct famd *d, char **cause);
 int admin_lock(const char *socket_path, char **cause);
 void admin_reconfigure(const struct cfg *cfg);

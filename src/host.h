@@ -324,6 +324,11 @@ struct region *host_region_find(struct host_client *cl, uint64_t uaddr,
     struct arena **arp);
 json_t *host_clients_json(struct host *h);
 
+/* host-extent.c */
+int64_t host_extent_take(struct extent **list, uint64_t len, uint64_t align);
+int host_extent_give(struct extent **list, uint64_t off, uint64_t len);
+void host_extent_free(struct extent **list);
+
 /* numa.c */
 int host_numa_pick(struct host *h, const char *addr);
 void host_numa_bind(struct host *h, void *mem, size_t len);

@@ -131,9 +131,55 @@ is_name_char(uint8_t c)
 }
 
 /*
+ * Returns true when len bytes at p are well-formed UTF-8: no stray or
+ * missing continuation byte, no overlong form, no surrogate, nothing past
+ * U+10FFFF (what JSON text may carry).
+ */
+bool
+proto_utf8_valid(const void *p, size_t len)
+{
+	const uint8_t *s = p;
+	size_t i = 0;
+
+	while (i < len) {
+		uint8_t c = s[i];
+		uint32_t cp;
+		size_t n;
+
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		if (c >= 0xc2 && c <= 0xdf) {
+			n = 1;
+			cp = c & 0x1f;
+		} else if (c >= 0xe0 && c <= 0xef) {
+			n = 2;
+			cp = c & 0x0f;
+		} else if (c >= 0xf0 && c <= 0xf4) {
+			n = 3;
+			cp = c & 0x07;
+		} else
+			return false;
+		if (len - i - 1 < n)
+			return false;
+		for (size_t k = 1; k <= n; k++) {
+			if ((s[i + k] & 0xc0) != 0x80)
+				return false;
+			cp = cp << 6 | (s[i + k] & 0x3f);
+		}
+		if ((n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
+		    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+			return false;
+		i += n + 1;
+	}
+	return true;
+}
+
+/*
  * Decodes a NUL-padded field of len bytes into out (len + 1 bytes): every
  * byte after the first NUL must be NUL. With printable, control characters
- * are refused too. Returns 0 or -EPROTO.
+ * and text that is not UTF-8 are refused too. Returns 0 or -EPROTO.
  */
 static int
 get_padded(const uint8_t *p, size_t len, char *out, bool printable)
@@ -142,10 +188,13 @@ get_padded(const uint8_t *p, size_t len, char *out, bool printable)
 
 	if (!is_zero(p + n, len - n))
 		return -EPROTO;
-	if (printable)
+	if (printable) {
 		for (size_t i = 0; i < n; i++)
 			if (!is_name_char(p[i]))
 				return -EPROTO;
+		if (!proto_utf8_valid(p, n))
+			return -EPROTO;
+	}
 	memcpy(out, p, n);
 	out[n] = '\0';
 	return 0;
@@ -318,14 +367,17 @@ proto_put_region_create(uint8_t *out, size_t cap,
 	return len;
 }
 
-/* Returns true when len bytes at p hold no NUL and no control character. */
+/*
+ * Returns true when len bytes at p hold no NUL and no control character,
+ * and are UTF-8.
+ */
 static bool
 proto_text_ok(const uint8_t *p, size_t len)
 {
 	for (size_t i = 0; i < len; i++)
 		if (!is_name_char(p[i]))
 			return false;
-	return true;
+	return proto_utf8_valid(p, len);
 }
 
 /* Decodes and validates a REGION_CREATE request. */

@@ -10,7 +10,8 @@
  * Nothing read from the network is used before proto_check_hdr() and the
  * matching proto_get_*() have validated it: magic, version, type, flags,
  * payload length against the type's bounds and the receiver's limit, and
- * every field of the payload.
+ * every field of the payload. Names (of nodes and regions) and paths are
+ * printable UTF-8: they end up in famctl's JSON.
  */
 #ifndef FAM_PROTO_H
 #define FAM_PROTO_H
@@ -307,6 +308,7 @@ size_t proto_put_write_hdr(uint8_t *out, const struct fam_rw *m);
 int proto_get_write_hdr(const uint8_t *in, size_t len, struct fam_rw *m);
 
 const char *proto_type_name(unsigned type);
+bool proto_utf8_valid(const void *p, size_t len);
 bool proto_secret_equal(const char *a, const char *b);
 
 #endif /* FAM_PROTO_H */

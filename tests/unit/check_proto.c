@@ -353,6 +353,35 @@ START_TEST(test_hello_control_characters_in_node_rejected)
 }
 END_TEST
 
+/* A node name that is not UTF-8 would vanish from famctl's JSON. */
+START_TEST(test_hello_node_name_not_utf8_rejected)
+{
+	uint8_t buf[FAM_HELLO_LEN];
+	struct fam_hello m;
+	uint8_t rbuf[FAM_HELLO_RESP_LEN];
+	struct fam_hello_resp r = { .role = FAM_WIRE_ROLE_MEMORY }, rout;
+
+	hello_bytes(buf);
+	buf[17] = 0xff;
+	ck_assert_int_eq(proto_get_hello(buf, sizeof buf, &m), -EPROTO);
+	hello_bytes(buf);
+	buf[17] = 0xc3; /* a sequence cut short by the padding */
+	ck_assert_int_eq(proto_get_hello(buf, sizeof buf, &m), -EPROTO);
+	hello_bytes(buf);
+	memcpy(buf + 16, "n\xc3\xa9", 3); /* U+00E9: fine */
+	ck_assert_int_eq(proto_get_hello(buf, sizeof buf, &m), 0);
+	ck_assert_str_eq(m.node, "n\xc3\xa9");
+	/* The secret is not text: any byte but NUL may be in it. */
+	hello_bytes(buf);
+	buf[16 + FAM_NAME_MAX] = 0xff;
+	ck_assert_int_eq(proto_get_hello(buf, sizeof buf, &m), 0);
+	strcpy(r.node, "mem\x80");
+	proto_put_hello_resp(rbuf, &r);
+	ck_assert_int_eq(proto_get_hello_resp(rbuf, sizeof rbuf, &rout),
+	    -EPROTO);
+}
+END_TEST
+
 START_TEST(test_hello_empty_node_rejected)
 {
 	uint8_t buf[FAM_HELLO_LEN];
@@ -534,6 +563,47 @@ START_TEST(test_region_create_nul_or_control_in_name_refused)
 	len = create_bytes(buf, 0, FAM_RF_FILE, 0, 3, "", "a/b");
 	buf[FAM_REGION_CREATE_MIN + 2] = '\0';
 	ck_assert_int_eq(proto_get_region_create(buf, len, &m), -EINVAL);
+}
+END_TEST
+
+START_TEST(test_region_create_name_or_path_not_utf8_refused)
+{
+	uint8_t buf[2048];
+	size_t len;
+	struct fam_region_create m;
+
+	len = create_bytes(buf, 4096, FAM_RF_PERSISTENT, 4, 0, "kep\xff", "");
+	ck_assert_int_eq(proto_get_region_create(buf, len, &m), -EINVAL);
+	len = create_bytes(buf, 0, FAM_RF_FILE, 0, 5, "", "a/\xed\xa0\x80");
+	ck_assert_int_eq(proto_get_region_create(buf, len, &m), -EINVAL);
+	len = create_bytes(buf, 0, FAM_RF_FILE, 0, 4, "", "\xe2\x82\xac!");
+	ck_assert_int_eq(proto_get_region_create(buf, len, &m), 0);
+}
+END_TEST
+
+START_TEST(test_utf8_validation)
+{
+	static const struct {
+		const char *s;
+		bool ok;
+	} cases[] = {
+		{ "plain ascii", true },
+		{ "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", true },
+		{ "\xc3", false },                 /* cut short */
+		{ "\xa9", false },                 /* a stray continuation */
+		{ "\xc3(", false },                /* a missing continuation */
+		{ "\xc0\xaf", false },             /* overlong '/' */
+		{ "\xe0\x80\xaf", false },         /* overlong '/' */
+		{ "\xf0\x80\x80\xaf", false },     /* overlong '/' */
+		{ "\xed\xa0\x80", false },         /* a surrogate */
+		{ "\xf4\x90\x80\x80", false },     /* past U+10FFFF */
+		{ "\xf8\x88\x80\x80\x80", false }, /* five bytes */
+		{ "\xef\xbf\xbf\xf4\x8f\xbf\xbf", true }, /* U+FFFF, U+10FFFF */
+	};
+
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+		ck_assert_msg(proto_utf8_valid(cases[i].s, strlen(cases[i].s)) ==
+		    cases[i].ok, "case %zu", i);
 }
 END_TEST
 
@@ -943,6 +1013,7 @@ proto_suite(void)
 	tcase_add_test(t, test_hello_bytes_smuggled_after_secret_nul_rejected);
 	tcase_add_test(t, test_hello_control_characters_in_node_rejected);
 	tcase_add_test(t, test_hello_empty_node_rejected);
+	tcase_add_test(t, test_hello_node_name_not_utf8_rejected);
 	tcase_add_test(t, test_hello_resp_round_trip);
 	tcase_add_test(t, test_region_create_round_trip);
 	tcase_add_test(t, test_region_create_longest_name_and_path_round_trip);
@@ -953,6 +1024,7 @@ proto_suite(void)
 	tcase_add_test(t, test_region_create_unknown_flags_refused);
 	tcase_add_test(t, test_region_create_inconsistent_fields_refused);
 	tcase_add_test(t, test_region_create_nul_or_control_in_name_refused);
+	tcase_add_test(t, test_region_create_name_or_path_not_utf8_refused);
 	tcase_add_test(t, test_region_info_round_trip);
 	tcase_add_test(t, test_region_info_malformed_rejected);
 	tcase_add_test(t, test_region_info_key_apart_from_lease_rkey);
@@ -978,6 +1050,7 @@ proto_suite(void)
 	tcase_add_test(t, test_type_names);
 	tcase_add_test(t, test_message_types_have_distinct_wire_numbers_and_names);
 	tcase_add_test(t, test_lease_adopt_advise_lengths_checked);
+	tcase_add_test(t, test_utf8_validation);
 	suite_add_tcase(s, t);
 	return s;
 }
