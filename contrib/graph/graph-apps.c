@@ -23,6 +23,9 @@
 #define PR_DAMPING 0.85
 
 /* Prints a kernel's line: NAME SECONDS details check=SECONDS ok|WRONG. */
+static bool report(const char *name, double secs, double check_secs, bool ok,
+    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
 static bool
 report(const char *name, double secs, double check_secs, bool ok,
     const char *fmt, ...)
