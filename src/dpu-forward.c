@@ -125,6 +125,33 @@ dpu_buf_fini(void)
 			free(bufs.free[c][--bufs.nfree[c]]);
 }
 
+/*
+ * Stops reading a host connection whose requests or staging passed their
+ * bound, and resumes it once half is done. Front.
+ */
+static void
+hconn_flow(struct dpu_hconn *hc)
+{
+	struct dpu *dpu = hc->dpu;
+
+	if (hc->closed)
+		return;
+	if (!hc->throttled && (hc->inflight >= DPU_HOST_INFLIGHT_MAX ||
+	    hc->staged >= DPU_HOST_STAGED_MAX)) {
+		if (fam_conn_throttle(hc->c, true) == 0) {
+			hc->throttled = true;
+			DPU_INC(dpu, host_throttles, 1);
+			log_debug("dpu: %s: %u requests, %zu bytes staged; "
+			    "reading it paused", hc->peer, hc->inflight,
+			    hc->staged);
+		}
+	} else if (hc->throttled && hc->inflight <= DPU_HOST_INFLIGHT_MAX / 2 &&
+	    hc->staged <= DPU_HOST_STAGED_MAX / 2) {
+		hc->throttled = false;
+		(void)fam_conn_throttle(hc->c, false);
+	}
+}
+
 /* Frees a request and what it holds (staging, region, host). Front. */
 void
 dpu_req_free(struct dpu_req *q)
@@ -138,6 +165,9 @@ dpu_req_free(struct dpu_req *q)
 	if (q->hc != NULL) {
 		q->hc->inflight--;
 		dpu->inflight--;
+		if (q->kind == DR_READ || q->kind == DR_WRITE)
+			q->hc->staged -= q->len;
+		hconn_flow(q->hc);
 		dpu_hconn_put(q->hc);
 	}
 	free(q);
@@ -813,6 +843,12 @@ dpu_forward_request(struct dpu_hconn *hc, const struct fam_hdr *h,
 	if (h->type == FAM_MSG_READ && dpu_cache_read(hc, h, r->m, m.offset,
 	    m.len))
 		return;
+	if (hc->inflight >= DPU_HOST_INFLIGHT_MAX) {
+		/* Only where the transport cannot stop reading (verbs). */
+		DPU_INC(dpu, flow_refusals, 1);
+		front_refuse(hc, h, EBUSY);
+		return;
+	}
 	q = calloc(1, sizeof *q);
 	if (q == NULL) {
 		front_refuse(hc, h, ENOMEM);
@@ -838,6 +874,8 @@ dpu_forward_request(struct dpu_hconn *hc, const struct fam_hdr *h,
 	q->hc = hc;
 	hc->refs++;
 	hc->inflight++;
+	hc->staged += m.len;
 	dpu->inflight++;
+	hconn_flow(hc);
 	dpu_submit(dpu, q);
 }

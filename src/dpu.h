@@ -41,6 +41,15 @@ struct dpu;
 
 #define DPU_MAX_NODES    16
 #define DPU_MAX_CONNS    1024u
+/*
+ * What one host connection may have in the dpu at once: requests (a host
+ * keeps at most 1024 outstanding on a connection) and staging bytes. Over
+ * either, the dpu stops reading that connection (tcp) until half of it is
+ * done, or refuses what is over the count (verbs), so a host that floods
+ * slows itself and not the others.
+ */
+#define DPU_HOST_INFLIGHT_MAX 1024u
+#define DPU_HOST_STAGED_MAX   (64u << 20)
 #define DPU_HASH_SIZE    1024u  /* buckets of the region tables */
 
 enum dpu_node_state {
@@ -237,6 +246,8 @@ struct dpu_hconn {
 	unsigned refs;                /* 1 while open, 1 per request served */
 	bool closed;
 	unsigned inflight;            /* its requests being served */
+	size_t staged;                /* their staging bytes */
+	bool throttled;               /* input stopped: over a bound above */
 	TAILQ_ENTRY(dpu_hconn) link;
 };
 
@@ -313,6 +324,7 @@ struct dpu_counters {
 	_Atomic uint64_t connections, hello_refusals, bad_frames, timeouts;
 	_Atomic uint64_t sessions_started, sessions_resumed, sessions_ended;
 	_Atomic uint64_t staging_failures;
+	_Atomic uint64_t host_throttles, flow_refusals, input_pauses;
 	_Atomic uint64_t forwarded, forward_ns; /* answered from memory */
 	_Atomic uint64_t batches, batch_requests, batch_max, flushes;
 	_Atomic uint64_t batch_hist[DPU_BATCH_BUCKETS];

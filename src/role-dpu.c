@@ -1035,6 +1035,7 @@ hconn_closed(struct fam_conn *c, int err, void *arg)
 	const struct fam_conn_stats *st = fam_conn_stats(c);
 
 	DPU_INC(dpu, bad_frames, st->bad_frames);
+	DPU_INC(dpu, input_pauses, st->input_pauses);
 	if (err == -ETIMEDOUT)
 		DPU_INC(dpu, timeouts, 1);
 	if (err == -EACCES || err == -EPROTONOSUPPORT)
@@ -1093,7 +1094,8 @@ static json_t *
 dpu_counters_json(struct dpu *dpu)
 {
 	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
-	    "s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+	    "s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
+	    "s:I}",
 	    "reads", (json_int_t)DPU_GET(dpu, reads),
 	    "writes", (json_int_t)DPU_GET(dpu, writes),
 	    "rw_errors", (json_int_t)DPU_GET(dpu, rw_errors),
@@ -1116,6 +1118,9 @@ dpu_counters_json(struct dpu *dpu)
 	    "sessions_started", (json_int_t)DPU_GET(dpu, sessions_started),
 	    "sessions_resumed", (json_int_t)DPU_GET(dpu, sessions_resumed),
 	    "sessions_ended", (json_int_t)DPU_GET(dpu, sessions_ended),
+	    "host_throttles", (json_int_t)DPU_GET(dpu, host_throttles),
+	    "flow_refusals", (json_int_t)DPU_GET(dpu, flow_refusals),
+	    "input_pauses", (json_int_t)DPU_GET(dpu, input_pauses),
 	    "staging_bytes", (json_int_t)dpu->staging_bytes,
 	    "staging_peak_bytes", (json_int_t)dpu->staging_peak,
 	    "staging_failures", (json_int_t)DPU_GET(dpu, staging_failures));

@@ -137,6 +137,7 @@ struct mem_counters {
 	uint64_t create_errors, free_errors, lease_errors;
 	uint64_t stats_requests;
 	uint64_t connections, hello_refusals, bad_frames, timeouts;
+	uint64_t input_pauses;
 	uint64_t completion_errors;
 	uint64_t sessions_started, sessions_resumed, sessions_ended;
 	uint64_t quota_refusals;
@@ -983,7 +984,7 @@ mem_counters_json(void)
 
 	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
 	    "s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
-	    "s:I,s:I}",
+	    "s:I,s:I,s:I}",
 	    "reads", (json_int_t)n->reads,
 	    "writes", (json_int_t)n->writes,
 	    "bytes_read", (json_int_t)n->bytes_read,
@@ -1005,6 +1006,7 @@ mem_counters_json(void)
 	    "hello_refusals", (json_int_t)n->hello_refusals,
 	    "bad_frames", (json_int_t)n->bad_frames,
 	    "timeouts", (json_int_t)n->timeouts,
+	    "input_pauses", (json_int_t)n->input_pauses,
 	    "completion_errors", (json_int_t)n->completion_errors,
 	    "sessions_connected", (json_int_t)mem.nattached,
 	    "sessions_detached", (json_int_t)(mem.nsessions - mem.nattached),
@@ -1297,6 +1299,7 @@ mem_closed(struct fam_conn *c, int err, void *arg)
 	const struct fam_conn_stats *st = fam_conn_stats(c);
 
 	mem.n.bad_frames += st->bad_frames;
+	mem.n.input_pauses += st->input_pauses;
 	if (err == -ETIMEDOUT)
 		mem.n.timeouts++;
 	mem.n.completion_errors += st->completion_errors;

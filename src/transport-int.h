@@ -57,6 +57,7 @@ struct fam_transport_ops {
 	const char *(*peer)(const struct fam_conn *c);
 	const struct fam_conn_stats *(*stats)(const struct fam_conn *c);
 	bool (*is_open)(const struct fam_conn *c);
+	int (*throttle)(struct fam_conn *c, bool on); /* NULL: cannot */
 };
 
 struct fam_conn {

@@ -168,6 +168,7 @@ struct tcp_conn {
 	struct fam_conn_stats stats;
 	struct event *ev_read, *ev_write, *ev_timer, *ev_defer;
 	bool reading, writing, paused;
+	bool throttled;     /* the role stopped our input */
 	int close_err;      /* given to closed */
 	int op_err;         /* given to the operations still pending */
 	int final_err;      /* CLOSING, LINGER: close_err once finished */
@@ -511,7 +512,8 @@ tcp_conn_destroy(struct tcp_conn *c)
 static void
 tcp_want_read(struct tcp_conn *c)
 {
-	if (!c->reading && !c->paused && c->state != TCS_CLOSED &&
+	if (!c->reading && !c->paused && !c->throttled &&
+	    c->state != TCS_CLOSED &&
 	    c->state != TCS_CONNECTING) {
 		event_add(c->ev_read, NULL);
 		c->reading = true;
@@ -568,6 +570,7 @@ tcp_enqueue(struct tcp_conn *c, struct tcp_out *o)
 		event_del(c->ev_read);
 		c->reading = false;
 		c->paused = true;
+		c->stats.input_pauses++;
 	}
 	tcp_want_write(c);
 }
@@ -718,6 +721,7 @@ tcp_fail_reply(struct tcp_conn *c, const struct fam_hdr *req, int status,
 	c->final_err = err;
 	c->deadline = mono_ns() + c->timeout_ns;
 	c->paused = false;
+	c->throttled = false;
 	c->rx = RX_HDR;
 	c->rhdr_got = 0;
 	tcp_want_read(c);
@@ -1264,7 +1268,8 @@ tcp_on_direct(struct tcp_conn *c)
 static bool
 tcp_parsing(const struct tcp_conn *c)
 {
-	return (c->state == TCS_HELLO || c->state == TCS_OPEN) && !c->paused;
+	return (c->state == TCS_HELLO || c->state == TCS_OPEN) &&
+	    !c->paused && !c->throttled;
 }
 
 /* Feeds the staged bytes to the framing state machine. */
@@ -1365,7 +1370,7 @@ tcp_read_cb(evutil_socket_t fd, short what, void *arg)
 				break;
 			continue;
 		}
-		if (c->paused)
+		if (c->paused || c->throttled)
 			break;
 		c->stage_off = c->stage_len = 0;
 		if (c->rx == RX_DIRECT && (c->state == TCS_OPEN ||
@@ -1957,6 +1962,32 @@ tcp_is_open(const struct fam_conn *fc)
 	return ((const struct tcp_conn *)fc)->state == TCS_OPEN;
 }
 
+/* Stops or resumes reading requests from a connection, for its role. */
+static int
+tcp_throttle(struct fam_conn *fc, bool on)
+{
+	struct tcp_conn *c = (struct tcp_conn *)fc;
+
+	if (c->state != TCS_OPEN && c->state != TCS_HELLO)
+		return -ENOTCONN;
+	if (on == c->throttled)
+		return 0;
+	c->throttled = on;
+	if (on) {
+		c->stats.input_pauses++;
+		if (c->reading) {
+			event_del(c->ev_read);
+			c->reading = false;
+		}
+		return 0;
+	}
+	tcp_want_read(c);
+	/* Frames may wait in the staging buffer. */
+	if (c->reading)
+		event_active(c->ev_read, EV_READ, 0);
+	return 0;
+}
+
 const struct fam_transport_ops tcp_transport_ops = {
 	.kind = FAM_TP_TCP,
 	.name = "tcp",
@@ -1977,4 +2008,5 @@ const struct fam_transport_ops tcp_transport_ops = {
 	.peer = tcp_peer,
 	.stats = tcp_stats,
 	.is_open = tcp_is_open,
+	.throttle = tcp_throttle,
 };

@@ -344,3 +344,12 @@ fam_conn_is_open(const struct fam_conn *c)
 {
 	return c->ops->is_open(c);
 }
+
+/* Stops or resumes taking requests from c. */
+int
+fam_conn_throttle(struct fam_conn *c, bool on)
+{
+	if (c->ops->throttle == NULL)
+		return -EOPNOTSUPP;
+	return c->ops->throttle(c, on);
+}

@@ -135,6 +135,8 @@ struct fam_conn_stats {
 	uint64_t timeouts;
 	uint64_t completion_errors; /* verbs: bad work completions, injected
 	                             * ones included (connection closed) */
+	uint64_t input_pauses; /* times input stopped: answers piled up
+	                        * unread, or the role throttled it */
 	uint32_t outstanding; /* requests awaiting a response now */
 };
 
@@ -231,5 +233,11 @@ void fam_conn_close(struct fam_conn *c);
 const char *fam_conn_peer(const struct fam_conn *c);
 const struct fam_conn_stats *fam_conn_stats(const struct fam_conn *c);
 bool fam_conn_is_open(const struct fam_conn *c);
+/*
+ * Stops (on) or resumes taking requests from c, for a role whose work for
+ * this peer piled up; -EOPNOTSUPP where the transport cannot (the role
+ * then refuses what is over its bound).
+ */
+int fam_conn_throttle(struct fam_conn *c, bool on);
 
 #endif /* FAM_TRANSPORT_H */
