@@ -1,61 +1,75 @@
 #!/bin/bash
 # Loss and delay between the host and the memory node, made by tc netem on
-# the guest's veth pair (the host famd reaches the memory famd across it,
-# over tcp): with delay and random loss every byte a program reads is right
-# (TCP retransmits under famd's deadlines); a partition longer than
-# op_timeout gives every faulting thread SIGBUS within its deadline - never
-# a hang, never a wrong word - while famd keeps answering; when the network
-# heals the host resumes its session and the old data reads back whole.
+# the veth pair joining two network namespaces (the memory famd in its own,
+# the host famd in the guest's; they talk tcp across the pair): with delay
+# and random loss every byte a program reads is right (TCP retransmits
+# under famd's deadlines); a partition longer than op_timeout gives every
+# faulting thread SIGBUS within its deadline - never a hang, never a wrong
+# word - while famd keeps answering; when the network heals the host
+# resumes its session and the old data reads back whole.
 #
-# netem is not in every kernel's build: tests/rxe/run.sh fetches sch_netem.ko
-# for the guest's kernel (FAMD_NETEM_KO) and this test loads it.
+# This machine's kernel may lack netem, so the test runs in the Soft-RoCE
+# guest: tests/rxe/run.sh fetches sch_netem.ko for the guest's kernel
+# (FAMD_NETEM_KO) and this test loads it. It runs once, in the veth mode.
 . "$(dirname "$0")/lib-rxe.sh"
-require_cmd jq tc insmod
+require_cmd jq tc insmod ip
 
 [ "${RXE_TEST_MODE:-loopback}" = veth ] ||
-	skip "needs the veth pair (runs in the veth mode)"
+	skip "runs once, in the veth mode"
 [ -n "${FAMD_NETEM_KO:-}" ] && [ -r "$FAMD_NETEM_KO" ] ||
 	skip "no sch_netem.ko for $(uname -r) (FAMD_NETEM_KO; tests/rxe/run.sh fetches it with apt-get download)"
 grep -qw sch_netem /proc/modules || insmod "$FAMD_NETEM_KO" ||
 	fail "insmod $FAMD_NETEM_KO failed"
 
-# The host's traffic to $SRV_IP leaves by veth0 (the guest's policy routing
-# sends it across the pair); the answers leave by veth1.
-IFS_OUT=veth0
-IFS_IN=veth1
+# The memory node's namespace, joined to the guest's by a veth pair of its
+# own: famn0 (here, 10.231.0.1) and famn1 (there, 10.231.0.2).
+NS=famd-netem-$$
+NS_IP=10.231.0.2
+ip netns add "$NS" || fail "ip netns add"
+ip link add famn0 type veth peer name famn1 netns "$NS" || fail "ip link add veth"
+ip addr add 10.231.0.1/24 dev famn0 && ip link set famn0 up &&
+	ip -n "$NS" addr add "$NS_IP/24" dev famn1 && ip -n "$NS" link set famn1 up &&
+	ip -n "$NS" link set lo up || fail "addressing the veth pair"
+ip netns exec "$NS" ip -br addr show famn1 | grep -q "$NS_IP" || fail "the namespace has no address"
+
+# netem on both ends: the host's traffic leaves by famn0, the answers by
+# famn1 in the namespace.
 netem() {
-	tc qdisc replace dev "$IFS_OUT" root netem "$@" &&
-		tc qdisc replace dev "$IFS_IN" root netem "$@"
+	tc qdisc replace dev famn0 root netem "$@" &&
+		ip netns exec "$NS" tc qdisc replace dev famn1 root netem "$@"
 }
 netem_off() {
-	tc qdisc del dev "$IFS_OUT" root 2>/dev/null
-	tc qdisc del dev "$IFS_IN" root 2>/dev/null
+	tc qdisc del dev famn0 root 2>/dev/null
+	ip netns exec "$NS" tc qdisc del dev famn1 root 2>/dev/null
 	return 0
 }
-# netem_stat DEV KEY: "sent" packets or "dropped" packets of DEV's netem.
+# netem_stat NS DEV KEY: "sent" packets or "dropped" packets of DEV's netem
+# (NS: a namespace, or - for this one).
 netem_stat() {
-	tc -s qdisc show dev "$1" | awk -v k="$2" '
+	local wrap=()
+	[ "$1" != - ] && wrap=(ip netns exec "$1")
+	"${wrap[@]}" tc -s qdisc show dev "$2" | awk -v k="$3" '
 		/Sent/ { for (i = 1; i < NF; i++) {
 			if ($i == "pkt") sent = $(i - 1)
 			if ($i == "(dropped") { d = $(i + 1); sub(",", "", d) } } }
 		END { print (k == "sent" ? sent : d) + 0 }'
 }
-trap 'rc=$?; netem_off; (exit $rc); cleanup' EXIT
+trap 'rc=$?; netem_off; ip link del famn0 2>/dev/null; ip netns del "$NS" 2>/dev/null; (exit $rc); cleanup' EXIT
 
-start_memory m -o memory.listen="$SRV_IP:0" -o memory.session_grace=120s
+FAMD_NETNS=$NS start_memory m -o memory.listen="$NS_IP:0" -o memory.session_grace=120s
 start_host h 2M "$MEM_ADDR" -o famd.op_timeout=3s
 
 # 1. Delay with jitter and random loss both ways: TCP carries it.
 netem delay 5ms 2ms loss 2% || fail "tc netem failed"
 shim "$FAMTEST" -f -s 8M -t 2 -n 8 seq random shared >"$T/lossy.out" 2>&1 ||
 	fail "famtest under delay and loss: $(cat "$T/lossy.out")"
-sent=$(netem_stat "$IFS_OUT" sent)
-dropped=$(( $(netem_stat "$IFS_OUT" dropped) + $(netem_stat "$IFS_IN" dropped) ))
+sent=$(netem_stat - famn0 sent)
+dropped=$(( $(netem_stat - famn0 dropped) + $(netem_stat "$NS" famn1 dropped) ))
 [ "$sent" -gt 100 ] && [ "$dropped" -gt 0 ] ||
 	fail "netem saw $sent packets and dropped $dropped: the traffic did not cross it"
 [ "$(counter h fetches)" -gt 0 ] && [ "$(counter h writebacks)" -gt 0 ] ||
 	fail "no fetches or write-backs: $(ctl h status -j | jq -c .counters)"
-pass "famtest (8M through a 2M buffer) under 5±2 ms delay and 2% loss: every byte right ($sent packets, $dropped dropped)"
+pass "famtest (8M through a 2M buffer) under 5±2 ms delay and 2% loss between namespaces: every byte right ($sent packets, $dropped dropped)"
 netem_off
 
 # 2. A partition longer than op_timeout under reading threads and a writer.
