@@ -31,15 +31,23 @@ scan rand
 grep -q "dynamic cache off: hit rate .* below bw_ratio 30%" "$T/dpu.log" || fail "the switch is not logged"
 pass "random scan: hit rate $(ad last_window_hit_rate) under 0.3 turned it off ($(ad switches_off) times), logged"
 
-off=$(ad switches_off)
-sleep 1.2
-scan seq
-[ "$(ad switches_on)" -ge 1 ] && [ "$(dyn enabled)" = true ] ||
-	fail "not tried again: $(ctl dpu status -j | jq -c .cache.dynamic)"
+# A probe's hit rate depends on the prefetch thread keeping ahead of the
+# scan; on a loaded machine one probe may fall short and be turned off
+# again (logged), so up to three probes are given.
+for try in 1 2 3; do
+	off=$(ad switches_off)
+	on=$(ad switches_on)
+	sleep 1.2
+	scan seq
+	[ "$(ad switches_on)" -gt "$on" ] ||
+		fail "not tried again: $(ctl dpu status -j | jq -c .cache.dynamic)"
+	[ "$(ad switches_off)" = "$off" ] && [ "$(dyn enabled)" = true ] && break
+	echo "probe $try: turned off again (hit rate $(ad last_window_hit_rate))"
+	[ "$try" = 3 ] && fail "three sequential probes were turned off: $(ctl dpu status -j | jq -c .cache.dynamic)"
+done
 grep -q "dynamic cache on: probing its hit rate again" "$T/dpu.log" || fail "the probe is not logged"
 grep -q "dynamic cache stays on: hit rate" "$T/dpu.log" || fail "the probe's outcome is not logged"
-[ "$(ad switches_off)" = "$off" ] || fail "the sequential probe was turned off"
-pass "after probe_interval it is tried again, and a sequential scan keeps it on (logged)"
+pass "after probe_interval it is tried again, and a sequential scan keeps it on (logged; probe $try)"
 
 ctl dpu call cache.set '{"dynamic":"sometimes"}' >/dev/null 2>&1 && fail "cache.set took a bad mode"
 ctl dpu call cache.set '{"dynamic":"off"}' | jq -e '.dynamic.mode == "off" and (.dynamic.enabled | not)' \
