@@ -135,6 +135,10 @@ struct fam_conn_stats {
 	uint64_t timeouts;
 	uint64_t completion_errors; /* verbs: bad work completions, injected
 	                             * ones included (connection closed) */
+	uint64_t doorbells;   /* verbs: ibv_post_send calls (chains posted) */
+	uint64_t wrs;         /* verbs: send work requests in them */
+	uint64_t wrs_signalled; /* verbs: of which asked for a completion */
+	uint64_t onesided;    /* verbs: READs and WRITEs done one-sided */
 	uint32_t outstanding; /* requests awaiting a response now */
 };
 
