@@ -1579,8 +1579,14 @@ vb_qp_post(struct vb_qp *q, bool api)
 			w->opcode = IBV_WR_SEND;
 			if (first) {
 				/* Every message starts with its whole header. */
+				uint32_t imm = vb_imm(sb->buf);
+
 				w->opcode = IBV_WR_SEND_WITH_IMM;
-				w->imm_data = htobe32(vb_imm(sb->buf));
+				/* A test aid: the peer must refuse it. */
+				if (c->opts.inject_bad_imm &&
+				    sb->buf[5] != FAM_MSG_HELLO)
+					imm ^= 0x00ff0000u;
+				w->imm_data = htobe32(imm);
 			}
 			e->kind = SQE_SEND;
 			e->sbuf = sb;

@@ -124,6 +124,9 @@ struct fam_conn_opts {
 	unsigned qps_per_peer;       /* verbs, active side: RC QPs per peer */
 	uint32_t inject_error_ppm;   /* verbs, a test aid: completions per
 	                              * million turned into errors */
+	bool inject_bad_imm;         /* verbs, a test aid: every message
+	                              * after the hello goes with immediate
+	                              * data that names another type */
 };
 
 /* Counters of one connection (bytes exclude headers). */
