@@ -349,10 +349,20 @@ dpu_cache_load_done(struct dpu *dpu, struct dpu_req *q)
 	}
 	atomic_fetch_sub(&st->loads_out, 1);
 	if (q->status == 0) {
-		atomic_store_explicit(&st->state[p], DS_LOADED,
-		    memory_order_release);
-		atomic_fetch_add(&st->loaded, 1);
-		DPU_INC(dpu, static_loaded_bytes, q->len);
+		uint8_t loading = DS_LOADING;
+
+		if (atomic_compare_exchange_strong_explicit(&st->state[p],
+		    &loading, DS_LOADED, memory_order_acq_rel,
+		    memory_order_acquire)) {
+			atomic_fetch_add(&st->loaded, 1);
+			DPU_INC(dpu, static_loaded_bytes, q->len);
+		} else {
+			/*
+			 * Written meanwhile: empty again, loaded when the
+			 * loads start over (dpu_cache_read()).
+			 */
+			atomic_store(&st->state[p], DS_EMPTY);
+		}
 		next = static_load_next(dpu, m, st);
 	} else {
 		atomic_store(&st->state[p], DS_EMPTY);
@@ -439,9 +449,16 @@ dpu_cache_write_done(struct dpu *dpu, struct dpu_req *q)
 	struct dpu_static *st = atomic_load_explicit(&q->m->st,
 	    memory_order_acquire);
 
-	if (st != NULL && q->off + q->len <= st->size)
+	if (st != NULL && q->off + q->len <= st->size) {
 		memcpy(st->mem + q->off, q->buf, q->len);
-	else
+		for (uint64_t p = q->off / DPU_STATIC_PIECE; p <= (q->off +
+		    q->len - 1) / DPU_STATIC_PIECE; p++) {
+			uint8_t loading = DS_LOADING;
+
+			atomic_compare_exchange_strong(&st->state[p], &loading,
+			    DS_STALE);
+		}
+	} else
 		dcache_write(dpu, q);
 }
 
@@ -961,7 +978,12 @@ dcache_write(struct dpu *dpu, struct dpu_req *q)
 
 		pthread_mutex_lock(&dc->lock);
 		e = dcache_find(dc, q->m, index);
-		if (e != NULL && !e->dead && to - base <= e->len)
+		if (e != NULL && !e->dead && e->state == CE_LOADING) {
+			/* Its load may land older data: it is not used. */
+			dcache_unlink(dc, e);
+			e->dead = true;
+			e = NULL;
+		} else if (e != NULL && !e->dead && to - base <= e->len)
 			e->refs++;
 		else
 			e = NULL;

@@ -34,6 +34,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -48,12 +49,23 @@
 #define DPU_BUF_CLASSES   10   /* up to 2 MiB */
 #define DPU_BUF_KEEP      64   /* per class */
 
+/*
+ * With verbs, staging comes first from an arena registered on every
+ * memory-node connection, so that RDMA READs land in it and RDMA WRITEs
+ * go from it (no bounce copy): slots of a chunk, as many as the requests
+ * that are usually out. A longer request, or one when every slot is
+ * taken, gets a buffer of its own, which the transport bounces.
+ */
+#define DPU_ARENA_SLOT    (64u << 10)
+#define DPU_ARENA_SLOTS   256u
+
 static struct {
 	void *free[DPU_BUF_CLASSES][DPU_BUF_KEEP];
 	unsigned nfree[DPU_BUF_CLASSES];
 } bufs;
 
 static void dpu_complete(struct dpu *dpu, struct dpu_req *q);
+static void back_issue(struct dpu *dpu, struct dpu_req *q);
 
 /* Raises an atomic maximum. */
 static void
@@ -78,6 +90,47 @@ buf_class(uint32_t len)
 	return c < DPU_BUF_CLASSES ? c : -1;
 }
 
+/* Returns true when p is a slot of the registered arena. */
+static bool
+arena_has(const struct dpu *dpu, const uint8_t *p)
+{
+	return dpu->arena != NULL && p >= dpu->arena &&
+	    p < dpu->arena + dpu->arena_size;
+}
+
+/* Sets the registered staging arena up (verbs). Front, before the back. */
+static int
+arena_init(struct dpu *dpu)
+{
+	dpu->arena_size = (size_t)DPU_ARENA_SLOTS * DPU_ARENA_SLOT;
+	dpu->arena = aligned_alloc(4096, dpu->arena_size);
+	dpu->arena_free = calloc(DPU_ARENA_SLOTS, sizeof *dpu->arena_free);
+	if (dpu->arena == NULL || dpu->arena_free == NULL) {
+		free(dpu->arena);
+		free(dpu->arena_free);
+		dpu->arena = NULL;
+		dpu->arena_free = NULL;
+		dpu->arena_size = 0;
+		return -ENOMEM;
+	}
+	for (unsigned i = 0; i < DPU_ARENA_SLOTS; i++)
+		dpu->arena_free[i] = DPU_ARENA_SLOTS - 1 - i;
+	dpu->arena_nfree = DPU_ARENA_SLOTS;
+	return 0;
+}
+
+/* Frees the arena (no connection holds it registered any more). */
+static void
+arena_fini(struct dpu *dpu)
+{
+	free(dpu->arena);
+	free(dpu->arena_free);
+	dpu->arena = NULL;
+	dpu->arena_free = NULL;
+	dpu->arena_size = 0;
+	dpu->arena_nfree = 0;
+}
+
 /* Takes a staging buffer of at least len bytes. Front. */
 static uint8_t *
 dpu_buf_get(struct dpu *dpu, uint32_t len)
@@ -86,6 +139,17 @@ dpu_buf_get(struct dpu *dpu, uint32_t len)
 	size_t size = c >= 0 ? (size_t)1 << (c + DPU_BUF_MIN_SHIFT) : len;
 	void *p;
 
+	if (dpu->arena != NULL) {
+		if (len <= DPU_ARENA_SLOT && dpu->arena_nfree > 0) {
+			DPU_INC(dpu, staging_registered, 1);
+			dpu->staging_bytes += DPU_ARENA_SLOT;
+			if (dpu->staging_bytes > dpu->staging_peak)
+				dpu->staging_peak = dpu->staging_bytes;
+			return dpu->arena + (size_t)dpu->arena_free[
+			    --dpu->arena_nfree] * DPU_ARENA_SLOT;
+		}
+		DPU_INC(dpu, staging_bounced, 1);
+	}
 	if (c >= 0 && bufs.nfree[c] > 0)
 		p = bufs.free[c][--bufs.nfree[c]];
 	else
@@ -109,6 +173,12 @@ dpu_buf_put(struct dpu *dpu, uint8_t *p, uint32_t len)
 
 	if (p == NULL)
 		return;
+	if (arena_has(dpu, p)) {
+		dpu->staging_bytes -= DPU_ARENA_SLOT;
+		dpu->arena_free[dpu->arena_nfree++] =
+		    (uint32_t)((size_t)(p - dpu->arena) / DPU_ARENA_SLOT);
+		return;
+	}
 	dpu->staging_bytes -= size;
 	if (c >= 0 && bufs.nfree[c] < DPU_BUF_KEEP)
 		bufs.free[c][bufs.nfree[c]++] = p;
@@ -225,6 +295,14 @@ back_rw_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 
 	atomic_fetch_sub_explicit(&dpu->mem_inflight, 1, memory_order_relaxed);
 	q->status = status;
+	if (q->onesided && --q->m->onesided_out == 0 &&
+	    q->m->free_after != NULL) {
+		struct dpu_req *f = q->m->free_after;
+
+		/* The lease may end now: nothing of ours uses it any more. */
+		q->m->free_after = NULL;
+		back_issue(dpu, f);
+	}
 	if (status == 0) {
 		if (q->flags & FAM_F_BACKGROUND)
 			DPU_INC(dpu, mem_background_bytes, q->len);
@@ -257,6 +335,103 @@ back_call_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 	dpu_complete(q->dpu, q);
 }
 
+/* The answer to a REGION_LEASE: m's new lease, if still current. Back. */
+static void
+back_lease_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
+{
+	struct dpu_req *q = ctx;
+	struct dpu *dpu = q->dpu;
+	struct dpu_mregion *m = q->m;
+	struct fam_region_info info;
+
+	m->renewing = false;
+	if (status == 0 && (proto_get_region_info(payload, len, &info) < 0 ||
+	    info.region != m->remote.region))
+		status = -EPROTO;
+	if (q->gen != m->node->gen) {
+		/* That connection is gone already: a later one asks again. */
+	} else if (status == 0 && info.rkey != 0) {
+		m->lease_rkey = info.rkey;
+		m->lease_addr = info.addr;
+		m->lease_gen = q->gen;
+		DPU_INC(dpu, lease_renewals, 1);
+	} else if (status != -ECONNRESET && status != -ETIMEDOUT) {
+		/*
+		 * No lease (the region went, or a host fenced it off with an
+		 * exclusive adoption): requests, and the memory node's
+		 * answer to them, take over.
+		 */
+		DPU_INC(dpu, lease_errors, 1);
+		log_info("dpu: no new lease on region %" PRIu32 " of %s: %s; "
+		    "its reads and writes go as requests", m->remote.region,
+		    m->node->addr, strerror(status < 0 ? -status : EPROTO));
+		m->leased = false;
+		m->lease_rkey = 0;
+	}
+	dpu_mregion_put(m);
+	free(q);
+}
+
+/*
+ * m's lease came on an earlier connection (the memory node deregistered
+ * it when that one closed): asks for a new one, once per connection. Back.
+ */
+static void
+back_lease_renew(struct dpu *dpu, struct dpu_node *n, struct dpu_mregion *m)
+{
+	uint8_t buf[FAM_REGION_LEASE_LEN];
+	struct dpu_req *q;
+
+	if (m->renewing)
+		return;
+	q = calloc(1, sizeof *q);
+	if (q == NULL)
+		return;
+	q->dpu = dpu;
+	q->m = m;
+	q->gen = n->gen;
+	proto_put_region_free(buf, m->remote.region);
+	atomic_fetch_add_explicit(&m->refs, 1, memory_order_relaxed);
+	if (fam_conn_call(n->conn, FAM_MSG_REGION_LEASE, buf, sizeof buf,
+	    back_lease_done, q) < 0) {
+		dpu_mregion_put(m);
+		free(q);
+		return;
+	}
+	m->renewing = true;
+	n->dirty = true;
+}
+
+/*
+ * Chooses how a READ, WRITE or LOAD goes: one-sided against m's lease
+ * when it is valid on the current connection, else as a request the
+ * memory node serves (tcp; a lease being renewed; none to be had). A
+ * dpu's own load of a region that is not shared stays a request: a host
+ * may take such a region over (an exclusive adoption ends our lease
+ * without telling us), and a one-sided access to an ended lease is an
+ * access error that costs the whole connection, where a request only
+ * gets ENOENT. Back.
+ */
+static bool
+back_lease(struct dpu *dpu, struct dpu_node *n, struct dpu_req *q,
+    struct fam_remote *r)
+{
+	struct dpu_mregion *m = q->m;
+
+	*r = m->remote;
+	r->rkey = 0;
+	r->addr = 0;
+	if (!m->leased || (q->kind == DR_LOAD && !(m->flags & FAM_RF_SHARED)))
+		return false;
+	if (m->lease_gen != n->gen || m->lease_rkey == 0) {
+		back_lease_renew(dpu, n, m);
+		return false;
+	}
+	r->rkey = m->lease_rkey;
+	r->addr = m->lease_addr;
+	return true;
+}
+
 /*
  * Issues a request on its memory node's connection; a request that cannot
  * go (node down, restarted) completes at once with an error. Back.
@@ -266,6 +441,8 @@ back_issue(struct dpu *dpu, struct dpu_req *q)
 {
 	struct dpu_node *n = q->kind == DR_CALL ? q->node : q->m->node;
 	uint64_t instance = q->kind == DR_CALL ? q->instance : q->m->instance;
+	struct fam_remote r;
+	struct fam_mr *mr;
 	int rc;
 
 	if (q->kind == DR_CALL && q->type == FAM_MSG_REGION_FREE) {
@@ -273,6 +450,11 @@ back_issue(struct dpu *dpu, struct dpu_req *q)
 		    (uint32_t)q->payload[1] << 16 |
 		    (uint32_t)q->payload[2] << 8 | q->payload[3];
 
+		if (q->m != NULL && q->m->onesided_out > 0) {
+			/* Not while our RDMA is out against its lease. */
+			q->m->free_after = q;
+			return;
+		}
 		dpu_node_free_region(n, instance, region);
 		back_finish(dpu, q);
 		return;
@@ -289,28 +471,44 @@ back_issue(struct dpu *dpu, struct dpu_req *q)
 		back_finish(dpu, q);
 		return;
 	}
+	if (q->kind != DR_CALL) {
+		q->onesided = back_lease(dpu, n, q, &r);
+		mr = arena_has(dpu, q->buf) ? n->staging_mr : NULL;
+	}
 	switch (q->kind) {
 	case DR_READ:
 	case DR_LOAD:
 		DPU_INC(dpu, mem_reads, 1);
-		rc = fam_conn_readf(n->conn, &q->m->remote, q->off, q->len,
-		    q->buf, NULL, q->flags, back_rw_done, q);
+		rc = fam_conn_readf(n->conn, &r, q->off, q->len, q->buf, mr,
+		    q->flags, back_rw_done, q);
 		break;
 	case DR_WRITE:
 		DPU_INC(dpu, mem_writes, 1);
-		rc = fam_conn_writef(n->conn, &q->m->remote, q->off, q->len,
-		    q->buf, NULL, q->flags, back_rw_done, q);
+		rc = fam_conn_writef(n->conn, &r, q->off, q->len, q->buf, mr,
+		    q->flags, back_rw_done, q);
 		break;
 	default:
+		q->gen = n->gen;
 		rc = fam_conn_call(n->conn, q->type, q->payload, q->plen,
 		    back_call_done, q);
 		break;
 	}
 	if (rc < 0) {
+		q->onesided = false;
 		q->status = rc;
 		back_finish(dpu, q);
 		return;
 	}
+	if (q->onesided)
+		q->m->onesided_out++;
+	if (q->kind == DR_LOAD && q->onesided)
+		DPU_INC(dpu, load_onesided, 1);
+	else if (q->kind == DR_LOAD)
+		DPU_INC(dpu, load_twosided, 1);
+	else if (q->kind != DR_CALL && q->onesided)
+		DPU_INC(dpu, mem_onesided, 1);
+	else if (q->kind != DR_CALL)
+		DPU_INC(dpu, mem_twosided, 1);
 	n->dirty = true;
 	stat_max(&dpu->n.mem_inflight_max, (uint64_t)atomic_fetch_add_explicit(
 	    &dpu->mem_inflight, 1, memory_order_relaxed) + 1);
@@ -324,6 +522,26 @@ void
 dpu_issue(struct dpu *dpu, struct dpu_req *q)
 {
 	back_issue(dpu, q);
+}
+
+/*
+ * Adds what n's connection posted since the last look to the counters of
+ * the memory link (doorbells, work requests, signalled ones). Back.
+ */
+void
+dpu_node_stats_sync(struct dpu_node *n)
+{
+	struct dpu *dpu = n->dpu;
+	const struct fam_conn_stats *st;
+
+	if (n->conn == NULL)
+		return;
+	st = fam_conn_stats(n->conn);
+	DPU_INC(dpu, mem_doorbells, st->doorbells - n->seen.doorbells);
+	DPU_INC(dpu, mem_wrs, st->wrs - n->seen.wrs);
+	DPU_INC(dpu, mem_wrs_signalled, st->wrs_signalled -
+	    n->seen.wrs_signalled);
+	n->seen = *st;
 }
 
 /*
@@ -350,7 +568,7 @@ back_run(struct dpu *dpu, struct dpu_reqq *list)
 				DPU_INC(dpu, flushes, 1);
 			}
 	}
-	for (unsigned i = 0; i < dpu->nnodes; i++)
+	for (unsigned i = 0; i < dpu->nnodes; i++) {
 		if (dpu->nodes[i].dirty) {
 			dpu->nodes[i].dirty = false;
 			if (dpu->nodes[i].conn != NULL) {
@@ -358,6 +576,8 @@ back_run(struct dpu *dpu, struct dpu_reqq *list)
 				DPU_INC(dpu, flushes, 1);
 			}
 		}
+		dpu_node_stats_sync(&dpu->nodes[i]);
+	}
 	if (dpu->back_stopping) {
 		dpu_nodes_close(dpu);
 		if (dpu->async && dpu_nodes_closed(dpu))
@@ -658,6 +878,9 @@ dpu_forward_start(struct dpu *dpu, char **cause)
 		dpu->async = false;
 	}
 	dpu_forward_configure(dpu);
+	if (dpu->opts.kind == FAM_TP_VERBS && arena_init(dpu) < 0)
+		log_warn("dpu: no memory for the registered staging arena; "
+		    "transfers go through bounce buffers");
 	dpu->batch_ev = event_new(dpu->base, -1, 0, batch_cb, dpu);
 	if (dpu->batch_ev == NULL) {
 		*cause = xasprintf("out of memory");
@@ -732,6 +955,7 @@ dpu_forward_stop(struct dpu *dpu)
 			event_base_loop(dpu->base, EVLOOP_NONBLOCK);
 		queue_fini(&dpu->to_back);
 		dpu_buf_fini();
+		arena_fini(dpu);
 		return;
 	}
 	if (dpu->back_started) {
@@ -753,6 +977,7 @@ dpu_forward_stop(struct dpu *dpu)
 	queue_fini(&dpu->to_front);
 	queue_fini(&dpu->to_back);
 	dpu_buf_fini();
+	arena_fini(dpu);
 }
 
 /* Describes batching and the queues for status. Front. */
@@ -763,11 +988,19 @@ dpu_forward_json(struct dpu *dpu)
 	uint64_t batches = DPU_GET(dpu, batches);
 	uint64_t fwd = DPU_GET(dpu, forwarded);
 
+	uint64_t doorbells, wrs;
+
+	if (!dpu->async)
+		for (unsigned i = 0; i < dpu->nnodes; i++)
+			dpu_node_stats_sync(&dpu->nodes[i]);
+	doorbells = DPU_GET(dpu, mem_doorbells);
+	wrs = DPU_GET(dpu, mem_wrs);
 	for (unsigned b = 0; b < DPU_BATCH_BUCKETS; b++)
 		json_array_append_new(hist, json_integer((json_int_t)
 		    DPU_GET(dpu, batch_hist[b])));
 	return json_pack("{s:b,s:b,s:i,s:I,s:I,s:I,s:f,s:o,s:I,s:I,s:I,s:I,"
-	    "s:I,s:I,s:f}",
+	    "s:I,s:I,s:f,s:{s:I,s:I,s:I,s:I,s:f,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
+	    "s:I}}",
 	    "async", dpu->async,
 	    "aggregate", atomic_load(&dpu->aggregate),
 	    "batch_limit", (int)dpu->batch_limit,
@@ -784,7 +1017,22 @@ dpu_forward_json(struct dpu *dpu)
 	    "queue_to_back_max", (json_int_t)DPU_GET(dpu, queue_back_max),
 	    "queue_to_front_max", (json_int_t)DPU_GET(dpu, queue_front_max),
 	    "forward_latency_us_mean", fwd > 0 ?
-	    (double)DPU_GET(dpu, forward_ns) / (double)fwd / 1000.0 : 0.0);
+	    (double)DPU_GET(dpu, forward_ns) / (double)fwd / 1000.0 : 0.0,
+	    "memory_link",
+	    "doorbells", (json_int_t)doorbells,
+	    "work_requests", (json_int_t)wrs,
+	    "signalled", (json_int_t)DPU_GET(dpu, mem_wrs_signalled),
+	    "unsignalled", (json_int_t)(wrs - DPU_GET(dpu, mem_wrs_signalled)),
+	    "work_requests_per_doorbell", doorbells > 0 ? (double)wrs /
+	    (double)doorbells : 0.0,
+	    "onesided", (json_int_t)DPU_GET(dpu, mem_onesided),
+	    "twosided", (json_int_t)DPU_GET(dpu, mem_twosided),
+	    "loads_onesided", (json_int_t)DPU_GET(dpu, load_onesided),
+	    "loads_twosided", (json_int_t)DPU_GET(dpu, load_twosided),
+	    "lease_renewals", (json_int_t)DPU_GET(dpu, lease_renewals),
+	    "lease_errors", (json_int_t)DPU_GET(dpu, lease_errors),
+	    "staging_registered", (json_int_t)DPU_GET(dpu, staging_registered),
+	    "staging_bounced", (json_int_t)DPU_GET(dpu, staging_bounced));
 }
 
 /* Refuses a READ or WRITE with status err (a positive errno). */

@@ -70,6 +70,11 @@ struct dpu_node {
 	struct event *retry;
 	unsigned backoff_ms;
 	bool dirty;                   /* requests queued since the flush */
+	uint64_t gen;                 /* back: connections made; a lease is
+	                               * valid for the one it came on */
+	struct fam_mr *staging_mr;    /* back: the staging arena, registered
+	                               * on conn (verbs), or NULL */
+	struct fam_conn_stats seen;   /* back: conn's counters, as summed */
 	/* what status shows; under dpu->stat_lock */
 	char name[FAM_NAME_MAX + 1];
 	char last_error[128];
@@ -83,14 +88,17 @@ struct dpu_node {
  * A whole copy of a region in the dpu's memory: the static cache. Loaded a
  * piece at a time in the background; a read is served from it once every
  * piece it touches is loaded. A write acknowledged by the memory node is
- * copied in (write-through), whatever the piece's state: a load issued
- * before the write is answered before it on the same connection (the copy
- * lands after the load), and one issued after it reads the written data.
+ * copied in (write-through), whatever the piece's state; a load issued
+ * after it reads the written data, but one still out may land older data
+ * after the copy (over verbs a one-sided write's completion and a load's
+ * answer are not ordered), so the write marks a loading piece STALE and
+ * that load's data is not used: the piece is loaded again.
  */
 enum dpu_piece_state {
 	DS_EMPTY,
 	DS_LOADING,
 	DS_LOADED,
+	DS_STALE,   /* written while loading: the load's data may be older */
 };
 
 #define DPU_STATIC_PIECE (1u << 20) /* bytes loaded at once */
@@ -113,8 +121,9 @@ struct dpu_static {
  *   CE_FREE     the slot holds nothing
  *   CE_LOADING  a prefetch load into the slot is out (its reference)
  *   CE_VALID    the data is there; reads hit it
- * A write the memory node acknowledges is copied into a LOADING or VALID
- * entry, for the reason given for static copies. refs counts the load and
+ * A write the memory node acknowledges is copied into a VALID entry, and
+ * drops a LOADING one (whose load may land older data, as said for static
+ * copies). refs counts the load and
  * the replies served from the slot; an entry is evicted only at refs 0.
  * An entry dropped while referenced (its region went, the cache was
  * turned off) is `dead`: out of the table, its slot freed at refs 0.
@@ -197,7 +206,21 @@ struct dpu_dcache {
 struct dpu_mregion {
 	struct dpu_node *node;
 	uint64_t instance;            /* of the node when it was obtained */
-	struct fam_remote remote;     /* id, key (rkey), addr, size there */
+	struct fam_remote remote;     /* id, size there (rkey, addr: 0) */
+	/*
+	 * The lease (verbs): one-sided access to the region on node->conn,
+	 * valid while node->gen is lease_gen. Set by the front before m is
+	 * shared, then owned by the back, which renews it (REGION_LEASE)
+	 * when the connection it came on is gone.
+	 */
+	uint32_t lease_rkey;          /* 0: none (tcp, or lost) */
+	uint64_t lease_addr;
+	uint64_t lease_gen;
+	bool leased;                  /* it had one: renew it when stale */
+	bool renewing;                /* a REGION_LEASE is out */
+	unsigned onesided_out;        /* back: one-sided transfers in flight */
+	struct dpu_req *free_after;   /* back: its REGION_FREE, parked until
+	                               * they are over (the lease ends) */
 	uint32_t flags;               /* FAM_RF_* */
 	char name[FAM_NAME_MAX + 1];  /* its name, or its file's path */
 	unsigned users;               /* dpu regions standing for it */
@@ -271,6 +294,8 @@ struct dpu_req {
 	struct dpu_mregion *m;        /* READ/WRITE (a reference) */
 	struct dpu_node *node;        /* CALL: where it goes */
 	uint64_t instance;            /* CALL: the node's instance expected */
+	uint64_t gen;                 /* CALL: node->gen it went out on */
+	bool onesided;                /* READ/WRITE/LOAD: against the lease */
 	uint64_t off;                 /* READ/WRITE: offset in m */
 	uint32_t len;
 	uint16_t flags;               /* FAM_F_BACKGROUND */
@@ -339,6 +364,12 @@ struct dpu_counters {
 	_Atomic uint64_t dyn_prefetch_used;   /* entries hit once loaded */
 	_Atomic uint64_t dyn_prefetch_wasted; /* dropped before any hit */
 	_Atomic uint64_t recent_pushed, recent_dropped;
+	/* the memory link over verbs */
+	_Atomic uint64_t mem_onesided, mem_twosided; /* forwarded READ/WRITE */
+	_Atomic uint64_t load_onesided, load_twosided; /* cache loads */
+	_Atomic uint64_t lease_renewals, lease_errors;
+	_Atomic uint64_t staging_registered, staging_bounced;
+	_Atomic uint64_t mem_doorbells, mem_wrs, mem_wrs_signalled;
 };
 
 struct dpu {
@@ -391,6 +422,10 @@ struct dpu {
 	unsigned nmregions;
 	/* staging buffers (front) */
 	uint64_t staging_bytes, staging_peak;
+	uint8_t *arena;               /* verbs: registered staging slots */
+	size_t arena_size;
+	uint32_t *arena_free;         /* free slot numbers (a stack) */
+	unsigned arena_nfree;
 	struct dpu_counters n;
 };
 
@@ -420,6 +455,7 @@ struct dpu_req *dpu_call_new(struct dpu *dpu, struct dpu_node *node,
     void *arg);
 void dpu_buf_fini(void);
 void dpu_issue(struct dpu *dpu, struct dpu_req *q);
+void dpu_node_stats_sync(struct dpu_node *n);
 void dpu_submit_from(struct dpu *dpu, struct dpu_reqq *list, unsigned n);
 
 /* dpu-cache.c */

@@ -131,6 +131,18 @@ node_connected(struct fam_conn *c, const struct fam_hello_resp *resp,
 
 	n->session = resp->session;
 	n->backoff_ms = 0;
+	/* Leases of earlier connections are dead: they renew on first use. */
+	n->gen++;
+	memset(&n->seen, 0, sizeof n->seen);
+	if (dpu->arena != NULL) {
+		/* RDMA READs land in the staging arena, WRITEs leave it. */
+		n->staging_mr = fam_mr_register(c, dpu->arena,
+		    dpu->arena_size);
+		if (n->staging_mr == NULL)
+			log_warn("dpu: memory node %s: cannot register the "
+			    "staging arena (%s); transfers go through bounce "
+			    "buffers", n->addr, strerror(errno));
+	}
 	pthread_mutex_lock(&dpu->stat_lock);
 	snprintf(n->name, sizeof n->name, "%s", resp->node);
 	n->last_error[0] = '\0';
@@ -182,6 +194,9 @@ node_closed(struct fam_conn *c, int err, void *arg)
 	bool was_up = node_state(n) == DN_UP;
 	const char *why = err != 0 ? strerror(err < 0 ? -err : err) : "closed";
 
+	dpu_node_stats_sync(n);
+	/* Released with the connection (transport.h). */
+	n->staging_mr = NULL;
 	n->conn = NULL;
 	atomic_store_explicit(&n->state, DN_DOWN, memory_order_release);
 	pthread_mutex_lock(&dpu->stat_lock);
@@ -374,7 +389,7 @@ mregion_unlist(struct dpu *dpu, struct dpu_mregion *m)
 /* Returns our record of a memory-node region, made from info if new. */
 static struct dpu_mregion *
 mregion_get(struct dpu *dpu, struct dpu_node *n, uint64_t instance,
-    const struct fam_region_info *info, const char *name)
+    uint64_t gen, const struct fam_region_info *info, const char *name)
 {
 	struct dpu_mregion *m = mregion_find(dpu, n, instance, info->region);
 	unsigned b;
@@ -387,15 +402,19 @@ mregion_get(struct dpu *dpu, struct dpu_node *n, uint64_t instance,
 	m->node = n;
 	m->instance = instance;
 	/*
-	 * Reads and writes go as requests the memory node serves for our
-	 * session (tcp, or verbs SENDs), not one-sided against the lease:
-	 * a verbs lease dies with the connection, and is not renewed after
-	 * a resume.
+	 * With verbs the answer carries our lease on the connection it came
+	 * on (gen): reads and writes go one-sided against it, and the back
+	 * renews it on a later connection (dpu-forward.c). remote keeps
+	 * only the region's id and size.
 	 */
 	m->remote.region = info->region;
 	m->remote.rkey = 0;
 	m->remote.addr = 0;
 	m->remote.size = info->size;
+	m->lease_rkey = info->rkey;
+	m->lease_addr = info->addr;
+	m->lease_gen = gen;
+	m->leased = info->rkey != 0;
 	m->flags = info->flags;
 	snprintf(m->name, sizeof m->name, "%s", name);
 	atomic_init(&m->refs, 1);
@@ -449,9 +468,13 @@ region_new(struct dpu *dpu, struct dpu_session *s, struct dpu_mregion *m)
 	return r;
 }
 
-/* Frees a region on the memory node: our reference there goes. */
+/*
+ * Frees a region on the memory node: our reference there goes. With
+ * `held`, m is a record requests may still use: the free holds it, so
+ * that the back sends it only once our RDMA against m's lease is over.
+ */
 static void
-mregion_free_remote(struct dpu *dpu, struct dpu_mregion *m)
+mregion_free_remote(struct dpu *dpu, struct dpu_mregion *m, bool held)
 {
 	uint8_t buf[FAM_REGION_FREE_LEN];
 	struct dpu_req *q;
@@ -465,6 +488,10 @@ mregion_free_remote(struct dpu *dpu, struct dpu_mregion *m)
 		return;
 	}
 	q->instance = m->instance;
+	if (held) {
+		q->m = m;
+		atomic_fetch_add_explicit(&m->refs, 1, memory_order_relaxed);
+	}
 	dpu_submit(dpu, q);
 }
 
@@ -484,7 +511,7 @@ region_free(struct dpu *dpu, struct dpu_region *r)
 	r->s->nregions--;
 	r->s->bytes -= m->remote.size;
 	DPU_INC(dpu, regions_freed, 1);
-	mregion_free_remote(dpu, m);
+	mregion_free_remote(dpu, m, true);
 	if (--m->users == 0)
 		mregion_unlist(dpu, m);
 	free(r);
@@ -679,7 +706,7 @@ ctl_region_drop(struct dpu *dpu, struct dpu_node *n, uint64_t instance,
 	struct dpu_mregion m0 = { .node = n, .instance = instance };
 
 	m0.remote.region = region;
-	mregion_free_remote(dpu, &m0);
+	mregion_free_remote(dpu, &m0, false);
 }
 
 /*
@@ -710,7 +737,7 @@ ctl_region_done(struct dpu_req *q)
 		hconn_status(hc, &q->h, dpu_host_errno(err));
 		goto out;
 	}
-	m = mregion_get(dpu, q->node, q->instance, &info, name);
+	m = mregion_get(dpu, q->node, q->instance, q->gen, &info, name);
 	r = m != NULL ? region_new(dpu, hc->s, m) : NULL;
 	if (r == NULL) {
 		ctl_region_drop(dpu, q->node, q->instance, info.region);
@@ -1236,6 +1263,40 @@ cmd_cache_set(struct admin_req *req)
 	return dpu_cache_json(dpu_state);
 }
 
+/* Drops the connections to the memory nodes; they are made again. Back. */
+static void
+nodes_reconnect_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct dpu *dpu = arg;
+
+	for (unsigned i = 0; i < dpu->nnodes; i++)
+		if (dpu->nodes[i].conn != NULL &&
+		    node_state(&dpu->nodes[i]) == DN_UP) {
+			log_notice("dpu: memory node %s: reconnecting "
+			    "(memory.reconnect)", dpu->nodes[i].addr);
+			fam_conn_close(dpu->nodes[i].conn);
+		}
+}
+
+/*
+ * memory.reconnect: drops every memory-node connection that is up; each is
+ * made again after the usual back-off and our session there resumes (the
+ * leases of the old connection end with it and are renewed). For
+ * operators after a fabric change, and for tests.
+ */
+static json_t *
+cmd_memory_reconnect(struct admin_req *req)
+{
+	struct dpu *dpu = dpu_state;
+	struct timeval now = { 0, 0 };
+
+	if (event_base_once(dpu->back_base, -1, EV_TIMEOUT, nodes_reconnect_cb,
+	    dpu, &now) < 0)
+		return admin_fail(req, ADMIN_ERR_INTERNAL, "memory.reconnect: "
+		    "out of memory");
+	return json_pack("{s:i}", "memory_nodes", (int)dpu->nnodes);
+}
+
 static const struct admin_param cache_set_params[] = {
 	{ "dynamic", ADMIN_P_STRING, true },
 	{ NULL, 0, false },
@@ -1247,6 +1308,9 @@ static const struct admin_cmd dpu_cmds[] = {
 	{ "cache.set", "the dynamic cache's mode, {\"dynamic\": \"off\"|"
 	    "\"on\"|\"adaptive\"}", cache_set_params, ADMIN_F_CHANGE,
 	    cmd_cache_set },
+	{ "memory.reconnect", "drop the connections to the memory nodes and "
+	    "make them again (sessions there resume, leases are renewed)",
+	    NULL, ADMIN_F_CHANGE, cmd_memory_reconnect },
 };
 
 /* ---- role --------------------------------------------------------------- */

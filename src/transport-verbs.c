@@ -51,9 +51,13 @@
  * Work requests: every wr_id points at a tagged context (a receive buffer,
  * or a slot of a QP's send ring), so a completion is dispatched without
  * lookup. Requests are queued per QP during a callback and posted once,
- * chained, at its end (ev_post); only the last WR of a chain, every
- * VB_SIGNAL_EVERY-th WR and the last WR of each one-sided operation are
- * signalled; a signalled completion retires every older slot of its ring.
+ * chained, at its end (ev_post), or at once by fam_conn_flush() (one
+ * ibv_post_send per QP: one doorbell for a dpu's batch); only the last
+ * WR of a chain and every VB_SIGNAL_EVERY-th WR are signalled; a
+ * signalled completion retires every older slot of its ring, finishing
+ * the operations whose parts they were (a failed WR completes with its
+ * error whether signalled or not). The connection counts doorbells, WRs and
+ * signalled WRs (struct fam_conn_stats).
  * The completion channel cycle is: get event -> re-arm -> poll in bounded
  * batches (through vb_poll_cq(), which can turn completions into errors
  * for tests) -> acknowledge events in batches.
@@ -1474,7 +1478,7 @@ vb_msg_posted(struct vb_conn *c, struct vb_msg *m)
  * whole (with their bounce slabs). Keeps FIFO order per QP.
  */
 static void
-vb_qp_post(struct vb_qp *q)
+vb_qp_post(struct vb_qp *q, bool api)
 {
 	struct vb_conn *c = q->c;
 	struct ibv_send_wr wrs[VB_SQ_DEPTH], *bad = NULL;
@@ -1487,6 +1491,13 @@ vb_qp_post(struct vb_qp *q)
 	int err;
 
 	while ((m = TAILQ_FIRST(&q->outq)) != NULL && n < room) {
+		/*
+		 * From an API call (fam_conn_flush), a response stops the
+		 * chain: posting it could call its `sent` there. It and what
+		 * follows go with the deferred post, in order.
+		 */
+		if (api && m->resp)
+			break;
 		if (m->data) {
 			struct vb_op *op = m->op;
 			bool rd = op->kind == OP_READ;
@@ -1533,8 +1544,6 @@ vb_qp_post(struct vb_qp *q)
 				    IBV_WR_RDMA_WRITE;
 				w->wr.rdma.remote_addr = op->raddr + off;
 				w->wr.rdma.rkey = op->rkey;
-				if (k + 1 == parts)
-					w->send_flags = IBV_SEND_SIGNALED;
 				e->kind = SQE_DATA;
 				e->op = op;
 				e->sbuf = NULL;
@@ -1570,8 +1579,14 @@ vb_qp_post(struct vb_qp *q)
 			w->opcode = IBV_WR_SEND;
 			if (first) {
 				/* Every message starts with its whole header. */
+				uint32_t imm = vb_imm(sb->buf);
+
 				w->opcode = IBV_WR_SEND_WITH_IMM;
-				w->imm_data = htobe32(vb_imm(sb->buf));
+				/* A test aid: the peer must refuse it. */
+				if (c->opts.inject_bad_imm &&
+				    sb->buf[5] != FAM_MSG_HELLO)
+					imm ^= 0x00ff0000u;
+				w->imm_data = htobe32(imm);
 			}
 			e->kind = SQE_SEND;
 			e->sbuf = sb;
@@ -1602,7 +1617,11 @@ vb_qp_post(struct vb_qp *q)
 			wrs[k].send_flags |= IBV_SEND_SIGNALED;
 			q->unsignalled = 0;
 		}
+		if (wrs[k].send_flags & IBV_SEND_SIGNALED)
+			c->stats.wrs_signalled++;
 	}
+	c->stats.doorbells++;
+	c->stats.wrs += n;
 	err = ibv_post_send(q->qp, wrs, &bad);
 	if (err != 0) {
 		/* Count what the HCA took; the rest is dropped with us. */
@@ -1630,7 +1649,25 @@ vb_post_all(struct vb_conn *c)
 {
 	for (unsigned i = 0; i < c->nqps && c->state < VBS_DRAINING; i++)
 		if (c->qps[i].state == VQ_UP && c->qps[i].qp != NULL)
-			vb_qp_post(&c->qps[i]);
+			vb_qp_post(&c->qps[i], false);
+}
+
+/*
+ * fam_conn_flush(): posts what is queued now, one chain (one doorbell)
+ * per QP, instead of at the end of the loop's pass; responses wait for
+ * that pass (see vb_qp_post()).
+ */
+static int
+vb_flush(struct fam_conn *fc)
+{
+	struct vb_conn *c = vb_conn_of(fc);
+
+	if (c->state != VBS_OPEN)
+		return c->state < VBS_OPEN ? 0 : -ENOTCONN;
+	for (unsigned i = 0; i < c->nqps && c->state < VBS_DRAINING; i++)
+		if (c->qps[i].state == VQ_UP && c->qps[i].qp != NULL)
+			vb_qp_post(&c->qps[i], true);
+	return 0;
 }
 
 /* The deferred post: what API calls queued since the last callback. */
@@ -3372,6 +3409,7 @@ vb_rw(struct vb_conn *c, enum vb_op_kind kind, const struct fam_remote *r,
 	op->done = done;
 	op->ctx = ctx;
 	if (r->rkey != 0) {
+		c->stats.onesided++;
 		op->onesided = true;
 		op->raddr = r->addr + off;
 		op->rkey = r->rkey;
@@ -3580,6 +3618,7 @@ const struct fam_transport_ops verbs_transport_ops = {
 	.call = vb_call,
 	.read = vb_read,
 	.write = vb_write,
+	.flush = vb_flush,
 	.reply = vb_reply,
 	.mr_register = vb_mr_register,
 	.mr_deregister = vb_mr_deregister,

@@ -124,6 +124,9 @@ struct fam_conn_opts {
 	unsigned qps_per_peer;       /* verbs, active side: RC QPs per peer */
 	uint32_t inject_error_ppm;   /* verbs, a test aid: completions per
 	                              * million turned into errors */
+	bool inject_bad_imm;         /* verbs, a test aid: every message
+	                              * after the hello goes with immediate
+	                              * data that names another type */
 };
 
 /* Counters of one connection (bytes exclude headers). */
@@ -137,6 +140,10 @@ struct fam_conn_stats {
 	                             * ones included (connection closed) */
 	uint64_t input_pauses; /* times input stopped: answers piled up
 	                        * unread, or the role throttled it */
+	uint64_t doorbells;   /* verbs: ibv_post_send calls (chains posted) */
+	uint64_t wrs;         /* verbs: send work requests in them */
+	uint64_t wrs_signalled; /* verbs: of which asked for a completion */
+	uint64_t onesided;    /* verbs: READs and WRITEs done one-sided */
 	uint32_t outstanding; /* requests awaiting a response now */
 };
 

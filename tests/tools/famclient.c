@@ -35,6 +35,8 @@
  * fields are 0 but from a dpu; key is 0 from a dpu), with verbs "lease
  * addr=HEX rkey=HEX" (reads and writes are then one-sided, and the lease is
  * kept after `free`, so a read after it tries the old rkey), "holding".
+ * -B (with -T verbs) sends every message after the hello with immediate
+ * data naming another type than its header: the peer must refuse it.
  * -T verbs uses the verbs transport (default tcp); -R registers the
  * buffers of reads and writes (fam_mr_register) instead of leaving the
  * transport to bounce them.
@@ -74,6 +76,7 @@ static struct {
 	uint32_t timeout_ms;
 	enum fam_transport_kind kind;
 	bool reg;
+	bool bad_imm;
 	bool quiet;
 	struct event_base *base;
 	struct fam_conn *c;
@@ -104,7 +107,7 @@ static void
 fc_usage(FILE *f)
 {
 	fprintf(f,
-	    "usage: famclient [-qR] [-s secret | -S file] [-n node] [-r token] "
+	    "usage: famclient [-BqR] [-s secret | -S file] [-n node] [-r token] "
 	    "[-t ms] [-T tcp|verbs]\n"
 	    "                 host:port step...\n"
 	    "       famclient [options] host:port attack NAME\n"
@@ -224,7 +227,8 @@ static void
 fc_connect(void)
 {
 	struct fam_conn_opts o = { .kind = fc.kind,
-		.op_timeout_ms = fc.timeout_ms, .max_outstanding = 64 };
+		.op_timeout_ms = fc.timeout_ms, .max_outstanding = 64,
+		.inject_bad_imm = fc.bad_imm };
 	char *cause = NULL;
 	int err;
 
@@ -1300,8 +1304,11 @@ main(int argc, char **argv)
 	log_open(LOG_DEST_STDERR, LOG_WARNING);
 	snprintf(fc.node, sizeof fc.node, "famclient");
 	/* Options may come anywhere: no step starts with '-'. */
-	while ((ch = getopt(argc, argv, "hn:qRr:s:S:t:T:")) != -1) {
+	while ((ch = getopt(argc, argv, "Bhn:qRr:s:S:t:T:")) != -1) {
 		switch (ch) {
+		case 'B':
+			fc.bad_imm = true;
+			break;
 		case 'R':
 			fc.reg = true;
 			break;
