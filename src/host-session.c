@@ -539,6 +539,38 @@ alloc_finish(struct host_client *cl)
 		host_client_release(cl);
 }
 
+static int session_alloc(struct host_client *cl);
+
+/* Returns true when err (positive) says the connection went away. */
+static bool
+conn_lost(int err)
+{
+	return err == ECONNRESET || err == ENOTCONN || err == ECONNABORTED ||
+	    err == EPIPE || err == ESHUTDOWN;
+}
+
+/*
+ * The dpu went away under the pending ALLOC: drop what was made and serve
+ * the ALLOC again, as the path now says (waiting for the dpu, or direct).
+ */
+static void
+alloc_redo(struct host_client *cl)
+{
+	struct region *r = cl->pending_region;
+
+	cl->pending_redo = false;
+	cl->pending_region = NULL;
+	host_region_free(r);
+	cl->h->stats.allocs_redone++;
+	cl->refs++; /* the session may end */
+	cl->busy = false;
+	if (session_alloc(cl) < 0)
+		host_client_release(cl);
+	else if (!cl->busy)
+		session_resume(cl);
+	host_client_put(cl);
+}
+
 /* Completion of REGION_CREATE for one stripe of the pending region. */
 static void
 alloc_stripe_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
@@ -550,7 +582,18 @@ alloc_stripe_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 
 	if (status == 0 && proto_get_region_info(payload, len, &info) < 0)
 		status = -EPROTO;
-	if (status < 0) {
+	if (status < 0 && s->path == SP_DPU && conn_lost(-status)) {
+		/*
+		 * The dpu went away with the request: ask again, as the path
+		 * now says (the dpu once back, or direct). A region it made
+		 * meanwhile ends with its session on the memory node.
+		 */
+		cl->pending_redo = true;
+		if (!cl->dead)
+			log_info("session pid %ld: the dpu went away during an "
+			    "allocation (%s); asking again", (long)cl->pid,
+			    strerror(-status));
+	} else if (status < 0) {
 		if (cl->pending_err == 0)
 			cl->pending_err = -status;
 		if (!cl->dead)
@@ -593,10 +636,16 @@ alloc_stripe_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 	if (cl->dead || r->dying) {
 		/* The session ended meanwhile: give the stripes back. */
 		cl->pending_region = NULL;
+		cl->pending_redo = false;
 		r->dying = false;
 		host_region_free(r);
 		return;
 	}
+	if (cl->pending_redo && cl->pending_err == 0) {
+		alloc_redo(cl);
+		return;
+	}
+	cl->pending_redo = false;
 	cl->refs++; /* alloc_finish() may end the session */
 	alloc_finish(cl);
 	session_resume(cl);
@@ -618,6 +667,7 @@ session_alloc(struct host_client *cl)
 	uint64_t chunks, size;
 	bool via_dpu = h->has_dpu && h->path == CFG_PATH_DPU &&
 	    host_dpu_usable(h);
+	bool waited;
 	int err;
 
 	if (cl->uffd < 0)
@@ -647,6 +697,7 @@ session_alloc(struct host_client *cl)
 		cl->waits_dpu = false;
 		return session_fail(cl, EHOSTDOWN);
 	}
+	waited = cl->waits_dpu;
 	cl->waits_dpu = false;
 	for (unsigned i = 0; i < nstripes && !via_dpu; i++)
 		if (h->nodes[i].state != MN_UP)
@@ -694,6 +745,10 @@ session_alloc(struct host_client *cl)
 		rc2 = fam_conn_call(via_dpu ? h->dpu.conn : s->node->conn,
 		    FAM_MSG_REGION_CREATE, buf, (uint32_t)len,
 		    alloc_stripe_done, s);
+		if (rc2 < 0 && via_dpu && conn_lost(-rc2)) {
+			cl->pending_redo = true;
+			break;
+		}
 		if (rc2 < 0) {
 			if (cl->pending_err == 0)
 				cl->pending_err = -rc2;
@@ -702,6 +757,29 @@ session_alloc(struct host_client *cl)
 		r->busy++;
 		cl->pending_calls++;
 	}
+	if (cl->pending_calls == 0 && cl->pending_redo &&
+	    cl->pending_err == 0) {
+		/*
+		 * The dpu looked up but its connection is gone: ask again
+		 * at the next tick, when its state says so (op_timeout at
+		 * most, as for a dpu that is down).
+		 */
+		uint64_t limit = (uint64_t)cfg_int(h->d->cfg, CFG_OP_TIMEOUT) *
+		    1000000u;
+
+		cl->pending_redo = false;
+		cl->pending_region = NULL;
+		host_region_free(r);
+		if (!waited)
+			cl->wait_since = mono_ns();
+		if (mono_ns() - cl->wait_since < limit) {
+			cl->waits_dpu = true;
+			return 0; /* still busy */
+		}
+		cl->busy = false;
+		return session_fail(cl, EHOSTDOWN);
+	}
+	cl->pending_redo = false;
 	if (cl->pending_calls == 0)
 		alloc_finish(cl);
 	return 0;

@@ -186,6 +186,7 @@ struct host_client {
 	int pending_fd;
 	bool busy;          /* a request is being served asynchronously */
 	bool waits_dpu;     /* an ALLOC waits for the dpu (fallback none) */
+	bool pending_redo;  /* the dpu went away under the pending ALLOC */
 	uint64_t wait_since; /* ... since */
 	struct region *pending_region;
 	unsigned pending_calls;
@@ -228,7 +229,7 @@ struct host_stats {
 	uint64_t writeback_bytes, writeback_errors, evictions_cancelled;
 	uint64_t fault_waits_for_room, sigbus;
 	uint64_t sessions, sessions_refused, bad_messages;
-	uint64_t allocs, alloc_errors, frees, frees_deferred;
+	uint64_t allocs, alloc_errors, allocs_redone, frees, frees_deferred;
 	uint64_t quota_refusals;
 	uint64_t ops_direct, ops_dpu;        /* reads and writes by path */
 	uint64_t path_switches, fences, handovers, adoptions;

@@ -129,3 +129,20 @@ DPU_PID=$FAMD_PID
 wait "$ft" || fail "famtest across a dpu restart with fallback = none: $(tail -3 "$T/f5.out")"
 [ "$(hc ops_direct)" = "$direct" ] || fail "fallback = none went direct"
 pass "fallback = none: requests (allocations too) wait out a dpu restart; nothing goes direct, nothing is lost"
+
+# The dpu dies with an allocation in its hands (stopped, then killed): the
+# host asks again once it is back; the program gets fabric-attached memory.
+redone=$(hc allocs_redone)
+kill -STOP "$DPU_PID"
+shim "$FAMTEST" -f -s 16M seq >"$T/f6.out" 2>&1 &
+ft=$!
+sleep 1
+kill -KILL "$DPU_PID"
+wait "$DPU_PID" 2>/dev/null
+start_famd dpu "$T/dpu.conf" -o dpu.listen="$DPU_ADDR"
+DPU_PID=$FAMD_PID
+wait "$ft" || fail "famtest whose allocation the dpu took down with it: $(tail -3 "$T/f6.out")"
+[ "$(hc allocs_redone)" -gt "$redone" ] || fail "no allocation asked again: $(ctl host status -j | jq -c .counters)"
+grep -q "the dpu went away during an allocation" "$T/host.log" || fail "not logged"
+[ "$(hc ops_direct)" = "$direct" ] || fail "fallback = none went direct"
+pass "an allocation the dpu died with is asked again once it is back (fallback = none)"
