@@ -442,7 +442,7 @@ back_issue(struct dpu *dpu, struct dpu_req *q)
 	struct dpu_node *n = q->kind == DR_CALL ? q->node : q->m->node;
 	uint64_t instance = q->kind == DR_CALL ? q->instance : q->m->instance;
 	struct fam_remote r;
-	struct fam_mr *mr;
+	struct fam_mr *mr = NULL;
 	int rc;
 
 	if (q->kind == DR_CALL && q->type == FAM_MSG_REGION_FREE) {
