@@ -80,15 +80,13 @@ host_buffer_init(struct host *h, uint64_t buffer_size, char **cause)
 	h->nfree = h->nframes;
 
 	h->staging = host_numa_alloc(h, (size_t)nstaging * h->chunk);
-	h->staging_free = calloc(nstaging, sizeof *h->staging_free);
+	h->staging_busy = calloc((nstaging + 63) / 64, sizeof *h->staging_busy);
 	h->zero = host_numa_alloc(h, h->chunk);
-	if (h->staging == NULL || h->staging_free == NULL || h->zero == NULL) {
+	if (h->staging == NULL || h->staging_busy == NULL || h->zero == NULL) {
 		*cause = xasprintf("cannot allocate %u staging buffers of %llu "
 		    "bytes", nstaging, (unsigned long long)h->chunk);
 		return -1;
 	}
-	for (unsigned i = 0; i < nstaging; i++)
-		h->staging_free[i] = h->staging + (size_t)i * h->chunk;
 	h->nstaging = h->nstaging_free = nstaging;
 	return 0;
 }
@@ -101,13 +99,74 @@ host_buffer_fini(struct host *h)
 		host_numa_free(h->staging, (size_t)h->nstaging * h->chunk);
 	if (h->zero != NULL)
 		host_numa_free(h->zero, h->chunk);
-	free(h->staging_free);
+	free(h->staging_busy);
 	free(h->frames);
 	free(h->free_frames);
 	h->staging = h->zero = NULL;
-	h->staging_free = NULL;
+	h->staging_busy = NULL;
 	h->frames = NULL;
 	h->free_frames = NULL;
+}
+
+/* Returns true if staging slot i is taken. */
+static bool
+staging_busy(const struct host *h, unsigned i)
+{
+	return (h->staging_busy[i / 64] >> (i % 64)) & 1;
+}
+
+/*
+ * Takes up to *n contiguous staging slots (at least one): the first run of
+ * *n free slots, else the longest shorter one; a single slot is taken from
+ * the top, so that lone reads leave the long runs below them alone. Sets
+ * *n to the slots taken; NULL when none is free.
+ */
+uint8_t *
+host_staging_get(struct host *h, unsigned *n)
+{
+	unsigned want = *n, best = 0, best_len = 0;
+
+	if (h->nstaging_free == 0 || want == 0)
+		return NULL;
+	if (want == 1) {
+		for (unsigned i = h->nstaging; i-- > 0;)
+			if (!staging_busy(h, i)) {
+				best = i;
+				best_len = 1;
+				break;
+			}
+	} else {
+		for (unsigned i = 0; i < h->nstaging && best_len < want;) {
+			unsigned j = i;
+
+			while (j < h->nstaging && j - i < want &&
+			    !staging_busy(h, j))
+				j++;
+			if (j - i > best_len) {
+				best = i;
+				best_len = j - i;
+			}
+			i = j == i ? i + 1 : j;
+		}
+	}
+	if (best_len == 0)
+		return NULL;
+	for (unsigned i = best; i < best + best_len; i++)
+		h->staging_busy[i / 64] |= (uint64_t)1 << (i % 64);
+	h->nstaging_free -= best_len;
+	*n = best_len;
+	return h->staging + ((size_t)best << h->chunk_shift);
+}
+
+/* Gives back n staging slots from p, taken by host_staging_get(). */
+void
+host_staging_put(struct host *h, uint8_t *p, unsigned n)
+{
+	unsigned first = (unsigned)((size_t)(p - h->staging) >> h->chunk_shift);
+
+	for (unsigned i = first; i < first + n; i++)
+		h->staging_busy[i / 64] &= ~((uint64_t)1 << (i % 64));
+	h->nstaging_free += n;
 }
 
 /* Takes a free frame; -1 when the buffer is full. */

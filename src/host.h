@@ -161,7 +161,12 @@ struct host_client {
 	struct host_client *next;
 };
 
-/* A chunk read in flight, or waiting for room, or parked. */
+/*
+ * A chunk read in flight, or waiting for room, or parked. Chunks that lie
+ * one after the other on one memory node are read together: the first
+ * fetch of such a read holds the staging slots of all (nrun) and the
+ * others follow it on `run`, each with its own frame and waiters.
+ */
 struct fetch {
 	struct region *r;
 	uint64_t chunk;
@@ -169,7 +174,10 @@ struct fetch {
 	bool prefetch;     /* read ahead, not (yet) faulted on */
 	bool zero;         /* never written: zero-filled locally */
 	bool counted_wait;
-	uint8_t *staging;
+	bool installed;    /* put in place by its read's one UFFDIO_COPY */
+	uint8_t *staging;  /* its data, in its read's staging slots */
+	unsigned nrun;     /* the first fetch of a read: chunks read (>= 1) */
+	struct fetch *run; /* the next chunk of the same read */
 	uint64_t start_ns; /* queued */
 	uint64_t fault_ns; /* first fault on it (0: none) */
 	unsigned nwaiters;
@@ -187,6 +195,7 @@ struct host_stats {
 	uint64_t faults_missing, faults_wp, faults_stale, faults_invalid;
 	uint64_t zero_fills, fetches, fetch_bytes, fetch_errors;
 	uint64_t prefetches, prefetch_bytes, prefetch_zero;
+	uint64_t reads, reads_coalesced; /* chunk reads sent; of several chunks */
 	uint64_t evictions_clean, evictions_dirty, writebacks;
 	uint64_t writeback_bytes, writeback_errors, evictions_cancelled;
 	uint64_t fault_waits_for_room, sigbus;
@@ -231,10 +240,10 @@ struct host {
 	unsigned writebacks_inflight;
 	uint64_t evict_gen; /* background eviction passes so far */
 	/* chunk reads */
-	uint8_t *staging;
-	uint8_t **staging_free;
+	uint8_t *staging;        /* nstaging chunk-sized slots */
+	uint64_t *staging_busy;  /* a bit per slot: taken */
 	unsigned nstaging, nstaging_free;
-	unsigned inflight;
+	unsigned inflight;       /* chunks being read */
 	struct fetch *demandq, *demandq_tail;
 	struct fetch *prefetchq, *prefetchq_tail;
 	struct fetch *parked, *parked_tail;
@@ -290,5 +299,7 @@ uint64_t host_stripe_offset(const struct host *h, const struct region *r,
     uint64_t c, unsigned *stripe);
 uint32_t host_stripe_len(const struct host *h, const struct stripe *s,
     uint64_t off);
+uint8_t *host_staging_get(struct host *h, unsigned *n);
+void host_staging_put(struct host *h, uint8_t *p, unsigned n);
 
 #endif /* FAM_HOST_H */
