@@ -190,14 +190,55 @@ host_frame_put(struct host *h, uint32_t frame)
 	h->used--;
 }
 
-/* Punches chunk c of r out of its memfd (and the program's page tables). */
+/* Punches n chunks of r from c out of its memfd (and the page tables). */
+static void
+chunks_punch(struct host *h, struct region *r, uint64_t c, uint64_t n)
+{
+	if (fallocate(r->ar->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+	    (off_t)(r->off + (c << h->chunk_shift)),
+	    (off_t)(n << h->chunk_shift)) < 0)
+		log_warn("pid %ld: punching chunks %llu-%llu: %s",
+		    (long)r->cl->pid, (unsigned long long)c,
+		    (unsigned long long)(c + n - 1), strerror(errno));
+}
+
+/* Punches the chunks gathered by chunk_punch() so far. */
+static void
+punch_flush(struct host *h)
+{
+	if (h->punch_n > 0)
+		chunks_punch(h, h->punch_r, h->punch_first, h->punch_n);
+	h->punch_n = 0;
+	h->punch_r = NULL;
+}
+
+/*
+ * Punches chunk c of r out of its memfd, at once, or during background
+ * eviction together with the chunks next to it evicted in the same pass
+ * (punch_flush() before the pass returns, so that no chunk is installed
+ * in between).
+ */
 static void
 chunk_punch(struct host *h, struct region *r, uint64_t c)
 {
-	if (fallocate(r->ar->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-	    (off_t)(r->off + (c << h->chunk_shift)), (off_t)h->chunk) < 0)
-		log_warn("pid %ld: punching chunk %llu: %s", (long)r->cl->pid,
-		    (unsigned long long)c, strerror(errno));
+	if (!h->punch_batch) {
+		chunks_punch(h, r, c, 1);
+		return;
+	}
+	if (h->punch_n > 0 && h->punch_r == r &&
+	    c == h->punch_first + h->punch_n) {
+		h->punch_n++;
+		return;
+	}
+	if (h->punch_n > 0 && h->punch_r == r && c + 1 == h->punch_first) {
+		h->punch_first = c;
+		h->punch_n++;
+		return;
+	}
+	punch_flush(h);
+	h->punch_r = r;
+	h->punch_first = c;
+	h->punch_n = 1;
 }
 
 /* Removes resident chunk c of r from the buffer (it is clean or lost). */
@@ -393,6 +434,7 @@ host_evict_background(struct host *h)
 
 	if (h->used > high)
 		h->evicting = true;
+	h->punch_batch = true;
 	while (h->evicting) {
 		if (h->used <= low + h->writebacks_inflight) {
 			if (h->used <= low)
@@ -403,6 +445,8 @@ host_evict_background(struct host *h)
 		    evict_one(h, true) < 0)
 			break;
 	}
+	punch_flush(h);
+	h->punch_batch = false;
 	h->evict_gen++;
 }
 

@@ -504,18 +504,21 @@ fetch_start(struct host *h, struct region *r, uint64_t c, bool prefetch,
 /*
  * Reads ahead of a sequential run of faults: the window doubles from 2 up
  * to `prefetch` chunks while faults keep landing just past the last one.
- * Once the window is whole, it is topped up only when less than half of it
- * is left ahead of the fault, so that read-ahead goes out in runs of
- * chunks that are read together, not one chunk per fault.
+ * Once the window is whole, it is topped up only when a run of chunks to
+ * read together (FETCH_RUN_BYTES, at most half the window) is missing from
+ * it, not one chunk per fault.
  */
 static void
 prefetch(struct host *h, struct region *r, uint64_t c)
 {
 	unsigned max = (unsigned)cfg_int(h->d->cfg, CFG_HOST_PREFETCH);
+	unsigned run = FETCH_RUN_BYTES >> h->chunk_shift;
 	uint64_t high = h->nframes * h->high_pct / 100, end;
 
 	if (max == 0)
 		return;
+	if (run > max / 2)
+		run = max / 2;
 	if (r->last_fault != UINT64_MAX && c > r->last_fault &&
 	    c <= (r->ra_next > r->last_fault + 1 ? r->ra_next :
 	    r->last_fault + 1)) {
@@ -531,7 +534,7 @@ prefetch(struct host *h, struct region *r, uint64_t c)
 		return;
 	if (r->ra_next < c + 1)
 		r->ra_next = c + 1;
-	if (r->ra_window == max && r->ra_next - (c + 1) > max / 2)
+	if (r->ra_window == max && r->ra_next - (c + 1) + run > max)
 		return;
 	end = c + 1 + r->ra_window;
 	if (end > r->nchunks)

@@ -239,6 +239,9 @@ struct host {
 	bool evicting;
 	unsigned writebacks_inflight;
 	uint64_t evict_gen; /* background eviction passes so far */
+	bool punch_batch;   /* a background pass gathers adjacent punches */
+	struct region *punch_r;
+	uint64_t punch_first, punch_n; /* chunks of punch_r to punch */
 	/* chunk reads */
 	uint8_t *staging;        /* nstaging chunk-sized slots */
 	uint64_t *staging_busy;  /* a bit per slot: taken */
