@@ -28,6 +28,11 @@ extern "C" {
 #define FAM_FILE_SHARED  0x1 /* read-only, one copy shared by every user */
 #define FAM_FILE_PRIVATE 0x2 /* a private, writable copy of the file */
 
+/* fam_advise() advice. */
+#define FAM_ADVISE_NORMAL 0 /* no particular use (the default) */
+#define FAM_ADVISE_STATIC 1 /* small and read often, at random: worth a whole
+                             * copy near this node (a dpu's static cache) */
+
 /* fam_stat() flags. */
 #define FAM_STAT_FILE     0x1
 #define FAM_STAT_READONLY 0x2
@@ -60,6 +65,12 @@ int fam_owns(const void *ptr);
 
 /* Bytes usable from ptr, the start of a region; 0 if not one. */
 size_t fam_usable_size(const void *ptr);
+
+/*
+ * Tells famd how the region holding ptr is used (FAM_ADVISE_*). A hint:
+ * it changes how fast the memory is, never what it holds.
+ */
+int fam_advise(const void *ptr, int advice);
 
 #ifdef __cplusplus
 }

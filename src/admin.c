@@ -127,16 +127,31 @@ admin_require_change(struct admin_req *req)
 	return false;
 }
 
-/* Returns a JSON-RPC error response line (without the newline). */
+/*
+ * Returns a JSON-RPC error response line (without the newline). A message
+ * that is not UTF-8 (a parse error quotes the request's bytes) has every
+ * byte outside printable ASCII turned into '?': JSON cannot carry it.
+ */
 char *
 admin_error_line(json_t *id, int code, const char *msg)
 {
-	json_t *r = json_pack("{s:s,s:{s:i,s:s},s:O}", "jsonrpc", "2.0",
-	    "error", "code", code, "message", msg, "id",
-	    id != NULL ? id : json_null());
-	char *s = json_dumps(r, JSON_COMPACT);
+	char *clean = NULL, *s;
+	json_t *r;
 
+	if (!proto_utf8_valid(msg, strlen(msg))) {
+		clean = strdup(msg);
+		if (clean == NULL)
+			abort();
+		for (char *p = clean; *p != '\0'; p++)
+			if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
+				*p = '?';
+		msg = clean;
+	}
+	r = json_pack("{s:s,s:{s:i,s:s},s:O}", "jsonrpc", "2.0", "error",
+	    "code", code, "message", msg, "id", id != NULL ? id : json_null());
+	s = json_dumps(r, JSON_COMPACT);
 	json_decref(r);
+	free(clean);
 	if (s == NULL)
 		abort();
 	return s;
@@ -448,6 +463,32 @@ admin_accept_error_cb(struct evconnlistener *l, void *arg)
 	evtimer_add(admin.backoff, &tv);
 }
 
+/*
+ * Serves requests from peer on bev, a connected bufferevent (a socket the
+ * listener accepted); the client frees bev when it goes. Returns 0, or
+ * -ENOMEM and bev stays the caller's.
+ */
+int
+admin_client_add(struct bufferevent *bev, const struct admin_peer *peer)
+{
+	struct admin_client *c = calloc(1, sizeof *c);
+
+	if (c == NULL)
+		return -ENOMEM;
+	c->bev = bev;
+	c->peer = *peer;
+	bufferevent_setcb(bev, admin_read_cb, admin_write_cb, admin_event_cb,
+	    c);
+	bufferevent_set_timeouts(bev, &admin.idle, NULL);
+	bufferevent_setwatermark(bev, EV_READ, 0, ADMIN_MAX_REQUEST + 2);
+	bufferevent_enable(bev, EV_READ | EV_WRITE);
+	c->next = admin.clients;
+	admin.clients = c;
+	admin.nclients++;
+	admin.stats.connections++;
+	return 0;
+}
+
 /* Takes a new admin connection. */
 static void
 admin_accept_cb(struct evconnlistener *l, evutil_socket_t fd,
@@ -455,7 +496,8 @@ admin_accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 {
 	struct ucred cred;
 	socklen_t clen = sizeof cred;
-	struct admin_client *c;
+	struct admin_peer peer;
+	struct bufferevent *bev;
 
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
 		log_warn("admin: SO_PEERCRED: %s", strerror(errno));
@@ -477,29 +519,16 @@ admin_accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 		close(fd);
 		return;
 	}
-	c = calloc(1, sizeof *c);
-	if (c == NULL) {
+	peer.pid = cred.pid;
+	peer.uid = cred.uid;
+	peer.gid = cred.gid;
+	bev = bufferevent_socket_new(admin.base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (bev == NULL) {
 		close(fd);
 		return;
 	}
-	c->peer.pid = cred.pid;
-	c->peer.uid = cred.uid;
-	c->peer.gid = cred.gid;
-	c->bev = bufferevent_socket_new(admin.base, fd, BEV_OPT_CLOSE_ON_FREE);
-	if (c->bev == NULL) {
-		close(fd);
-		free(c);
-		return;
-	}
-	bufferevent_setcb(c->bev, admin_read_cb, admin_write_cb,
-	    admin_event_cb, c);
-	bufferevent_set_timeouts(c->bev, &admin.idle, NULL);
-	bufferevent_setwatermark(c->bev, EV_READ, 0, ADMIN_MAX_REQUEST + 2);
-	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
-	c->next = admin.clients;
-	admin.clients = c;
-	admin.nclients++;
-	admin.stats.connections++;
+	if (admin_client_add(bev, &peer) < 0)
+		bufferevent_free(bev);
 }
 
 /*

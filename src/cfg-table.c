@@ -12,6 +12,9 @@ static const char *const log_levels[] = { "err", "warning", "notice", "info",
 	"debug", NULL };
 static const char *const transports[] = { "tcp", "verbs", NULL };
 static const char *const evictions[] = { "clock", "fifo", NULL };
+static const char *const paths[] = { "direct", "dpu", NULL };
+static const char *const fallbacks[] = { "none", "direct", NULL };
+static const char *const dynamics[] = { "off", "on", "adaptive", NULL };
 
 #define ALL  CFG_ROLES_ALL
 #define HOST CFG_ROLE_BIT(ROLE_HOST)
@@ -119,13 +122,157 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		    "are kept for it to reconnect and resume. After that they are "
 		    "freed, unless created persistent.",
 	},
+	[CFG_DPU_LISTEN] = {
+		.section = "dpu", .name = "listen", .type = CFG_T_ADDR,
+		.def = "0.0.0.0:7701", .example = "127.0.0.1:7701", .roles = DPU,
+		.any_port = true,
+		.help = "Address and port where hosts connect to this dpu, as "
+		    "they would to a memory node. Port 0 takes any free port; "
+		    "famctl status shows the one taken.",
+	},
+	[CFG_DPU_MEMORY_NODES] = {
+		.section = "dpu", .name = "memory_nodes", .type = CFG_T_ADDRLIST,
+		.max = 16, .def = "", .empty_ok = true,
+		.example = "127.0.0.1:7700", .roles = DPU,
+		.help = "Memory nodes this dpu forwards to, as a comma-separated "
+		    "list of host:port. A region a host creates goes to the "
+		    "memory node the host names, or else to the next one in "
+		    "turn. A dpu does not start without one.",
+	},
+	[CFG_DPU_SESSION_GRACE] = {
+		.section = "dpu", .name = "session_grace",
+		.type = CFG_T_DURATION, .min = 0, .max = 3600000, .def = "30s",
+		.reloadable = true, .roles = DPU,
+		.help = "How long the regions of a host whose connection dropped "
+		    "are kept for it to reconnect and resume. After that they are "
+		    "freed on the memory nodes (a host that adopted them keeps "
+		    "them there).",
+	},
+	[CFG_DPU_AGGREGATE] = {
+		.section = "dpu", .name = "aggregate", .type = CFG_T_BOOL,
+		.def = "on", .reloadable = true, .roles = DPU,
+		.help = "Task aggregation: requests that arrive together (from "
+		    "every host) are collected into a batch and put on the "
+		    "memory-node link with one flush (one writev on tcp, one "
+		    "chain of work requests on verbs). Off: each request is "
+		    "sent on its own as it arrives.",
+	},
+	[CFG_DPU_BATCH_LIMIT] = {
+		.section = "dpu", .name = "batch_limit", .type = CFG_T_INT,
+		.min = 1, .max = 1024, .def = "64", .reloadable = true,
+		.roles = DPU,
+		.help = "Most requests in one aggregated batch; a full batch is "
+		    "sent at once.",
+	},
+	[CFG_DPU_ASYNC] = {
+		.section = "dpu", .name = "async", .type = CFG_T_BOOL,
+		.def = "on", .roles = DPU,
+		.help = "Asynchronous forwarding: the memory-node side (issuing "
+		    "requests, taking their completions, filling the cache) runs "
+		    "on a thread of its own, fed through a queue, while the "
+		    "control loop receives hosts' requests and answers them. "
+		    "Off: one loop does both. With transport = verbs it is "
+		    "off whatever the setting.",
+	},
+	[CFG_DPU_STATIC_REGIONS] = {
+		.section = "dpu", .name = "static_regions", .type = CFG_T_STRING,
+		.min = 0, .max = 1023, .def = "", .reloadable = true,
+		.roles = DPU,
+		.help = "Regions to cache whole in the dpu's memory (the static "
+		    "cache), as a comma-separated list of region names (a shared "
+		    "file's path, or a file's path): loaded once when a host "
+		    "creates them through this dpu, then every read of them is "
+		    "served here; writes go through to the memory node and keep "
+		    "the copy current. Programs can ask for it too "
+		    "(fam_advise(FAM_ADVISE_STATIC)).",
+	},
+	[CFG_DPU_STATIC_SIZE] = {
+		.section = "dpu", .name = "static_size", .type = CFG_T_SIZE,
+		.min = 0, .max = (int64_t)1 << 40, .def = "256M",
+		.reloadable = true, .roles = DPU,
+		.help = "Most bytes of static copies held at once; a region that "
+		    "would go past it is not cached (and counted).",
+	},
+	[CFG_DPU_DYNAMIC_CACHE] = {
+		.section = "dpu", .name = "dynamic_cache", .type = CFG_T_ENUM,
+		.choices = dynamics, .def = "adaptive", .reloadable = true,
+		.roles = DPU,
+		.help = "The dynamic cache: entries of cache_entry_size that "
+		    "prefetch workers load off the critical path, ahead of "
+		    "sequential runs hosts read (a recent list of the last 128 "
+		    "reads feeds them), and that later reads hit. off; on; or "
+		    "adaptive: on while its hit rate over hit_window reads stays "
+		    "above bw_ratio (below it, caching costs more than it "
+		    "saves), off for probe_interval when it falls under, then "
+		    "tried again. famctl call cache.set changes it at run time.",
+	},
+	[CFG_DPU_CACHE_SIZE] = {
+		.section = "dpu", .name = "cache_size", .type = CFG_T_SIZE,
+		.min = 1 << 20, .max = (int64_t)1 << 40, .def = "256M",
+		.roles = DPU,
+		.help = "Memory of the dynamic cache: one buffer of this many "
+		    "bytes, in entries of cache_entry_size; a full cache evicts "
+		    "an entry at random (never one being served or loaded), "
+		    "preferring entries already read to prefetched ones not "
+		    "read yet.",
+	},
+	[CFG_DPU_CACHE_ENTRY_SIZE] = {
+		.section = "dpu", .name = "cache_entry_size", .type = CFG_T_SIZE,
+		.min = 4096, .max = 16 << 20, .pow2 = true, .def = "1M",
+		.roles = DPU,
+		.help = "Bytes one dynamic cache entry holds, loaded at once: a "
+		    "power of two, at least the hosts' chunk_size (a read that "
+		    "spans two entries is forwarded). Larger entries mean fewer "
+		    "and larger loads, and more bytes loaded for nothing.",
+	},
+	[CFG_DPU_PREFETCH_DEPTH] = {
+		.section = "dpu", .name = "prefetch_depth", .type = CFG_T_INT,
+		.min = 0, .max = 64, .def = "8", .reloadable = true,
+		.roles = DPU,
+		.help = "Entries loaded past the one a host read: a read in "
+		    "entry e that continues a sequential run makes the prefetch "
+		    "workers load e, e+1, ... e+prefetch_depth (those not cached "
+		    "yet), but never more than a quarter of the cache's "
+		    "entries.",
+	},
+	[CFG_DPU_PREFETCH_WORKERS] = {
+		.section = "dpu", .name = "prefetch_workers", .type = CFG_T_INT,
+		.min = 1, .max = 16, .def = "1", .roles = DPU,
+		.help = "Threads that take reads off the recent list and decide "
+		    "what to load.",
+	},
+	[CFG_DPU_BW_RATIO] = {
+		.section = "dpu", .name = "bw_ratio", .type = CFG_T_INT,
+		.min = 1, .max = 100, .def = "50", .reloadable = true,
+		.roles = DPU,
+		.help = "B_net / B_intra in percent: the bandwidth of the network "
+		    "to the memory nodes over that of the host-dpu link (50 for "
+		    "a network half as fast). Dynamic caching pays when its hit "
+		    "rate h exceeds this ratio (h > B_net / B_intra); adaptive "
+		    "turns it off below.",
+	},
+	[CFG_DPU_HIT_WINDOW] = {
+		.section = "dpu", .name = "hit_window", .type = CFG_T_INT,
+		.min = 16, .max = 1 << 20, .def = "1024", .reloadable = true,
+		.roles = DPU,
+		.help = "Reads over which the adaptive dynamic cache measures its "
+		    "hit rate before deciding.",
+	},
+	[CFG_DPU_PROBE_INTERVAL] = {
+		.section = "dpu", .name = "probe_interval",
+		.type = CFG_T_DURATION, .min = 100, .max = 3600000, .def = "10s",
+		.reloadable = true, .roles = DPU,
+		.help = "How long the adaptive dynamic cache stays off before it "
+		    "is tried again for a window.",
+	},
 	[CFG_MEMORY_PEER_MAX_BYTES] = {
 		.section = "memory", .name = "peer_max_bytes", .type = CFG_T_SIZE,
 		.min = 0, .max = (int64_t)1 << 50, .def = "0",
 		.reloadable = true, .roles = MEM,
 		.help = "Most bytes of regions one peer node (by node name) may "
 		    "have created here at once, persistent ones included; a "
-		    "request beyond it is refused with EDQUOT. 0: no limit but "
+		    "request beyond it is refused with EDQUOT. Regions a dpu "
+		    "creates for its hosts count as the dpu's. 0: no limit but "
 		    "capacity.",
 	},
 	[CFG_MEMORY_PEER_MAX_REGIONS] = {
@@ -222,6 +369,32 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		.help = "NUMA node for the buffer and staging memory: auto (the "
 		    "node of the NIC that reaches the memory nodes) or a node "
 		    "number.",
+	},
+	[CFG_HOST_DPU] = {
+		.section = "host", .name = "dpu", .type = CFG_T_ADDR,
+		.def = "", .empty_ok = true, .roles = HOST,
+		.help = "The dpu famd (host:port) this host can send its "
+		    "requests through instead of going to the memory nodes "
+		    "itself. Empty: none.",
+	},
+	[CFG_HOST_PATH] = {
+		.section = "host", .name = "path", .type = CFG_T_ENUM,
+		.choices = paths, .def = "direct", .reloadable = true,
+		.roles = HOST,
+		.help = "Where chunk reads and write-backs go: direct (to the "
+		    "memory nodes) or dpu (through the dpu, which needs [host] "
+		    "dpu). famctl call path.set changes it at run time; each "
+		    "region moves over once its requests on the old path are "
+		    "done, so no write is lost or overtaken.",
+	},
+	[CFG_HOST_FALLBACK] = {
+		.section = "host", .name = "fallback", .type = CFG_T_ENUM,
+		.choices = fallbacks, .def = "direct", .reloadable = true,
+		.roles = HOST,
+		.help = "With path = dpu, what to do while the dpu is "
+		    "unreachable: direct (go to the memory nodes, and back "
+		    "to the dpu once it returns) or none (requests wait for "
+		    "the dpu, up to op_timeout).",
 	},
 	[CFG_HOST_UID_MAX_BYTES] = {
 		.section = "host", .name = "uid_max_bytes", .type = CFG_T_SIZE,

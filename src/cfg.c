@@ -210,6 +210,11 @@ cfg_parse_value(enum cfg_key key, const char *text, struct cfg_value *out,
 	int rc;
 
 	*cause = NULL;
+	/* Values reach JSON (config.show, status) and the hello's node name. */
+	if (!proto_utf8_valid(text, strlen(text))) {
+		*cause = xasprintf("not valid UTF-8");
+		return -EINVAL;
+	}
 	switch (d->type) {
 	case CFG_T_BOOL:
 		if (!strcasecmp(text, "yes") || !strcasecmp(text, "true") ||
@@ -300,8 +305,11 @@ cfg_parse_value(enum cfg_key key, const char *text, struct cfg_value *out,
 		}
 		break;
 	case CFG_T_ADDR: {
-		const char *why = cfg_check_addr(text, strlen(text),
-		    d->any_port);
+		const char *why;
+
+		if (text[0] == '\0' && d->empty_ok)
+			break;
+		why = cfg_check_addr(text, strlen(text), d->any_port);
 
 		if (why != NULL) {
 			*cause = xasprintf("'%s': %s", text, why);
@@ -313,6 +321,8 @@ cfg_parse_value(enum cfg_key key, const char *text, struct cfg_value *out,
 		const char *p = text;
 		int64_t n = 0;
 
+		if (text[0] == '\0' && d->empty_ok)
+			break;
 		for (;;) {
 			const char *e = strchr(p, ',');
 			size_t len = e != NULL ? (size_t)(e - p) : strlen(p);
@@ -578,6 +588,11 @@ cfg_check(struct cfg *cfg, const char *path, struct cfg_errors *errs)
 	if (cfg->v[CFG_HOST_CHUNK_SIZE].i > cfg->v[CFG_HOST_BUFFER_SIZE].i / 4)
 		cfg_error(errs, "%s:%u: [host] buffer_size must hold at least "
 		    "4 chunks", path, cfg->v[CFG_HOST_BUFFER_SIZE].line);
+	if (cfg->v[CFG_ROLE].i == ROLE_HOST &&
+	    cfg->v[CFG_HOST_PATH].i == CFG_PATH_DPU &&
+	    cfg_str(cfg, CFG_HOST_DPU)[0] == '\0')
+		cfg_error(errs, "%s:%u: [host] path = dpu needs [host] dpu", path,
+		    cfg->v[CFG_HOST_PATH].line);
 }
 
 /*
@@ -588,7 +603,32 @@ int
 cfg_load(struct cfg *cfg, const char *path, char *const *overrides,
     size_t noverrides, struct cfg_errors *errs)
 {
-	struct cfg_parse p = { .cfg = cfg, .errs = errs, .path = path };
+	FILE *f = fopen(path, "re");
+	int rc;
+
+	if (f == NULL) {
+		cfg_error(errs, "%s: cannot open: %s", path, strerror(errno));
+		memset(cfg, 0, sizeof *cfg);
+		cfg->path = strdup(path);
+		if (cfg->path == NULL)
+			abort();
+		return -EINVAL;
+	}
+	rc = cfg_load_file(cfg, f, path, overrides, noverrides, errs);
+	fclose(f);
+	return rc;
+}
+
+/*
+ * Loads the file open as f (named path in cfg and in messages), then the
+ * overrides, then the defaults of keys not given. Returns 0, or -EINVAL
+ * with every problem in errs.
+ */
+int
+cfg_load_file(struct cfg *cfg, FILE *f, const char *path,
+    char *const *overrides, size_t noverrides, struct cfg_errors *errs)
+{
+	struct cfg_parse p = { .cfg = cfg, .errs = errs, .path = path, .f = f };
 	size_t before = errs->count;
 	int rc;
 
@@ -596,11 +636,6 @@ cfg_load(struct cfg *cfg, const char *path, char *const *overrides,
 	cfg->path = strdup(path);
 	if (cfg->path == NULL)
 		abort();
-	p.f = fopen(path, "re");
-	if (p.f == NULL) {
-		cfg_error(errs, "%s: cannot open: %s", path, strerror(errno));
-		return -EINVAL;
-	}
 	rc = ini_parse_stream(cfg_read_line, &p, cfg_handle, &p);
 	if (rc > 0 && errs->count == before)
 		cfg_error(errs, "%s:%d: syntax error", path, rc);
@@ -608,7 +643,6 @@ cfg_load(struct cfg *cfg, const char *path, char *const *overrides,
 		cfg_error(errs, "%s: cannot read", path);
 	if (ferror(p.f))
 		cfg_error(errs, "%s: read error: %s", path, strerror(errno));
-	fclose(p.f);
 	free(p.buf);
 
 	for (size_t i = 0; i < noverrides; i++)

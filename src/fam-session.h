@@ -39,6 +39,8 @@
 #ifndef FAM_SESSION_H
 #define FAM_SESSION_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define FAM_SESSION_MAGIC   0x46414d53u /* "FAMS" */
@@ -46,6 +48,9 @@
 #define FAM_SESSION_MAX_DATA 1024u       /* longest path */
 #define FAM_SESSION_SOCKET   "/run/famd/session.sock" /* default */
 #define FAM_SESSION_ARENA_ALIGN (1ull << 30) /* most an arena is aligned to */
+#define FAM_SESSION_MAX_REGION (1ull << 46) /* largest ALLOC size (bytes) */
+#define FAM_SESSION_MAX_CHUNK  (1ull << 30) /* largest chunk a HELLO reply gives */
+#define FAM_SESSION_MAX_ARENA  (1ull << 47) /* largest arena (bytes) */
 
 enum fam_smsg_type {
 	/* a: API version; reply a: chunk_size, b: arena_size, c: features */
@@ -71,7 +76,12 @@ enum fam_smsg_type {
 	 * c: resident bytes, d: dirty bytes, flags: FAM_S_ALLOC_* of the region
 	 */
 	FAM_S_STAT = 6,
-	FAM_S_TYPE_MAX = 6,
+	/*
+	 * a: address inside a region, b: FAM_ADVISE_* (fam.h; the values of
+	 * FAM_ADVICE_* in proto.h); reply: status
+	 */
+	FAM_S_ADVISE = 7,
+	FAM_S_TYPE_MAX = 7,
 };
 
 #define FAM_S_ALLOC_FILE     0x01u /* preload `data` from the memory node */
@@ -93,5 +103,19 @@ struct fam_smsg {
 	uint64_t seq;     /* request number, echoed by the reply */
 	uint64_t a, b, c, d;
 };
+
+/*
+ * Decoding and validation (fam-session.c), shared by the host famd, which
+ * checks requests, and libfam, which checks replies: no I/O, no
+ * allocation, no stdio, so libfam may call them from inside malloc.
+ */
+size_t fam_smsg_take(const void *buf, size_t len, struct fam_smsg *m,
+    char data[FAM_SESSION_MAX_DATA + 1]);
+int fam_smsg_check_request(const struct fam_smsg *m, bool have_uffd);
+int fam_smsg_check_alloc(const struct fam_smsg *m, uint64_t arena_size);
+int fam_smsg_check_map(uint64_t addr, uint64_t arena_len);
+int fam_smsg_check_reply(const struct fam_smsg *m, uint16_t type,
+    uint64_t seq);
+int fam_smsg_check_hello_reply(const struct fam_smsg *m, uint64_t page);
 
 #endif /* FAM_SESSION_H */

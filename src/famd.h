@@ -22,6 +22,7 @@
 
 #include "proto.h"
 
+struct bufferevent;
 struct event_base;
 
 /* Exit codes (sysexits.h values, spelled out so famctl and famd agree). */
@@ -56,7 +57,7 @@ int log_get_level(void);
 const char *log_level_name(int level);
 int log_level_parse(const char *name);
 void log_msg(int pri, const char *fmt, ...) printflike(2, 3);
-void log_vmsg(int pri, const char *fmt, va_list ap);
+void log_vmsg(int pri, const char *fmt, va_list ap) printflike(2, 0);
 __attribute__((noreturn)) void fatal(const char *fmt, ...) printflike(1, 2);
 __attribute__((noreturn)) void fatalx(const char *fmt, ...) printflike(1, 2);
 
@@ -103,7 +104,7 @@ struct cfg_key_def {
 	const char *example; /* value set in the shipped example, or NULL */
 	bool auto_ok;        /* CFG_T_INT: "auto" is accepted, stored as -1 */
 	bool pow2;           /* CFG_T_SIZE: must be a power of two */
-	bool empty_ok;       /* CFG_T_PATH: empty means "none" */
+	bool empty_ok;       /* PATH, ADDR, ADDRLIST: empty means "none" */
 	bool any_port;       /* CFG_T_ADDR: port 0 means any free port */
 	const char *help;    /* one or more sentences, no trailing newline */
 };
@@ -124,6 +125,22 @@ enum cfg_key {
 	CFG_MEMORY_CAPACITY,
 	CFG_MEMORY_PRELOAD_DIR,
 	CFG_MEMORY_SESSION_GRACE,
+	CFG_DPU_LISTEN,
+	CFG_DPU_MEMORY_NODES,
+	CFG_DPU_SESSION_GRACE,
+	CFG_DPU_AGGREGATE,
+	CFG_DPU_BATCH_LIMIT,
+	CFG_DPU_ASYNC,
+	CFG_DPU_STATIC_REGIONS,
+	CFG_DPU_STATIC_SIZE,
+	CFG_DPU_DYNAMIC_CACHE,
+	CFG_DPU_CACHE_SIZE,
+	CFG_DPU_CACHE_ENTRY_SIZE,
+	CFG_DPU_PREFETCH_DEPTH,
+	CFG_DPU_PREFETCH_WORKERS,
+	CFG_DPU_BW_RATIO,
+	CFG_DPU_HIT_WINDOW,
+	CFG_DPU_PROBE_INTERVAL,
 	CFG_MEMORY_PEER_MAX_BYTES,
 	CFG_MEMORY_PEER_MAX_REGIONS,
 	CFG_HOST_SESSION_SOCKET,
@@ -138,6 +155,9 @@ enum cfg_key {
 	CFG_HOST_MAX_FETCHES,
 	CFG_HOST_EVICTION,
 	CFG_HOST_NUMA_NODE,
+	CFG_HOST_DPU,
+	CFG_HOST_PATH,
+	CFG_HOST_FALLBACK,
 	CFG_HOST_UID_MAX_BYTES,
 	CFG_HOST_UID_MAX_REGIONS,
 	CFG_VERBS_QPS_PER_PEER,
@@ -176,8 +196,26 @@ enum cfg_eviction {
 	CFG_EVICTION_FIFO,
 };
 
+enum cfg_path {
+	CFG_PATH_DIRECT,
+	CFG_PATH_DPU,
+};
+
+enum cfg_fallback {
+	CFG_FALLBACK_NONE,
+	CFG_FALLBACK_DIRECT,
+};
+
+enum cfg_dynamic {
+	CFG_DYNAMIC_OFF,
+	CFG_DYNAMIC_ON,
+	CFG_DYNAMIC_ADAPTIVE,
+};
+
 int cfg_load(struct cfg *cfg, const char *path, char *const *overrides,
     size_t noverrides, struct cfg_errors *errs);
+int cfg_load_file(struct cfg *cfg, FILE *f, const char *path,
+    char *const *overrides, size_t noverrides, struct cfg_errors *errs);
 void cfg_free(struct cfg *cfg);
 void cfg_errors_free(struct cfg_errors *errs);
 int64_t cfg_int(const struct cfg *cfg, enum cfg_key key);
@@ -307,6 +345,7 @@ bool admin_require_change(struct admin_req *req);
 char *admin_process(const char *line, size_t len, const struct admin_peer *peer,
     bool may_change);
 char *admin_error_line(json_t *id, int code, const char *msg);
+int admin_client_add(struct bufferevent *bev, const struct admin_peer *peer);
 int admin_open(struct famd *d, char **cause);
 int admin_lock(const char *socket_path, char **cause);
 void admin_reconfigure(const struct cfg *cfg);

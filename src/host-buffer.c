@@ -34,6 +34,7 @@
 
 struct writeback {
 	struct region *r;
+	struct stripe *s;
 	uint64_t chunk;
 };
 
@@ -267,6 +268,7 @@ writeback_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 	struct host *h = r->cl->h;
 	struct chunk *ch = &r->chunks[wb->chunk];
 
+	host_route_done(h, wb->s);
 	free(wb);
 	h->writebacks_inflight--;
 	r->busy--;
@@ -313,20 +315,26 @@ writeback_start(struct host *h, struct region *r, uint64_t c)
 	struct chunk *ch = &r->chunks[c];
 	struct writeback *wb;
 	struct stripe *s;
+	struct fam_conn *conn;
+	struct fam_mr *mr; /* the staging buffers': not where this comes from */
+	const struct fam_remote *remote;
 	unsigned si;
 	uint64_t off = host_stripe_offset(h, r, c, &si);
 	int rc;
 
 	s = &r->stripes[si];
-	if (!host_node_usable(h, s))
-		return -EHOSTDOWN;
 	wb = malloc(sizeof *wb);
 	if (wb == NULL)
 		return -ENOMEM;
+	if (host_route(h, s, true, &conn, &mr, &remote) < 0) {
+		free(wb);
+		return -EHOSTDOWN;
+	}
 	if (ch->flags & CH_UNPROT) {
 		rc = uffd_protect(r->cl->uffd, r->ar->uaddr + r->off +
 		    (c << h->chunk_shift), h->chunk, true);
 		if (rc < 0 && rc != -ESRCH) {
+			host_route_done(h, s);
 			free(wb);
 			return rc;
 		}
@@ -337,11 +345,13 @@ writeback_start(struct host *h, struct region *r, uint64_t c)
 	h->dirty--;
 	ch->state = CH_EVICTING;
 	wb->r = r;
+	wb->s = s;
 	wb->chunk = c;
-	rc = fam_conn_write(host_node_conn(s, true, NULL), &s->remote, off,
-	    host_stripe_len(h, s, off), r->ar->local + r->off +
-	    (c << h->chunk_shift), NULL, writeback_done, wb);
+	rc = fam_conn_writef(conn, remote, off, host_stripe_len(h, s, off),
+	    r->ar->local + r->off + (c << h->chunk_shift), NULL,
+	    FAM_F_BACKGROUND, writeback_done, wb);
 	if (rc < 0) {
+		host_route_done(h, s);
 		ch->state = CH_RESIDENT;
 		ch->flags |= CH_DIRTY;
 		r->dirty++;

@@ -13,7 +13,11 @@
  * to FETCH_RUN_BYTES) into adjacent staging buffers, and are installed
  * with one UFFDIO_COPY when they are adjacent in the program too; each
  * chunk still succeeds or fails on its own, and a read that fails fails
- * (or parks) every chunk of it.
+ * (or parks) every chunk of it. Such a read is routed once, like a read
+ * of one chunk (host-path.c: to the memory node, or through the dpu), and
+ * holds its stripe on that path until it completes; when it fails, its
+ * chunks are parked one by one (a read the dpu failed gets a new deadline
+ * to go direct) and go out again on whatever path is right by then.
  */
 #include "config.h"
 
@@ -32,6 +36,8 @@
 #define FAULT_BATCH     64
 #define PAGE            4096u
 #define FETCH_RUN_BYTES (1u << 20) /* most bytes read at once */
+
+_Static_assert(FETCH_RUN_BYTES <= FAM_RW_MAX, "a run is one READ");
 
 /* Returns the program's address of chunk c of r. */
 static uint64_t
@@ -187,15 +193,27 @@ out:
 	free(f);
 }
 
-/* Returns true if a failed read of f should wait for its node to return. */
+/*
+ * Returns true if a failed read of f should wait for its node to return.
+ * A read the dpu failed (its link lost or timed out) gets one new deadline
+ * when the host may go around the dpu (fallback = direct).
+ */
 static bool
 fetch_may_park(struct host *h, struct fetch *f, int status)
 {
 	uint64_t limit = (uint64_t)cfg_int(h->d->cfg, CFG_OP_TIMEOUT) * 1000000u;
 
+	if (f->r->dying || f->r->lost || f->r->cl->dead)
+		return false;
+	if (f->via_dpu && !f->retried && h->fallback == CFG_FALLBACK_DIRECT &&
+	    (status == -ECONNRESET || status == -ETIMEDOUT ||
+	    status == -EHOSTDOWN || status == -ENOTCONN)) {
+		f->retried = true;
+		f->start_ns = mono_ns();
+		return true;
+	}
 	return (status == -ECONNRESET || status == -EHOSTDOWN ||
-	    status == -ENOTCONN) && !f->r->dying && !f->r->lost &&
-	    !f->r->cl->dead && mono_ns() - f->start_ns < limit;
+	    status == -ENOTCONN) && mono_ns() - f->start_ns < limit;
 }
 
 /* Fails, or parks until its node returns, each chunk of a read. */
@@ -227,6 +245,11 @@ fetch_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 	unsigned n = f->nrun;
 
 	h->inflight -= n;
+	if (f->s != NULL) {
+		/* the read was routed once, for all its chunks */
+		host_route_done(h, f->s);
+		f->s = NULL;
+	}
 	if (status < 0) {
 		host_staging_put(h, staging, n);
 		fetch_run_failed(h, f, status);
@@ -262,13 +285,22 @@ fetch_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
  * Returns how many chunks to read with f, at most room (and at least 1):
  * f and the fetches queued right after it that continue it on the same
  * memory node, whole chunks each, given a frame here (without evicting).
+ * f is at foff of its stripe. Through the dpu (via_dpu) a read does not
+ * cross a multiple of FETCH_RUN_BYTES of the region there: the dpu's
+ * caches hold aligned pieces (the static copy's DPU_STATIC_PIECE, the
+ * dynamic cache's cache_entry_size, 1 MiB by default) and forward a read
+ * that spans two of them to the memory node, uncached.
  */
 static unsigned
-fetch_run_len(struct host *h, struct fetch *f, unsigned room)
+fetch_run_len(struct host *h, struct fetch *f, uint64_t foff, bool via_dpu,
+    unsigned room)
 {
 	unsigned limit = FETCH_RUN_BYTES >> h->chunk_shift, n = 1;
 	struct fetch *last = f;
 
+	if (via_dpu)
+		limit -= (unsigned)((foff & (FETCH_RUN_BYTES - 1)) >>
+		    h->chunk_shift);
 	if (limit > room)
 		limit = room;
 	for (struct fetch *g = f->next; g != NULL && n < limit; g = g->next) {
@@ -327,11 +359,13 @@ host_fetch_kick(struct host *h)
 		int status = 0;
 		struct stripe *s;
 		struct fam_conn *conn;
+		const struct fam_remote *remote;
 		struct fam_mr *mr;
 		struct fetch *last;
 		unsigned si, n;
 		uint64_t off;
 		uint32_t len;
+		bool via_dpu;
 		int rc;
 
 		f = demand ? h->demandq : h->prefetchq;
@@ -381,7 +415,8 @@ host_fetch_kick(struct host *h)
 			return;
 		off = host_stripe_offset(h, f->r, f->chunk, &si);
 		s = &f->r->stripes[si];
-		if (!host_node_usable(h, s)) {
+		rc = host_route(h, s, !urgent, &conn, &mr, &remote);
+		if (rc < 0) {
 			if (demand ? (h->demandq = f->next) == NULL :
 			    (h->prefetchq = f->next) == NULL) {
 				if (demand)
@@ -389,16 +424,22 @@ host_fetch_kick(struct host *h)
 				else
 					h->prefetchq_tail = NULL;
 			}
-			if (f->r->lost)
+			if (rc == -EIO)
 				fetch_complete(h, f, -EIO);
 			else
 				queue_push(&h->parked, &h->parked_tail, f);
 			continue;
 		}
+		via_dpu = h->has_dpu && (conn == h->dpu.conn ||
+		    conn == h->dpu.bg);
 		len = host_stripe_len(h, s, off);
-		n = len == h->chunk ? fetch_run_len(h, f, max - h->inflight) : 1;
+		n = len == h->chunk ? fetch_run_len(h, f, off, via_dpu,
+		    max - h->inflight) : 1;
 		f->staging = host_staging_get(h, &n);
-		/* f and the n - 1 fetches after it in its queue: one read */
+		/*
+		 * f and the n - 1 fetches after it in its queue (the same
+		 * stripe): one read, on the route just taken for f.
+		 */
 		last = f;
 		for (unsigned i = 0; i < n; i++) {
 			struct fetch *g = demand ?
@@ -406,18 +447,21 @@ host_fetch_kick(struct host *h)
 			    queue_pop(&h->prefetchq, &h->prefetchq_tail);
 
 			g->staging = f->staging + ((size_t)i << h->chunk_shift);
+			g->via_dpu = via_dpu;
 			last->run = g == f ? NULL : g;
 			last = g;
 		}
 		last->run = NULL;
 		f->nrun = n;
+		f->s = s;
 		if (len < h->chunk) /* the end of a file: zeros after it */
 			memset(f->staging + len, 0, h->chunk - len);
-		conn = host_node_conn(s, !urgent, &mr);
-		rc = fam_conn_read(conn, &s->remote, off,
+		rc = fam_conn_readf(conn, remote, off,
 		    (uint32_t)(((uint64_t)(n - 1) << h->chunk_shift) + len),
-		    f->staging, mr, fetch_done, f);
+		    f->staging, mr, urgent ? 0 : FAM_F_BACKGROUND, fetch_done, f);
 		if (rc < 0) {
+			f->s = NULL;
+			host_route_done(h, s);
 			host_staging_put(h, f->staging, n);
 			fetch_run_failed(h, f, rc);
 			continue;
@@ -448,23 +492,19 @@ host_fetch_unpark(struct host *h)
 	uint64_t now = mono_ns();
 
 	h->parked = h->parked_tail = NULL;
+	/* Those that still cannot go are parked again by host_fetch_kick(). */
 	for (; f != NULL; f = next) {
-		unsigned si;
-
 		next = f->next;
-		host_stripe_offset(h, f->r, f->chunk, &si);
 		if (f->r->dying || f->r->cl->dead)
 			fetch_complete(h, f, 0);
 		else if (f->r->lost)
 			fetch_complete(h, f, -EIO);
-		else if (host_node_usable(h, &f->r->stripes[si]))
-			queue_push(f->nwaiters > 0 ? &h->demandq : &h->prefetchq,
-			    f->nwaiters > 0 ? &h->demandq_tail :
-			    &h->prefetchq_tail, f);
 		else if (now - f->start_ns >= limit)
 			fetch_complete(h, f, -ETIMEDOUT);
 		else
-			queue_push(&h->parked, &h->parked_tail, f);
+			queue_push(f->nwaiters > 0 ? &h->demandq : &h->prefetchq,
+			    f->nwaiters > 0 ? &h->demandq_tail :
+			    &h->prefetchq_tail, f);
 	}
 	host_fetch_kick(h);
 }

@@ -29,8 +29,6 @@
 #include "host.h"
 #include "uffd.h"
 
-#define HOST_MAX_REGION ((uint64_t)1 << 46)
-
 static void session_resume(struct host_client *cl);
 
 /* Sends a reply to the program, with a descriptor when fd >= 0. */
@@ -144,96 +142,13 @@ fail:
 static void
 arena_free(struct host *h, struct arena *ar)
 {
-	struct extent *e, *next;
-
-	for (e = ar->free; e != NULL; e = next) {
-		next = e->next;
-		free(e);
-	}
+	host_extent_free(&ar->free);
 	if (ar->local != NULL)
 		munmap(ar->local, ar->size);
 	if (ar->memfd >= 0)
 		close(ar->memfd);
 	free(ar->regions);
 	free(ar);
-}
-
-/*
- * Takes len chunks aligned to align chunks from the arena's free list;
- * returns the offset in chunks or -1.
- */
-static int64_t
-arena_take(struct arena *ar, uint64_t len, uint64_t align)
-{
-	struct extent **pp, *e;
-
-	for (pp = &ar->free; (e = *pp) != NULL; pp = &e->next) {
-		uint64_t start = (e->off + align - 1) / align * align;
-		uint64_t pad = start - e->off;
-
-		if (pad + len > e->len)
-			continue;
-		if (pad > 0) {
-			struct extent *lead = malloc(sizeof *lead);
-
-			if (lead == NULL)
-				return -1;
-			lead->off = e->off;
-			lead->len = pad;
-			lead->next = e;
-			*pp = lead;
-			pp = &lead->next;
-			e->off += pad;
-			e->len -= pad;
-		}
-		e->off += len;
-		e->len -= len;
-		if (e->len == 0) {
-			*pp = e->next;
-			free(e);
-		}
-		return (int64_t)start;
-	}
-	return -1;
-}
-
-/* Returns len chunks at off to the arena's free list, merging neighbours. */
-static void
-arena_give(struct arena *ar, uint64_t off, uint64_t len)
-{
-	struct extent **pp, *e, *n;
-
-	for (pp = &ar->free; (e = *pp) != NULL && e->off < off; pp = &e->next)
-		;
-	/* e is the first extent after off; the one before ends at or before. */
-	if (pp != &ar->free) {
-		struct extent *prev = (struct extent *)((char *)pp -
-		    offsetof(struct extent, next));
-
-		if (prev->off + prev->len == off) {
-			prev->len += len;
-			if (e != NULL && prev->off + prev->len == e->off) {
-				prev->len += e->len;
-				prev->next = e->next;
-				free(e);
-			}
-			return;
-		}
-	}
-	if (e != NULL && off + len == e->off) {
-		e->off = off;
-		e->len += len;
-		return;
-	}
-	n = malloc(sizeof *n);
-	if (n == NULL) {
-		log_err("out of memory returning arena space; it is leaked");
-		return;
-	}
-	n->off = off;
-	n->len = len;
-	n->next = e;
-	*pp = n;
 }
 
 /* Adds r to its arena's sorted region table. */
@@ -345,7 +260,7 @@ region_free_remote(struct host *h, struct region *r)
 
 		if (s->remote.size == 0)
 			continue;
-		host_node_free(s->node, s->instance, s->remote.region);
+		host_stripe_free(h, s);
 		s->remote.size = 0;
 	}
 }
@@ -372,8 +287,10 @@ host_region_free(struct region *r)
 			log_warn("session pid %ld: punching a freed region: %s",
 			    (long)cl->pid, strerror(errno));
 		arena_del_region(r->ar, r);
-		arena_give(r->ar, r->off >> h->chunk_shift,
-		    r->size >> h->chunk_shift);
+		if (host_extent_give(&r->ar->free, r->off >> h->chunk_shift,
+		    r->size >> h->chunk_shift) < 0)
+			log_err("out of memory returning arena space; it is "
+			    "leaked");
 	}
 	if (r->listed) {
 		for (pp = &cl->regions; *pp != NULL; pp = &(*pp)->next)
@@ -504,7 +421,8 @@ region_place(struct host_client *cl, struct region *r, uint64_t align,
 
 	*new_arena = NULL;
 	for (ar = cl->arenas; ar != NULL; ar = ar->next)
-		if (ar->uaddr != 0 && (off = arena_take(ar, len, al)) >= 0)
+		if (ar->uaddr != 0 &&
+		    (off = host_extent_take(&ar->free, len, al)) >= 0)
 			break;
 	if (ar == NULL) {
 		uint64_t size = r->size > h->arena_size ? r->size : h->arena_size;
@@ -512,7 +430,7 @@ region_place(struct host_client *cl, struct region *r, uint64_t align,
 		ar = arena_new(cl, size);
 		if (ar == NULL)
 			return -ENOMEM;
-		off = arena_take(ar, len, al);
+		off = host_extent_take(&ar->free, len, al);
 		if (off < 0)
 			return -ENOMEM;
 		*new_arena = ar;
@@ -522,7 +440,9 @@ region_place(struct host_client *cl, struct region *r, uint64_t align,
 	r->nchunks = len;
 	r->chunks = calloc(len, sizeof *r->chunks);
 	if (r->chunks == NULL || arena_add_region(ar, r) < 0) {
-		arena_give(ar, (uint64_t)off, len);
+		if (host_extent_give(&ar->free, (uint64_t)off, len) < 0)
+			log_err("out of memory returning arena space; it is "
+			    "leaked");
 		r->ar = NULL;
 		return -ENOMEM;
 	}
@@ -600,6 +520,8 @@ alloc_finish(struct host_client *cl)
 			host_client_release(cl);
 		return;
 	}
+	for (unsigned i = 0; i < r->nstripes; i++)
+		host_stripe_adopt(h, &r->stripes[i]);
 	r->next = cl->regions;
 	cl->regions = r;
 	r->listed = true;
@@ -635,11 +557,33 @@ alloc_stripe_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 			log_info("session pid %ld: memory node %s refused a "
 			    "region: %s", (long)cl->pid, s->node->addr,
 			    strerror(-status));
+	} else if (s->path == SP_DPU && info.mem_instance != 0) {
+		/* Through our dpu: it says where the region lives. */
+		struct host *h = cl->h;
+
+		s->dremote.region = info.region;
+		s->dremote.size = info.size;
+		s->dinstance = h->dpu.instance;
+		/* Our own lease there comes with the adoption. */
+		s->remote.region = info.mem_region;
+		s->remote.rkey = 0;
+		s->remote.addr = 0;
+		s->remote.size = info.size;
+		s->key = info.mem_key;
+		s->instance = info.mem_instance;
+		s->node = host_node_by_instance(h, info.mem_instance);
+		s->path = SP_DPU;
+		s->owned = false;
+		if (s == &r->stripes[0])
+			r->length = info.length;
 	} else {
 		s->remote.region = info.region;
 		s->remote.rkey = info.rkey;
 		s->remote.addr = info.addr;
 		s->remote.size = info.size;
+		s->key = info.key;
+		s->path = SP_DIRECT;
+		s->owned = true;
 		if (s == &r->stripes[0])
 			r->length = info.length;
 	}
@@ -672,22 +616,39 @@ session_alloc(struct host_client *cl)
 	uint8_t buf[FAM_REGION_CREATE_MIN + FAM_NAME_MAX + FAM_PATH_MAX];
 	unsigned nstripes;
 	uint64_t chunks, size;
+	bool via_dpu = h->has_dpu && h->path == CFG_PATH_DPU &&
+	    host_dpu_usable(h);
+	int err;
 
 	if (cl->uffd < 0)
 		return session_fail(cl, EBADF);
-	if ((m->b & ~(uint64_t)FAM_S_ALLOC_ALL) != 0 ||
-	    (m->c & (m->c - 1)) != 0 || m->c > h->arena_size ||
-	    ((m->b & FAM_S_ALLOC_FILE) == 0) != (m->len == 0) ||
-	    ((m->b & FAM_S_ALLOC_SHARED) && !(m->b & FAM_S_ALLOC_FILE)))
-		return session_fail(cl, EINVAL);
-	if (!(m->b & FAM_S_ALLOC_FILE) && (m->a == 0 || m->a > HOST_MAX_REGION))
-		return session_fail(cl, m->a == 0 ? EINVAL : EFBIG);
+	err = fam_smsg_check_alloc(m, h->arena_size);
+	if (err != 0)
+		return session_fail(cl, err);
 	size = (m->a + h->chunk - 1) & ~(h->chunk - 1);
 	chunks = size >> h->chunk_shift;
 	/* A file lives whole on the first memory node; the rest is striped. */
 	nstripes = (m->b & FAM_S_ALLOC_FILE) ? 1 :
 	    (chunks < h->nnodes ? (unsigned)chunks : h->nnodes);
-	for (unsigned i = 0; i < nstripes; i++)
+	if (h->has_dpu && h->path == CFG_PATH_DPU && !via_dpu &&
+	    h->fallback == CFG_FALLBACK_NONE) {
+		/* Wait for the dpu, as reads and writes do, op_timeout long. */
+		uint64_t limit = (uint64_t)cfg_int(h->d->cfg, CFG_OP_TIMEOUT) *
+		    1000000u;
+
+		if (!cl->waits_dpu) {
+			cl->waits_dpu = true;
+			cl->wait_since = mono_ns();
+		}
+		if (mono_ns() - cl->wait_since < limit) {
+			cl->busy = true;
+			return 0;
+		}
+		cl->waits_dpu = false;
+		return session_fail(cl, EHOSTDOWN);
+	}
+	cl->waits_dpu = false;
+	for (unsigned i = 0; i < nstripes && !via_dpu; i++)
 		if (h->nodes[i].state != MN_UP)
 			return session_fail(cl, EHOSTDOWN);
 	/* A file's size is known once a memory node has opened it. */
@@ -715,6 +676,9 @@ session_alloc(struct host_client *cl)
 		s->r = r;
 		s->node = &h->nodes[i];
 		s->instance = s->node->instance;
+		s->path = via_dpu ? SP_DPU : SP_DIRECT;
+		if (via_dpu && s->node->state == MN_UP)
+			rc.place = s->node->instance;
 		rc.size = n << h->chunk_shift;
 		if (m->b & FAM_S_ALLOC_FILE) {
 			rc.size = 0;
@@ -727,8 +691,9 @@ session_alloc(struct host_client *cl)
 			snprintf(rc.path, sizeof rc.path, "%s", cl->data);
 		}
 		len = proto_put_region_create(buf, sizeof buf, &rc);
-		rc2 = fam_conn_call(s->node->conn, FAM_MSG_REGION_CREATE, buf,
-		    (uint32_t)len, alloc_stripe_done, s);
+		rc2 = fam_conn_call(via_dpu ? h->dpu.conn : s->node->conn,
+		    FAM_MSG_REGION_CREATE, buf, (uint32_t)len,
+		    alloc_stripe_done, s);
 		if (rc2 < 0) {
 			if (cl->pending_err == 0)
 				cl->pending_err = -rc2;
@@ -742,6 +707,26 @@ session_alloc(struct host_client *cl)
 	return 0;
 }
 
+/* Serves again the ALLOCs that wait for the dpu (it is back, or time). */
+void
+host_session_retry(struct host *h)
+{
+	struct host_client *cl, *next;
+
+	for (cl = h->clients; cl != NULL; cl = next) {
+		next = cl->next;
+		if (!cl->waits_dpu || cl->dead || cl->pending_region != NULL)
+			continue;
+		cl->busy = false;
+		cl->refs++; /* the session may end */
+		if (session_alloc(cl) < 0)
+			host_client_release(cl);
+		else if (!cl->busy)
+			session_resume(cl); /* answered: what came meanwhile */
+		host_client_put(cl);
+	}
+}
+
 /* MAP: the program mapped a new arena; register it for faults. */
 static int
 session_map(struct host_client *cl)
@@ -753,8 +738,7 @@ session_map(struct host_client *cl)
 
 	if (ar == NULL || ar->uaddr != 0)
 		return session_fail(cl, ENOENT);
-	if (addr == 0 || (addr & 4095) != 0 ||
-	    addr + ar->size < addr)
+	if (fam_smsg_check_map(addr, ar->size) != 0)
 		return session_fail(cl, EINVAL);
 	rc = uffd_register(cl->uffd, addr, ar->size, h->wp_ok);
 	if (rc < 0) {
@@ -793,6 +777,21 @@ session_stat(struct host_client *cl)
 	    -1);
 }
 
+/* ADVISE: how the program uses a region; passed on to the dpu. */
+static int
+session_advise(struct host_client *cl)
+{
+	struct region *r = host_region_find(cl, cl->req.a, NULL);
+
+	if (r == NULL)
+		return session_fail(cl, ENOENT);
+	if (cl->req.b > FAM_ADVICE_MAX)
+		return session_fail(cl, EINVAL);
+	r->advice = (uint32_t)cl->req.b;
+	host_region_advise(cl->h, r);
+	return session_reply(cl, 0, 0, 0, 0, 0, 0, -1);
+}
+
 /* Validates one request and serves it; returns -1 to end the session. */
 static int
 session_dispatch(struct host_client *cl)
@@ -800,11 +799,7 @@ session_dispatch(struct host_client *cl)
 	struct fam_smsg *m = &cl->req;
 	int rc;
 
-	if (m->magic != FAM_SESSION_MAGIC || m->version != FAM_SESSION_VERSION ||
-	    m->type == 0 || m->type > FAM_S_TYPE_MAX || m->status != 0 ||
-	    m->reserved != 0 || m->len > FAM_SESSION_MAX_DATA ||
-	    (m->len != 0 && m->type != FAM_S_ALLOC) ||
-	    (cl->uffd < 0 && m->type > FAM_S_UFFD)) {
+	if (fam_smsg_check_request(m, cl->uffd >= 0) < 0) {
 		cl->h->stats.bad_messages++;
 		log_info("session pid %ld: malformed message (type %u); ending "
 		    "the session", (long)cl->pid, m->type);
@@ -821,6 +816,7 @@ session_dispatch(struct host_client *cl)
 	case FAM_S_MAP: rc = session_map(cl); break;
 	case FAM_S_FREE: rc = session_free(cl); break;
 	case FAM_S_STAT: rc = session_stat(cl); break;
+	case FAM_S_ADVISE: rc = session_advise(cl); break;
 	default: rc = -1; break;
 	}
 	return rc < 0 ? -1 : 0;
@@ -834,20 +830,12 @@ session_dispatch(struct host_client *cl)
 static void
 session_drain(struct host_client *cl)
 {
-	while (!cl->dead && !cl->busy && cl->inlen >= sizeof cl->req) {
-		size_t need;
+	while (!cl->dead && !cl->busy) {
+		size_t need = fam_smsg_take(cl->inbuf, cl->inlen, &cl->req,
+		    cl->data);
 
-		memcpy(&cl->req, cl->inbuf, sizeof cl->req);
-		need = sizeof cl->req + (cl->req.len <= FAM_SESSION_MAX_DATA ?
-		    cl->req.len : 0);
-		if (cl->inlen < need)
+		if (need == 0)
 			break;
-		memcpy(cl->data, cl->inbuf + sizeof cl->req, need -
-		    sizeof cl->req);
-		cl->data[need - sizeof cl->req] = '\0';
-		if (memchr(cl->data, '\0', need - sizeof cl->req) != NULL) {
-			cl->req.len = UINT32_MAX; /* a NUL in a path */
-		}
 		memmove(cl->inbuf, cl->inbuf + need, cl->inlen - need);
 		cl->inlen -= need;
 		if (session_dispatch(cl) < 0) {

@@ -59,10 +59,11 @@ struct chunk {
 	struct fetch *fetch; /* while FETCHING */
 };
 
-/* A memory node this host uses. */
+/* A memory node this host uses, or its dpu (is_dpu). */
 struct mnode {
 	struct host *h;
 	unsigned index;
+	bool is_dpu;
 	char *addr;
 	struct fam_conn *conn;    /* faults and control */
 	struct fam_mr *mr;        /* the staging buffers, registered on conn */
@@ -82,13 +83,42 @@ struct mnode {
 	unsigned nfrees, frees_cap;
 };
 
+/*
+ * Which way a stripe's chunk reads and write-backs go. A stripe has one
+ * path at a time; it moves to the other only when nothing of it is in
+ * flight on the old one (`inflight`), and then:
+ *   to DIRECT  the host fences the region on the memory node (REGION_ADOPT
+ *              exclusive: whatever the dpu still forwards is refused from
+ *              then on) and frees it on the dpu, whose copy may go stale;
+ *              a shared, read-only region needs no fence
+ *   to DPU     the host hands the region to the dpu (REGION_ADOPT there,
+ *              with the memory node's key): a fresh dpu region, nothing
+ *              cached from before
+ * While that request is out the stripe is SWITCHING and its requests wait.
+ */
+enum stripe_path {
+	SP_DIRECT,
+	SP_DPU,
+};
+
 /* A stripe of a region: its part on one memory node. */
 struct stripe {
 	struct region *r;
-	struct mnode *node;
-	struct fam_remote remote;
+	struct mnode *node;       /* NULL: a memory node this host does not
+	                           * know (reached through the dpu only) */
+	struct fam_remote remote; /* on the memory node: id, lease (rkey,
+	                           * addr; verbs), size */
+	uint32_t key;             /* the region's key there (REGION_ADOPT) */
 	uint64_t instance; /* of the node when the stripe was created */
-	bool leasing;      /* a new lease is asked for (after a resume) */
+	uint8_t path;             /* enum stripe_path */
+	bool switching;           /* a fence or hand-over is out */
+	bool owned;               /* our session there holds a handle */
+	bool adopting;            /* a plain adoption is out */
+	struct fam_remote dremote; /* on the dpu: region 0 when none */
+	uint64_t dinstance;       /* of the dpu when dremote was given */
+	unsigned inflight;        /* reads and writes out on `path` */
+	bool leasing;             /* a new lease is asked for (after a
+	                           * resume) */
 };
 
 struct region {
@@ -108,6 +138,8 @@ struct region {
 	struct stripe stripes[HOST_MAX_NODES];
 	struct chunk *chunks;
 	uint64_t resident, dirty;
+	uint32_t advice;      /* FAM_ADVICE_* the program gave */
+	uint64_t dpu_retry_ns; /* a hand-over to the dpu failed: not before */
 	uint64_t last_fault;  /* chunk of the previous fault (prefetch) */
 	uint64_t ra_next;     /* first chunk not yet read ahead */
 	unsigned ra_window;
@@ -153,6 +185,8 @@ struct host_client {
 	uint8_t inbuf[sizeof(struct fam_smsg) + FAM_SESSION_MAX_DATA];
 	int pending_fd;
 	bool busy;          /* a request is being served asynchronously */
+	bool waits_dpu;     /* an ALLOC waits for the dpu (fallback none) */
+	uint64_t wait_since; /* ... since */
 	struct region *pending_region;
 	unsigned pending_calls;
 	int pending_err;
@@ -165,16 +199,22 @@ struct host_client {
  * A chunk read in flight, or waiting for room, or parked. Chunks that lie
  * one after the other on one memory node are read together: the first
  * fetch of such a read holds the staging slots of all (nrun) and the
- * others follow it on `run`, each with its own frame and waiters.
+ * stripe the read was routed on (s: one route, one host_route_done, on
+ * the memory node or through the dpu), and the others follow it on `run`,
+ * each with its own frame and waiters.
  */
 struct fetch {
 	struct region *r;
+	struct stripe *s;  /* the first fetch of a read while it is out: the
+	                    * stripe it was routed on */
 	uint64_t chunk;
 	int64_t frame;     /* -1 until a frame is reserved */
 	bool prefetch;     /* read ahead, not (yet) faulted on */
 	bool zero;         /* never written: zero-filled locally */
 	bool counted_wait;
 	bool installed;    /* put in place by its read's one UFFDIO_COPY */
+	bool via_dpu;      /* its read went out through the dpu */
+	bool retried;      /* given a new deadline after the dpu failed */
 	uint8_t *staging;  /* its data, in its read's staging slots */
 	unsigned nrun;     /* the first fetch of a read: chunks read (>= 1) */
 	struct fetch *run; /* the next chunk of the same read */
@@ -202,6 +242,9 @@ struct host_stats {
 	uint64_t sessions, sessions_refused, bad_messages;
 	uint64_t allocs, alloc_errors, frees, frees_deferred;
 	uint64_t quota_refusals;
+	uint64_t ops_direct, ops_dpu;        /* reads and writes by path */
+	uint64_t path_switches, fences, handovers, adoptions;
+	uint64_t switch_errors;
 	uint64_t lat_hist[32]; /* fault service time, log2 microseconds */
 	uint64_t lat_count;
 };
@@ -225,6 +268,11 @@ struct host {
 	/* memory nodes */
 	struct mnode nodes[HOST_MAX_NODES];
 	unsigned nnodes;
+	/* the dpu, when [host] dpu is set */
+	struct mnode dpu;
+	bool has_dpu;
+	int path;                /* enum cfg_path: where requests should go */
+	int fallback;            /* enum cfg_fallback */
 	/* programs */
 	int listen_fd;
 	int session_lock;
@@ -263,17 +311,38 @@ bool host_node_usable(const struct host *h, const struct stripe *s);
 void host_node_free(struct mnode *n, uint64_t instance, uint32_t region);
 struct fam_conn *host_node_conn(const struct stripe *s, bool background,
     struct fam_mr **mr);
+bool host_dpu_usable(const struct host *h);
+
+/* host-path.c */
+int host_route(struct host *h, struct stripe *s, bool background,
+    struct fam_conn **conn, struct fam_mr **mr,
+    const struct fam_remote **remote);
+void host_route_done(struct host *h, struct stripe *s);
+void host_stripe_adopt(struct host *h, struct stripe *s);
+void host_stripe_free(struct host *h, struct stripe *s);
+void host_path_node_up(struct host *h, struct mnode *n, bool resumed);
+void host_path_tick(struct host *h);
+void host_path_set(struct host *h, int path, const char *why);
+void host_region_advise(struct host *h, struct region *r);
+struct mnode *host_node_by_instance(struct host *h, uint64_t instance);
+json_t *host_path_json(struct host *h);
 
 /* host-session.c */
 int host_session_open(struct host *h, char **cause);
 void host_session_close(struct host *h);
 void host_client_release(struct host_client *cl);
+void host_session_retry(struct host *h);
 void host_client_put(struct host_client *cl);
 void host_region_free(struct region *r);
 void host_region_idle(struct region *r);
 struct region *host_region_find(struct host_client *cl, uint64_t uaddr,
     struct arena **arp);
 json_t *host_clients_json(struct host *h);
+
+/* host-extent.c */
+int64_t host_extent_take(struct extent **list, uint64_t len, uint64_t align);
+int host_extent_give(struct extent **list, uint64_t off, uint64_t len);
+void host_extent_free(struct extent **list);
 
 /* numa.c */
 int host_numa_pick(struct host *h, const char *addr);

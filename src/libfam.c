@@ -71,8 +71,7 @@
 #define LIBFAM_MAX_ARENAS  4096
 #define LIBFAM_RETRY_NS    1000000000ull /* between attempts to connect */
 #define LIBFAM_MIN_REGIONS 256           /* slots of a new region table */
-#define LIBFAM_MAX_CHUNK   (1ull << 30)
-#define LIBFAM_MAX_ARENA   (1ull << 47)
+#define LIBFAM_MAX_ARENA   FAM_SESSION_MAX_ARENA
 #define LIBFAM_MAX_FDS     4 /* descriptors accepted on one reply */
 
 enum libfam_state {
@@ -734,11 +733,8 @@ session_call(uint16_t type, struct fam_smsg *m, const void *data, int fd,
 	rc = sock_send(m, data, fd);
 	if (rc == 0)
 		rc = sock_read(m, sizeof *m, &got);
-	if (rc == 0 && (m->magic != FAM_SESSION_MAGIC ||
-	    m->version != FAM_SESSION_VERSION || m->type != type ||
-	    m->seq != seq || m->len > FAM_SESSION_MAX_DATA ||
-	    m->status < 0 || m->status >= 4096))
-		rc = -EPROTO;
+	if (rc == 0)
+		rc = fam_smsg_check_reply(m, type, seq);
 	for (left = rc == 0 ? m->len : 0; left > 0 && rc == 0;) {
 		size_t n = left < sizeof sink ? left : sizeof sink;
 
@@ -940,10 +936,8 @@ session_open(void)
 	memset(&m, 0, sizeof m);
 	m.a = FAM_API_VERSION;
 	rc = session_call(FAM_S_HELLO, &m, NULL, -1, &devfd);
-	if (rc == 0 && (!is_pow2(m.a) || m.a < (uint64_t)page ||
-	    m.a > LIBFAM_MAX_CHUNK || m.b < m.a || m.b % m.a != 0 ||
-	    m.b > LIBFAM_MAX_ARENA))
-		rc = -EPROTO;
+	if (rc == 0)
+		rc = fam_smsg_check_hello_reply(&m, (uint64_t)page);
 	if (rc < 0) {
 		report_outage("cannot open a session with the host famd at ", path,
 		    -rc);
@@ -1384,6 +1378,30 @@ libfam_stat(const void *ptr, struct fam_stat *st)
 	return 0;
 }
 
+/* Passes advice about the region holding ptr to famd. */
+static int
+libfam_advise(const void *ptr, int advice)
+{
+	struct libfam_arena *a = arena_of((uintptr_t)ptr);
+	struct fam_smsg m;
+	int rc, cancel;
+
+	if (a == NULL || advice < FAM_ADVISE_NORMAL ||
+	    advice > FAM_ADVISE_STATIC)
+		return -EINVAL;
+	memset(&m, 0, sizeof m);
+	cancel = libfam_lock();
+	if (!arena_served(a)) {
+		rc = -ENOTCONN;
+	} else {
+		m.a = (uintptr_t)ptr;
+		m.b = (uint64_t)advice;
+		rc = session_call(FAM_S_ADVISE, &m, NULL, -1, NULL);
+	}
+	libfam_unlock(cancel);
+	return rc;
+}
+
 /* ---- the public API (fam.h) ----------------------------------------- */
 
 /* Zero-filled memory of at least size bytes, aligned to the chunk size. */
@@ -1474,4 +1492,20 @@ size_t
 fam_usable_size(const void *ptr)
 {
 	return libfam_usable_size(ptr);
+}
+
+/*
+ * Tells famd how the region holding ptr is used. Visible even where the
+ * rest is hidden: libfamshim.so exports it too (famshim.sym).
+ */
+__attribute__((visibility("default"))) int
+fam_advise(const void *ptr, int advice)
+{
+	int rc = libfam_advise(ptr, advice);
+
+	if (rc < 0) {
+		errno = -rc;
+		return -1;
+	}
+	return 0;
 }

@@ -36,6 +36,10 @@ static const struct proto_bounds proto_bounds[FAM_MSG_TYPE_MAX + 1] = {
 	[FAM_MSG_STATS] = { 0, 0, 0, FAM_PROTO_MAX_PAYLOAD },
 	[FAM_MSG_REGION_LEASE] = { FAM_REGION_LEASE_LEN, FAM_REGION_LEASE_LEN,
 	    FAM_REGION_INFO_LEN, FAM_REGION_INFO_LEN },
+	[FAM_MSG_REGION_ADOPT] = { FAM_REGION_ADOPT_LEN, FAM_REGION_ADOPT_LEN,
+	    FAM_REGION_INFO_LEN, FAM_REGION_INFO_LEN },
+	[FAM_MSG_REGION_ADVISE] = { FAM_REGION_ADVISE_LEN,
+	    FAM_REGION_ADVISE_LEN, 0, 0 },
 };
 
 static const char *const proto_type_names[FAM_MSG_TYPE_MAX + 1] = {
@@ -46,6 +50,8 @@ static const char *const proto_type_names[FAM_MSG_TYPE_MAX + 1] = {
 	[FAM_MSG_WRITE] = "write",
 	[FAM_MSG_STATS] = "stats",
 	[FAM_MSG_REGION_LEASE] = "region_lease",
+	[FAM_MSG_REGION_ADOPT] = "region_adopt",
+	[FAM_MSG_REGION_ADVISE] = "region_advise",
 };
 
 /* Stores a 16-bit integer big-endian. */
@@ -125,9 +131,55 @@ is_name_char(uint8_t c)
 }
 
 /*
+ * Returns true when len bytes at p are well-formed UTF-8: no stray or
+ * missing continuation byte, no overlong form, no surrogate, nothing past
+ * U+10FFFF (what JSON text may carry).
+ */
+bool
+proto_utf8_valid(const void *p, size_t len)
+{
+	const uint8_t *s = p;
+	size_t i = 0;
+
+	while (i < len) {
+		uint8_t c = s[i];
+		uint32_t cp;
+		size_t n;
+
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		if (c >= 0xc2 && c <= 0xdf) {
+			n = 1;
+			cp = c & 0x1f;
+		} else if (c >= 0xe0 && c <= 0xef) {
+			n = 2;
+			cp = c & 0x0f;
+		} else if (c >= 0xf0 && c <= 0xf4) {
+			n = 3;
+			cp = c & 0x07;
+		} else
+			return false;
+		if (len - i - 1 < n)
+			return false;
+		for (size_t k = 1; k <= n; k++) {
+			if ((s[i + k] & 0xc0) != 0x80)
+				return false;
+			cp = cp << 6 | (s[i + k] & 0x3f);
+		}
+		if ((n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
+		    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+			return false;
+		i += n + 1;
+	}
+	return true;
+}
+
+/*
  * Decodes a NUL-padded field of len bytes into out (len + 1 bytes): every
  * byte after the first NUL must be NUL. With printable, control characters
- * are refused too. Returns 0 or -EPROTO.
+ * and text that is not UTF-8 are refused too. Returns 0 or -EPROTO.
  */
 static int
 get_padded(const uint8_t *p, size_t len, char *out, bool printable)
@@ -136,10 +188,13 @@ get_padded(const uint8_t *p, size_t len, char *out, bool printable)
 
 	if (!is_zero(p + n, len - n))
 		return -EPROTO;
-	if (printable)
+	if (printable) {
 		for (size_t i = 0; i < n; i++)
 			if (!is_name_char(p[i]))
 				return -EPROTO;
+		if (!proto_utf8_valid(p, n))
+			return -EPROTO;
+	}
 	memcpy(out, p, n);
 	out[n] = '\0';
 	return 0;
@@ -193,6 +248,9 @@ proto_check_hdr(const struct fam_hdr *h, uint32_t max_payload)
 	if (h->type == 0 || h->type > FAM_MSG_TYPE_MAX)
 		return -EPROTO;
 	if (h->flags & ~FAM_F_ALL)
+		return -EPROTO;
+	if ((h->flags & FAM_F_BACKGROUND) && ((h->flags & FAM_F_RESPONSE) ||
+	    (h->type != FAM_MSG_READ && h->type != FAM_MSG_WRITE)))
 		return -EPROTO;
 	if (h->len > max_payload)
 		return -EMSGSIZE;
@@ -303,20 +361,23 @@ proto_put_region_create(uint8_t *out, size_t cap,
 	put_u32(out + 8, m->flags);
 	put_u16(out + 12, (uint16_t)nlen);
 	put_u16(out + 14, (uint16_t)plen);
-	put_u64(out + 16, 0);
+	put_u64(out + 16, m->place);
 	memcpy(out + FAM_REGION_CREATE_MIN, m->name, nlen);
 	memcpy(out + FAM_REGION_CREATE_MIN + nlen, m->path, plen);
 	return len;
 }
 
-/* Returns true when len bytes at p hold no NUL and no control character. */
+/*
+ * Returns true when len bytes at p hold no NUL and no control character,
+ * and are UTF-8.
+ */
 static bool
 proto_text_ok(const uint8_t *p, size_t len)
 {
 	for (size_t i = 0; i < len; i++)
 		if (!is_name_char(p[i]))
 			return false;
-	return true;
+	return proto_utf8_valid(p, len);
 }
 
 /* Decodes and validates a REGION_CREATE request. */
@@ -332,8 +393,7 @@ proto_get_region_create(const uint8_t *in, size_t len,
 	m->flags = get_u32(in + 8);
 	nlen = get_u16(in + 12);
 	plen = get_u16(in + 14);
-	if (!is_zero(in + 16, 8))
-		return -EPROTO;
+	m->place = get_u64(in + 16);
 	if (nlen > FAM_NAME_MAX || plen > FAM_PATH_MAX ||
 	    len != FAM_REGION_CREATE_MIN + (size_t)nlen + plen)
 		return -EPROTO;
@@ -364,25 +424,39 @@ proto_put_region_info(uint8_t *out, const struct fam_region_info *m)
 	put_u64(out + 8, m->size);
 	put_u64(out + 16, m->addr);
 	put_u32(out + 24, m->flags);
-	put_u32(out + 28, 0);
+	put_u32(out + 28, m->key);
 	put_u64(out + 32, m->length);
+	put_u64(out + 40, m->mem_instance);
+	put_u32(out + 48, m->mem_region);
+	put_u32(out + 52, m->mem_key);
 	return FAM_REGION_INFO_LEN;
 }
 
-/* Decodes and validates a REGION_CREATE response. */
+/*
+ * Decodes and validates a REGION_CREATE response: the mem_* fields are
+ * all zero (a memory node's answer) or name a region (a dpu's); the
+ * content length is within the size.
+ */
 int
 proto_get_region_info(const uint8_t *in, size_t len, struct fam_region_info *m)
 {
-	if (len != FAM_REGION_INFO_LEN || !is_zero(in + 28, 4))
+	if (len != FAM_REGION_INFO_LEN)
 		return -EPROTO;
 	m->region = get_u32(in);
 	m->rkey = get_u32(in + 4);
 	m->size = get_u64(in + 8);
 	m->addr = get_u64(in + 16);
 	m->flags = get_u32(in + 24);
+	m->key = get_u32(in + 28);
 	m->length = get_u64(in + 32);
+	m->mem_instance = get_u64(in + 40);
+	m->mem_region = get_u32(in + 48);
+	m->mem_key = get_u32(in + 52);
 	if (m->region == 0 || m->size == 0 || (m->flags & ~FAM_RF_ALL) ||
 	    m->length > m->size)
+		return -EPROTO;
+	if ((m->mem_instance == 0) != (m->mem_region == 0) ||
+	    (m->mem_instance == 0 && m->mem_key != 0))
 		return -EPROTO;
 	return 0;
 }
@@ -403,6 +477,57 @@ proto_get_region_free(const uint8_t *in, size_t len, uint32_t *region)
 	if (len != FAM_REGION_FREE_LEN || !is_zero(in + 4, 4))
 		return -EPROTO;
 	*region = get_u32(in);
+	return 0;
+}
+
+/* Encodes a REGION_ADOPT request; returns FAM_REGION_ADOPT_LEN. */
+size_t
+proto_put_region_adopt(uint8_t *out, const struct fam_region_adopt *m)
+{
+	put_u64(out, m->instance);
+	put_u32(out + 8, m->region);
+	put_u32(out + 12, m->key);
+	put_u32(out + 16, m->flags);
+	put_u32(out + 20, 0);
+	return FAM_REGION_ADOPT_LEN;
+}
+
+/* Decodes and validates a REGION_ADOPT request. */
+int
+proto_get_region_adopt(const uint8_t *in, size_t len,
+    struct fam_region_adopt *m)
+{
+	if (len != FAM_REGION_ADOPT_LEN || !is_zero(in + 20, 4))
+		return -EPROTO;
+	m->instance = get_u64(in);
+	m->region = get_u32(in + 8);
+	m->key = get_u32(in + 12);
+	m->flags = get_u32(in + 16);
+	if (m->region == 0 || (m->flags & ~FAM_ADOPT_ALL))
+		return -EINVAL;
+	return 0;
+}
+
+/* Encodes a REGION_ADVISE request; returns FAM_REGION_ADVISE_LEN. */
+size_t
+proto_put_region_advise(uint8_t *out, uint32_t region, uint32_t advice)
+{
+	put_u32(out, region);
+	put_u32(out + 4, advice);
+	return FAM_REGION_ADVISE_LEN;
+}
+
+/* Decodes and validates a REGION_ADVISE request. */
+int
+proto_get_region_advise(const uint8_t *in, size_t len, uint32_t *region,
+    uint32_t *advice)
+{
+	if (len != FAM_REGION_ADVISE_LEN)
+		return -EPROTO;
+	*region = get_u32(in);
+	*advice = get_u32(in + 4);
+	if (*advice > FAM_ADVICE_MAX)
+		return -EINVAL;
 	return 0;
 }
 

@@ -10,7 +10,8 @@
  * Nothing read from the network is used before proto_check_hdr() and the
  * matching proto_get_*() have validated it: magic, version, type, flags,
  * payload length against the type's bounds and the receiver's limit, and
- * every field of the payload.
+ * every field of the payload. Names (of nodes and regions) and paths are
+ * printable UTF-8: they end up in famctl's JSON.
  */
 #ifndef FAM_PROTO_H
 #define FAM_PROTO_H
@@ -40,11 +41,18 @@ enum fam_msg_type {
 	FAM_MSG_WRITE = 5,         /* chunk write (Table I (b)) */
 	FAM_MSG_STATS = 6,         /* the peer's counters, as JSON text */
 	FAM_MSG_REGION_LEASE = 7,  /* a new lease on a region (verbs) */
-	FAM_MSG_TYPE_MAX = 7,
+	FAM_MSG_REGION_ADOPT = 8,  /* take a handle on a delegate's region */
+	FAM_MSG_REGION_ADVISE = 9, /* a hint about how a region is used */
+	FAM_MSG_TYPE_MAX = 9,
 };
 
-#define FAM_F_RESPONSE 0x0001u /* this is the response to request `id` */
-#define FAM_F_ALL      0x0001u /* every flag bit defined so far */
+#define FAM_F_RESPONSE   0x0001u /* this is the response to request `id` */
+/*
+ * READ and WRITE requests only: off the critical path (read-ahead,
+ * write-back, a dpu's prefetch), counted apart from on-demand traffic.
+ */
+#define FAM_F_BACKGROUND 0x0002u
+#define FAM_F_ALL        0x0003u /* every flag bit defined so far */
 
 /* The header, decoded into host byte order. */
 struct fam_hdr {
@@ -120,26 +128,40 @@ struct fam_hello_resp {
  *   u32 flags           FAM_RF_*
  *   u16 name_len        <= FAM_NAME_MAX; required with FAM_RF_SHARED
  *   u16 path_len        <= FAM_PATH_MAX; required with FAM_RF_FILE
- *   u64 reserved        zero
+ *   u64 place           to a dpu: the instance of the memory node to
+ *                       place the region on (0: the dpu chooses); a
+ *                       memory node ignores it
  *   name, path          not NUL-terminated
  * A shared region whose name exists is opened (not created) and its size
- * returned. REGION_CREATE response, 40 bytes:
+ * returned. REGION_CREATE response (also of REGION_LEASE and
+ * REGION_ADOPT), 56 bytes:
  *   u32 region          id, never reused by this server instance
  *   u32 rkey            verbs: remote key of the lease; tcp: 0
  *   u64 size            bytes actually reserved (reads and writes may
  *                       reach all of them)
  *   u64 addr            verbs: remote address of byte 0; tcp: 0
  *   u32 flags           FAM_RF_* in effect
- *   u32 reserved
+ *   u32 key             the region's key, random, not 0: proves, in
+ *                       REGION_ADOPT, that its creator handed it on
+ *                       (from a dpu: 0)
  *   u64 length          bytes of content: for FAM_RF_FILE the bytes
  *                       preloaded from the file (its length, for size 0),
  *                       otherwise the size asked for; <= size
+ *   u64 mem_instance    from a dpu: the instance of the memory node that
+ *                       holds the region; from a memory node: 0
+ *   u32 mem_region      from a dpu: the region's id on that memory node
+ *   u32 mem_key         from a dpu: its key there
+ * A host that goes through a dpu keeps the mem_* fields so that it can
+ * reach the region on the memory node itself (REGION_ADOPT, which gives it
+ * a lease of its own) when it switches path or the dpu is lost.
  * Errors: ENOSPC (capacity), EBUSY (a second writer), ENOENT (file),
- * EACCES (path escapes preload_dir), EINVAL (bad fields), EMFILE (limit).
+ * EACCES (path escapes preload_dir), EINVAL (bad fields), EMFILE (limit),
+ * EHOSTDOWN (a dpu: no memory node reachable).
  */
 struct fam_region_create {
 	uint64_t size;
 	uint32_t flags;
+	uint64_t place;
 	char name[FAM_NAME_MAX + 1];
 	char path[FAM_PATH_MAX + 1];
 };
@@ -150,11 +172,60 @@ struct fam_region_info {
 	uint64_t size;
 	uint64_t addr;
 	uint32_t flags;
+	uint32_t key;
 	uint64_t length;
+	uint64_t mem_instance;
+	uint32_t mem_region;
+	uint32_t mem_key;
 };
 
 #define FAM_REGION_CREATE_MIN 24u
-#define FAM_REGION_INFO_LEN   40u
+#define FAM_REGION_INFO_LEN   56u
+
+/*
+ * REGION_ADOPT request, 24 bytes: the sender's session takes a handle on a
+ * region that another session (its delegate, a dpu) created for it, or
+ * the other way round:
+ *   u64 instance        of the memory node holding the region (a memory
+ *                       node: 0 or its own instance; a dpu: the memory
+ *                       node it must adopt it from)
+ *   u32 region          the region's id there
+ *   u32 key             its key from the REGION_CREATE response (a
+ *                       dpu's: mem_key)
+ *   u32 flags           FAM_ADOPT_*
+ *   u32 reserved        zero
+ * A session that holds the region already takes one more reference (each
+ * REGION_FREE drops one). With FAM_ADOPT_EXCLUSIVE every other session's
+ * handle on the region is dropped, so that nothing a delegate still sends
+ * is applied after this response: the fence a host puts up before it
+ * writes to the region by another path (a session that holds it already
+ * keeps its references as they are). Response: as REGION_CREATE, with the
+ * sender's lease on this connection (verbs).
+ * Errors: ENOENT (no such region, or another instance), EACCES (wrong
+ * key), EINVAL (exclusive on a shared region, bad fields), EHOSTDOWN.
+ */
+#define FAM_ADOPT_EXCLUSIVE 0x1u
+#define FAM_ADOPT_ALL       0x1u
+
+struct fam_region_adopt {
+	uint64_t instance;
+	uint32_t region;
+	uint32_t key;
+	uint32_t flags;
+};
+
+#define FAM_REGION_ADOPT_LEN 24u
+
+/*
+ * REGION_ADVISE request, 8 bytes: u32 region, u32 advice (FAM_ADVICE_*).
+ * Response: empty. A memory node accepts and ignores it; a dpu caches a
+ * region advised STATIC whole, and drops that copy on NORMAL.
+ * Errors: ENOENT (unknown region), EINVAL (unknown advice).
+ */
+#define FAM_ADVICE_NORMAL 0u
+#define FAM_ADVICE_STATIC 1u
+#define FAM_ADVICE_MAX    1u
+#define FAM_REGION_ADVISE_LEN 8u
 
 /*
  * REGION_FREE request, 8 bytes: u32 region, u32 reserved. Response: empty.
@@ -164,7 +235,7 @@ struct fam_region_info {
 
 /*
  * REGION_LEASE request, 8 bytes: u32 region, u32 reserved (as REGION_FREE).
- * Response: the 32 bytes of a REGION_CREATE response for that region, with
+ * Response: a REGION_CREATE response for that region, with
  * a lease (addr, rkey) valid on this connection. On verbs a lease lives as
  * long as the connection that got it: a host that resumes its session on a
  * new connection asks for new leases before its next one-sided access.
@@ -224,12 +295,20 @@ int proto_get_region_info(const uint8_t *in, size_t len,
     struct fam_region_info *m);
 size_t proto_put_region_free(uint8_t *out, uint32_t region);
 int proto_get_region_free(const uint8_t *in, size_t len, uint32_t *region);
+size_t proto_put_region_adopt(uint8_t *out, const struct fam_region_adopt *m);
+int proto_get_region_adopt(const uint8_t *in, size_t len,
+    struct fam_region_adopt *m);
+size_t proto_put_region_advise(uint8_t *out, uint32_t region,
+    uint32_t advice);
+int proto_get_region_advise(const uint8_t *in, size_t len, uint32_t *region,
+    uint32_t *advice);
 size_t proto_put_read(uint8_t *out, const struct fam_rw *m);
 int proto_get_read(const uint8_t *in, size_t len, struct fam_rw *m);
 size_t proto_put_write_hdr(uint8_t *out, const struct fam_rw *m);
 int proto_get_write_hdr(const uint8_t *in, size_t len, struct fam_rw *m);
 
 const char *proto_type_name(unsigned type);
+bool proto_utf8_valid(const void *p, size_t len);
 bool proto_secret_equal(const char *a, const char *b);
 
 #endif /* FAM_PROTO_H */

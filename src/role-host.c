@@ -31,8 +31,9 @@ static void node_connect_bg(struct mnode *n);
 bool
 host_node_usable(const struct host *h, const struct stripe *s)
 {
-	return s->node->state == MN_UP && s->node->conn != NULL &&
-	    s->node->instance == s->instance && !s->leasing;
+	return s->node != NULL && s->node->state == MN_UP &&
+	    s->node->conn != NULL && s->node->instance == s->instance &&
+	    !s->leasing;
 }
 
 /*
@@ -302,20 +303,23 @@ node_connected(struct fam_conn *c, const struct fam_hello_resp *resp,
 	n->instance = resp->instance;
 	free(n->last_error);
 	n->last_error = NULL;
-	log_notice("memory node %s (%s) %s", n->addr, n->name,
-	    old == 0 ? "connected" : resumed ? "reconnected; session resumed" :
+	log_notice("%s %s (%s) %s", n->is_dpu ? "dpu" : "memory node", n->addr,
+	    n->name, old == 0 ? "connected" : resumed ?
+	    "reconnected; session resumed" : resp->instance == old ?
+	    "reconnected; our session there had ended" :
 	    "reconnected as a new instance");
 	/* Chunk reads land in the staging buffers: register them here. */
 	n->mr = fam_mr_register(c, h->staging, (size_t)h->nstaging * h->chunk);
 	if (n->mr == NULL)
-		log_warn("memory node %s: cannot register the staging buffers "
-		    "(%s); chunk reads go through bounce buffers", n->addr,
-		    strerror(errno));
-	if (old != 0 && !resumed)
+		log_warn("%s %s: cannot register the staging buffers (%s); "
+		    "chunk reads go through bounce buffers", n->is_dpu ? "dpu" :
+		    "memory node", n->addr, strerror(errno));
+	if (old != 0 && !resumed && !n->is_dpu)
 		host_node_lost(h, n);
 	node_free_deferred(n, resumed);
-	if (resumed)
+	if (resumed && !n->is_dpu)
 		node_relet(h, n);
+	host_path_node_up(h, n, resumed);
 	node_connect_bg(n);
 	host_fetch_unpark(h);
 }
@@ -329,16 +333,18 @@ node_bg_connected(struct fam_conn *c, const struct fam_hello_resp *resp,
 
 	if (resp->session != n->session || resp->instance != n->instance ||
 	    n->state != MN_UP) {
-		/* The memory famd did not let it join: do without. */
-		log_info("memory node %s: background connection not joined; "
-		    "read-ahead and write-back share the main one", n->addr);
+		/* The peer did not let it join: do without. */
+		log_info("%s %s: background connection not joined; "
+		    "read-ahead and write-back share the main one",
+		    n->is_dpu ? "dpu" : "memory node", n->addr);
 		fam_conn_close(c);
 		return;
 	}
 	n->bg_mr = fam_mr_register(c, n->h->staging,
 	    (size_t)n->h->nstaging * n->h->chunk);
 	n->bg_up = true;
-	log_debug("memory node %s: background connection up", n->addr);
+	log_debug("%s %s: background connection up", n->is_dpu ? "dpu" :
+	    "memory node", n->addr);
 }
 
 /* Retries the background connection. */
@@ -405,19 +411,22 @@ node_closed(struct fam_conn *c, int err, void *arg)
 		return; /* we closed it */
 	if (was_up) {
 		n->disconnects++;
-		log_warn("memory node %s lost: %s; reconnecting", n->addr,
+		log_warn("%s %s lost: %s; reconnecting", n->is_dpu ? "dpu" :
+		    "memory node", n->addr,
 		    err != 0 ? strerror(err < 0 ? -err : err) : "closed");
 	} else if (n->backoff_ms >= BACKOFF_MAX_MS) {
-		log_debug("memory node %s: still unreachable: %s", n->addr,
-		    strerror(err < 0 ? -err : err));
+		log_debug("%s %s: still unreachable: %s", n->is_dpu ? "dpu" :
+		    "memory node", n->addr, strerror(err < 0 ? -err : err));
 	} else if (n->backoff_ms == 0) {
-		log_warn("memory node %s unreachable: %s; retrying", n->addr,
-		    strerror(err < 0 ? -err : err));
+		log_warn("%s %s unreachable: %s; retrying", n->is_dpu ? "dpu" :
+		    "memory node", n->addr, strerror(err < 0 ? -err : err));
 	}
 	free(n->last_error);
 	n->last_error = strdup(err != 0 ? strerror(err < 0 ? -err : err) :
 	    "closed");
 	node_schedule(n);
+	if (was_up && n->is_dpu)
+		host_fetch_unpark(n->h); /* fall back, or wait, as configured */
 }
 
 static const struct fam_conn_handlers node_handlers = {
@@ -492,7 +501,8 @@ node_connect(struct mnode *n)
 		n->state = MN_DOWN;
 		n->conn = NULL;
 		if (n->backoff_ms == 0)
-			log_warn("memory node %s: %s; retrying", n->addr, cause);
+			log_warn("%s %s: %s; retrying", n->is_dpu ? "dpu" :
+			    "memory node", n->addr, cause);
 		free(n->last_error);
 		n->last_error = cause;
 		node_schedule(n);
@@ -505,6 +515,8 @@ host_tick_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct host *h = arg;
 
+	host_path_tick(h);
+	host_session_retry(h);
 	if (h->parked != NULL)
 		host_fetch_unpark(h);
 	host_evict_background(h);
@@ -517,6 +529,7 @@ host_configure(struct host *h)
 {
 	h->high_pct = (unsigned)cfg_int(h->d->cfg, CFG_HOST_HIGH_WATERMARK);
 	h->low_pct = (unsigned)cfg_int(h->d->cfg, CFG_HOST_LOW_WATERMARK);
+	h->fallback = (int)cfg_int(h->d->cfg, CFG_HOST_FALLBACK);
 }
 
 /* Splits a comma-separated address list into the node table. */
@@ -583,6 +596,22 @@ role_host_start(struct famd *d)
 		goto fail;
 	if (host_session_open(h, &cause) < 0)
 		goto fail;
+	h->path = (int)cfg_int(d->cfg, CFG_HOST_PATH);
+	if (*cfg_str(d->cfg, CFG_HOST_DPU) != '\0') {
+		h->has_dpu = true;
+		h->dpu.h = h;
+		h->dpu.is_dpu = true;
+		h->dpu.index = HOST_MAX_NODES;
+		h->dpu.addr = strdup(cfg_str(d->cfg, CFG_HOST_DPU));
+		h->dpu.retry = evtimer_new(h->base, node_retry_cb, &h->dpu);
+		h->dpu.bg_retry = evtimer_new(h->base, node_bg_retry_cb,
+		    &h->dpu);
+		if (h->dpu.addr == NULL || h->dpu.retry == NULL ||
+		    h->dpu.bg_retry == NULL) {
+			cause = xasprintf("out of memory");
+			goto fail;
+		}
+	}
 	for (unsigned i = 0; i < h->nnodes; i++) {
 		h->nodes[i].retry = evtimer_new(h->base, node_retry_cb,
 		    &h->nodes[i]);
@@ -590,6 +619,8 @@ role_host_start(struct famd *d)
 		    &h->nodes[i]);
 		node_connect(&h->nodes[i]);
 	}
+	if (h->has_dpu)
+		node_connect(&h->dpu);
 	h->tick = event_new(h->base, -1, EV_PERSIST, host_tick_cb, h);
 	if (h->tick != NULL) {
 		struct timeval tv = { 0, TICK_MS * 1000 };
@@ -598,8 +629,10 @@ role_host_start(struct famd *d)
 	}
 	host_admin_register();
 	log_info("host: buffer %llu frames of %llu bytes, %u memory node(s), "
-	    "sessions on %s", (unsigned long long)h->nframes,
-	    (unsigned long long)h->chunk, h->nnodes, h->session_path);
+	    "%s%s, path %s, sessions on %s", (unsigned long long)h->nframes,
+	    (unsigned long long)h->chunk, h->nnodes,
+	    h->has_dpu ? "dpu " : "no dpu", h->has_dpu ? h->dpu.addr : "",
+	    h->path == CFG_PATH_DPU ? "dpu" : "direct", h->session_path);
 	return 0;
 fail:
 	log_err("host: %s", cause != NULL ? cause : "cannot start");
@@ -611,8 +644,16 @@ fail:
 static void
 role_host_reload(struct famd *d, const struct cfg *old)
 {
-	host_configure(d->role_state);
-	host_evict_background(d->role_state);
+	struct host *h = d->role_state;
+	int path = (int)cfg_int(d->cfg, CFG_HOST_PATH);
+
+	host_configure(h);
+	if (path == CFG_PATH_DPU && !h->has_dpu)
+		log_warn("host: path = dpu needs [host] dpu at start; the path "
+		    "stays direct");
+	else
+		host_path_set(h, path, "reload");
+	host_evict_background(h);
 }
 
 /* Returns the p-th percentile of the fault latency, in microseconds. */
@@ -640,14 +681,15 @@ role_host_status(struct famd *d, json_t *st)
 	json_t *peers = json_object_get(st, "peers");
 	uint64_t clients = 0, regions = 0, bytes = 0;
 
-	for (unsigned i = 0; i < h->nnodes; i++) {
-		struct mnode *n = &h->nodes[i];
+	for (unsigned i = 0; i < h->nnodes + h->has_dpu; i++) {
+		struct mnode *n = i < h->nnodes ? &h->nodes[i] : &h->dpu;
 		const struct fam_conn_stats *cs = n->conn != NULL ?
 		    fam_conn_stats(n->conn) : NULL;
 
 		json_array_append_new(peers, json_pack(
 		    "{s:s,s:s,s:s,s:s,s:b,s:I,s:I,s:I,s:I,s:s}",
-		    "role", "memory", "address", n->addr, "name", n->name,
+		    "role", n->is_dpu ? "dpu" : "memory", "address", n->addr,
+		    "name", n->name,
 		    "state", n->state == MN_UP ? "up" :
 		    n->state == MN_CONNECTING ? "connecting" : "down",
 		    "background", n->bg_up,
@@ -673,6 +715,7 @@ role_host_status(struct famd *d, json_t *st)
 	    "eviction", cfg_int(d->cfg, CFG_HOST_EVICTION) ==
 	    CFG_EVICTION_CLOCK ? "clock" : "fifo",
 	    "numa_node", h->numa_node));
+	json_object_set_new(st, "path", host_path_json(h));
 	json_object_set_new(st, "programs", json_pack("{s:I,s:I,s:I}",
 	    "sessions", (json_int_t)clients, "regions", (json_int_t)regions,
 	    "bytes", (json_int_t)bytes));
@@ -708,6 +751,20 @@ role_host_status(struct famd *d, json_t *st)
 	    "frees_deferred", (json_int_t)s->frees_deferred,
 	    "quota_refusals", (json_int_t)s->quota_refusals,
 	    "faults_served", (json_int_t)s->lat_count));
+	json_object_set_new(json_object_get(st, "counters"), "ops_direct",
+	    json_integer((json_int_t)s->ops_direct));
+	json_object_set_new(json_object_get(st, "counters"), "ops_dpu",
+	    json_integer((json_int_t)s->ops_dpu));
+	json_object_set_new(json_object_get(st, "counters"), "path_switches",
+	    json_integer((json_int_t)s->path_switches));
+	json_object_set_new(json_object_get(st, "counters"), "fences",
+	    json_integer((json_int_t)s->fences));
+	json_object_set_new(json_object_get(st, "counters"), "handovers",
+	    json_integer((json_int_t)s->handovers));
+	json_object_set_new(json_object_get(st, "counters"), "adoptions",
+	    json_integer((json_int_t)s->adoptions));
+	json_object_set_new(json_object_get(st, "counters"), "switch_errors",
+	    json_integer((json_int_t)s->switch_errors));
 	json_object_set_new(st, "fault_latency_us", json_pack("{s:I,s:I}",
 	    "p50", (json_int_t)host_latency_pct(h, 50),
 	    "p99", (json_int_t)host_latency_pct(h, 99)));
@@ -729,7 +786,23 @@ host_conns_open(const struct host *h)
 	for (unsigned i = 0; i < h->nnodes; i++)
 		if (h->nodes[i].conn != NULL || h->nodes[i].bg != NULL)
 			return true;
-	return false;
+	return h->has_dpu && (h->dpu.conn != NULL || h->dpu.bg != NULL);
+}
+
+/* Closes a peer's connections and its timers for good (host stop). */
+static void
+node_close(struct mnode *n)
+{
+	if (n->retry != NULL)
+		event_free(n->retry);
+	n->retry = NULL;
+	if (n->bg_retry != NULL)
+		event_free(n->bg_retry);
+	n->bg_retry = NULL;
+	if (n->bg != NULL)
+		fam_conn_close(n->bg);
+	if (n->conn != NULL)
+		fam_conn_close(n->conn);
 }
 
 /* Stops the host role: sessions end, connections close, memory is freed. */
@@ -744,20 +817,10 @@ role_host_stop(struct famd *d)
 	host_session_close(h);
 	if (h->tick != NULL)
 		event_free(h->tick);
-	for (unsigned i = 0; i < h->nnodes; i++) {
-		struct mnode *n = &h->nodes[i];
-
-		if (n->retry != NULL)
-			event_free(n->retry);
-		n->retry = NULL;
-		if (n->bg_retry != NULL)
-			event_free(n->bg_retry);
-		n->bg_retry = NULL;
-		if (n->bg != NULL)
-			fam_conn_close(n->bg);
-		if (n->conn != NULL)
-			fam_conn_close(n->conn);
-	}
+	for (unsigned i = 0; i < h->nnodes; i++)
+		node_close(&h->nodes[i]);
+	if (h->has_dpu)
+		node_close(&h->dpu);
 	/*
 	 * Connections are torn down from the loop (which completes what was
 	 * in flight on them): let it run that.
@@ -765,13 +828,20 @@ role_host_stop(struct famd *d)
 	for (int i = 0; i < 100 && host_conns_open(h); i++)
 		event_base_loop(h->base, EVLOOP_NONBLOCK);
 	if (host_conns_open(h))
-		log_warn("host: memory node connections did not close");
+		log_warn("host: memory node or dpu connections did not "
+		    "close");
+	/* The last regions go with their parked fetches: nodes still known. */
+	host_fetch_unpark(h);
 	for (unsigned i = 0; i < h->nnodes; i++) {
 		free(h->nodes[i].frees);
 		free(h->nodes[i].addr);
 		free(h->nodes[i].last_error);
 	}
-	host_fetch_unpark(h);
+	if (h->has_dpu) {
+		free(h->dpu.addr);
+		free(h->dpu.last_error);
+		free(h->dpu.frees);
+	}
 	host_buffer_fini(h);
 	free(h);
 	d->role_state = NULL;
@@ -785,9 +855,40 @@ cmd_regions(struct admin_req *req)
 	return host_clients_json(host_state);
 }
 
+/* path.set: where chunk reads and write-backs go, direct or dpu. */
+static json_t *
+cmd_path_set(struct admin_req *req)
+{
+	struct host *h = host_state;
+	const char *p = json_string_value(json_object_get(req->params,
+	    "path"));
+	int path;
+
+	if (strcmp(p, "direct") == 0)
+		path = CFG_PATH_DIRECT;
+	else if (strcmp(p, "dpu") == 0)
+		path = CFG_PATH_DPU;
+	else
+		return admin_fail(req, ADMIN_ERR_PARAMS, "path.set: path is "
+		    "direct or dpu, not '%s'", p);
+	if (path == CFG_PATH_DPU && !h->has_dpu)
+		return admin_fail(req, ADMIN_ERR_FAILED, "path.set: this host "
+		    "has no dpu ([host] dpu)");
+	host_path_set(h, path, "path.set");
+	return host_path_json(h);
+}
+
+static const struct admin_param path_set_params[] = {
+	{ "path", ADMIN_P_STRING, true },
+	{ NULL, 0, false },
+};
+
 static const struct admin_cmd host_cmds[] = {
 	{ "regions", "programs using fabric-attached memory: pid, regions, "
 	    "bytes, resident and dirty bytes", NULL, 0, cmd_regions },
+	{ "path.set", "send chunk reads and write-backs direct or through the "
+	    "dpu, {\"path\": \"direct\"|\"dpu\"}", path_set_params,
+	    ADMIN_F_CHANGE, cmd_path_set },
 };
 
 /* Registers the host role's admin commands. */

@@ -17,6 +17,14 @@
  *   - A region whose last handle goes is freed, except at the end of a
  *     session when it is FAM_RF_PERSISTENT: it then stays, without owner,
  *     until a session opens it again by name (or famd stops).
+ *   - A region has a random key, given to its creator in the REGION_CREATE
+ *     answer. A session that presents it in REGION_ADOPT
+ *     gets a handle too: a dpu creates regions for a host, which adopts
+ *     them so that it can reach them itself. REGION_ADOPT with
+ *     FAM_ADOPT_EXCLUSIVE drops every other session's handle: requests
+ *     that session still sends fail with ENOENT from then on, so that a
+ *     host that changes path (or lost its dpu) is never overtaken by an
+ *     older write the dpu forwards late.
  *   - A transfer holds its region (resolve/release): a region freed during
  *     a transfer is unlinked at once and unmapped when the last hold goes.
  *   - A handle has a lease on its session's connection (fam_conn_expose):
@@ -74,6 +82,7 @@ struct mem_handle {
 
 struct mem_region {
 	uint32_t id;
+	uint32_t key;             /* random, never 0: REGION_ADOPT's proof */
 	uint32_t flags;           /* FAM_RF_* */
 	uint64_t size;            /* bytes mapped, a multiple of the page */
 	uint64_t length;          /* bytes of content (preloaded or asked) */
@@ -124,9 +133,11 @@ struct mem_counters {
 	uint64_t bytes_read, bytes_written;   /* to peers, from peers */
 	uint64_t rw_errors;
 	uint64_t regions_created, regions_opened, regions_freed;
+	uint64_t regions_adopted, handles_revoked, adopt_errors;
 	uint64_t create_errors, free_errors, lease_errors;
 	uint64_t stats_requests;
 	uint64_t connections, hello_refusals, bad_frames, timeouts;
+	uint64_t input_pauses;
 	uint64_t completion_errors;
 	uint64_t sessions_started, sessions_resumed, sessions_ended;
 	uint64_t quota_refusals;
@@ -646,6 +657,7 @@ mem_region_info(const struct mem_region *r, const struct mem_handle *h,
 {
 	memset(info, 0, sizeof *info);
 	info->region = r->id;
+	info->key = r->key;
 	info->size = r->size;
 	info->flags = r->flags;
 	info->length = r->length;
@@ -839,6 +851,9 @@ mem_region_create(struct mem_session *s, const struct fam_region_create *req,
 	if (req->flags & FAM_RF_SHARED)
 		(void)mprotect(m, rounded, PROT_READ);
 	r->id = mem.next_id++;
+	r->key = (uint32_t)mem_random64();
+	if (r->key == 0)
+		r->key = 1;
 	r->flags = req->flags;
 	r->size = rounded;
 	r->length = (req->flags & FAM_RF_FILE) && (uint64_t)st.st_size < size ?
@@ -905,6 +920,62 @@ mem_region_free(struct mem_session *s, uint32_t id)
 	return 0;
 }
 
+/*
+ * Gives session s a handle on region id created by another session, which
+ * handed on its key; with FAM_ADOPT_EXCLUSIVE, every other handle goes.
+ */
+static int
+mem_region_adopt(struct mem_session *s, const struct fam_region_adopt *req,
+    struct fam_region_info *info)
+{
+	struct mem_region *r = mem_region_find(req->region);
+	struct mem_handle *h, *mine, *next;
+	unsigned revoked = 0;
+	bool fresh = false;
+	int err;
+
+	if (req->instance != 0 && req->instance != mem.instance)
+		return -ENOENT;
+	if (r == NULL)
+		return -ENOENT;
+	if (r->key != req->key)
+		return -EACCES;
+	if ((req->flags & FAM_ADOPT_EXCLUSIVE) && (r->flags & FAM_RF_SHARED))
+		return -EINVAL;
+	mine = mem_handle_find(s, r);
+	if (mine == NULL) {
+		if (mem_handle_new(s, r) < 0)
+			return -ENOMEM;
+		mine = mem_handle_find(s, r);
+		fresh = true;
+	}
+	/* The adopter reaches the region with a lease of its own. */
+	err = mem_handle_lease(mine);
+	if (err < 0) {
+		if (fresh)
+			(void)mem_handle_drop(mine, true, "no lease");
+		return err;
+	}
+	if (!fresh && !(req->flags & FAM_ADOPT_EXCLUSIVE))
+		mine->refs++;
+	if (req->flags & FAM_ADOPT_EXCLUSIVE) {
+		for (h = LIST_FIRST(&r->handles); h != NULL; h = next) {
+			next = LIST_NEXT(h, by_region);
+			if (h->s == s)
+				continue;
+			revoked++;
+			mem_handle_drop(h, false, "revoked");
+		}
+		mem.n.handles_revoked += revoked;
+	}
+	mem.n.regions_adopted++;
+	log_info("memory: region %" PRIu32 " adopted by node %s (session %"
+	    PRIu64 ")%s", r->id, s->node, s->serial, revoked > 0 ?
+	    ", every other handle revoked" : "");
+	mem_region_info(r, mine, info);
+	return 0;
+}
+
 /* Returns the cumulative and current counters as JSON. */
 static json_t *
 mem_counters_json(void)
@@ -912,7 +983,8 @@ mem_counters_json(void)
 	const struct mem_counters *n = &mem.n;
 
 	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
-	    "s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+	    "s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
+	    "s:I,s:I,s:I}",
 	    "reads", (json_int_t)n->reads,
 	    "writes", (json_int_t)n->writes,
 	    "bytes_read", (json_int_t)n->bytes_read,
@@ -923,6 +995,9 @@ mem_counters_json(void)
 	    "regions_created", (json_int_t)n->regions_created,
 	    "regions_opened", (json_int_t)n->regions_opened,
 	    "regions_freed", (json_int_t)n->regions_freed,
+	    "regions_adopted", (json_int_t)n->regions_adopted,
+	    "handles_revoked", (json_int_t)n->handles_revoked,
+	    "adopt_errors", (json_int_t)n->adopt_errors,
 	    "create_errors", (json_int_t)n->create_errors,
 	    "free_errors", (json_int_t)n->free_errors,
 	    "lease_errors", (json_int_t)n->lease_errors,
@@ -931,6 +1006,7 @@ mem_counters_json(void)
 	    "hello_refusals", (json_int_t)n->hello_refusals,
 	    "bad_frames", (json_int_t)n->bad_frames,
 	    "timeouts", (json_int_t)n->timeouts,
+	    "input_pauses", (json_int_t)n->input_pauses,
 	    "completion_errors", (json_int_t)n->completion_errors,
 	    "sessions_connected", (json_int_t)mem.nattached,
 	    "sessions_detached", (json_int_t)(mem.nsessions - mem.nattached),
@@ -1007,6 +1083,43 @@ mem_request(struct fam_conn *c, const struct fam_hdr *h,
 		(void)fam_conn_reply(c, h, 0, out, sizeof out, true, NULL,
 		    NULL);
 		return;
+	case FAM_MSG_REGION_ADOPT: {
+		struct fam_region_adopt ad;
+
+		err = proto_get_region_adopt(payload, h->len, &ad);
+		if (err == -EPROTO) {
+			mem_bad_request(mc, h);
+			return;
+		}
+		if (err == 0)
+			err = mem_region_adopt(s, &ad, &info);
+		if (err < 0) {
+			mem.n.adopt_errors++;
+			(void)fam_conn_reply(c, h, -err, NULL, 0, false, NULL,
+			    NULL);
+			return;
+		}
+		proto_put_region_info(out, &info);
+		(void)fam_conn_reply(c, h, 0, out, sizeof out, true, NULL,
+		    NULL);
+		return;
+	}
+	case FAM_MSG_REGION_ADVISE: {
+		struct mem_region *r;
+		uint32_t advice;
+
+		err = proto_get_region_advise(payload, h->len, &id, &advice);
+		if (err == -EPROTO) {
+			mem_bad_request(mc, h);
+			return;
+		}
+		/* Nothing to do with advice here: the region is in DRAM. */
+		if (err == 0 && ((r = mem_region_find(id)) == NULL ||
+		    mem_handle_find(s, r) == NULL))
+			err = -ENOENT;
+		(void)fam_conn_reply(c, h, -err, NULL, 0, false, NULL, NULL);
+		return;
+	}
 	case FAM_MSG_REGION_FREE:
 		if (proto_get_region_free(payload, h->len, &id) < 0) {
 			mem_bad_request(mc, h);
@@ -1186,6 +1299,7 @@ mem_closed(struct fam_conn *c, int err, void *arg)
 	const struct fam_conn_stats *st = fam_conn_stats(c);
 
 	mem.n.bad_frames += st->bad_frames;
+	mem.n.input_pauses += st->input_pauses;
 	if (err == -ETIMEDOUT)
 		mem.n.timeouts++;
 	mem.n.completion_errors += st->completion_errors;

@@ -39,10 +39,11 @@ struct fam_transport_ops {
 	    uint32_t len, fam_done_fn done, void *ctx);
 	int (*read)(struct fam_conn *c, const struct fam_remote *r,
 	    uint64_t off, uint32_t len, void *dst, struct fam_mr *mr,
-	    fam_done_fn done, void *ctx);
+	    uint16_t flags, fam_done_fn done, void *ctx);
 	int (*write)(struct fam_conn *c, const struct fam_remote *r,
 	    uint64_t off, uint32_t len, const void *src, struct fam_mr *mr,
-	    fam_done_fn done, void *ctx);
+	    uint16_t flags, fam_done_fn done, void *ctx);
+	int (*flush)(struct fam_conn *c); /* NULL: nothing to do early */
 	int (*reply)(struct fam_conn *c, const struct fam_hdr *req, int status,
 	    const struct iovec *iov, int iovcnt, bool copy, fam_sent_fn sent,
 	    void *ctx);
@@ -56,6 +57,7 @@ struct fam_transport_ops {
 	const char *(*peer)(const struct fam_conn *c);
 	const struct fam_conn_stats *(*stats)(const struct fam_conn *c);
 	bool (*is_open)(const struct fam_conn *c);
+	int (*throttle)(struct fam_conn *c, bool on); /* NULL: cannot */
 };
 
 struct fam_conn {

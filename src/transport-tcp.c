@@ -113,6 +113,7 @@ struct tcp_op {
 	const void *src;          /* WRITE: where it comes from */
 	void *payload;            /* CALL: our copy of the request payload */
 	uint32_t plen;
+	uint16_t flags;           /* READ/WRITE: FAM_F_BACKGROUND */
 };
 
 enum tcp_out_kind {
@@ -167,6 +168,7 @@ struct tcp_conn {
 	struct fam_conn_stats stats;
 	struct event *ev_read, *ev_write, *ev_timer, *ev_defer;
 	bool reading, writing, paused;
+	bool throttled;     /* the role stopped our input */
 	int close_err;      /* given to closed */
 	int op_err;         /* given to the operations still pending */
 	int final_err;      /* CLOSING, LINGER: close_err once finished */
@@ -197,6 +199,7 @@ struct tcp_conn {
 	struct tcp_outq outq;
 	size_t out_bytes;
 	size_t resp_bytes;             /* part of out_bytes that is responses */
+	unsigned out_notify;           /* entries whose end calls the user */
 
 	/* Operations. */
 	uint64_t next_id;
@@ -367,6 +370,8 @@ tcp_out_done(struct tcp_conn *c, struct tcp_out *o)
 		c->stats.msgs_out++;
 		c->stats.bytes_out += o->payload_len;
 	}
+	if (o->kind == OUT_REPLY || o->kind == OUT_HOLD)
+		c->out_notify--;
 	switch (o->kind) {
 	case OUT_OP:
 		if (o->op != NULL && o->left == 0)
@@ -507,7 +512,8 @@ tcp_conn_destroy(struct tcp_conn *c)
 static void
 tcp_want_read(struct tcp_conn *c)
 {
-	if (!c->reading && !c->paused && c->state != TCS_CLOSED &&
+	if (!c->reading && !c->paused && !c->throttled &&
+	    c->state != TCS_CLOSED &&
 	    c->state != TCS_CONNECTING) {
 		event_add(c->ev_read, NULL);
 		c->reading = true;
@@ -553,6 +559,8 @@ tcp_enqueue(struct tcp_conn *c, struct tcp_out *o)
 		c->tx_progress = mono_ns();
 	TAILQ_INSERT_TAIL(&c->outq, o, link);
 	c->out_bytes += o->left;
+	if (o->kind == OUT_REPLY || o->kind == OUT_HOLD)
+		c->out_notify++;
 	o->resp = o->kind != OUT_OP;
 	if (o->resp)
 		c->resp_bytes += o->left;
@@ -562,6 +570,7 @@ tcp_enqueue(struct tcp_conn *c, struct tcp_out *o)
 		event_del(c->ev_read);
 		c->reading = false;
 		c->paused = true;
+		c->stats.input_pauses++;
 	}
 	tcp_want_write(c);
 }
@@ -712,6 +721,7 @@ tcp_fail_reply(struct tcp_conn *c, const struct fam_hdr *req, int status,
 	c->final_err = err;
 	c->deadline = mono_ns() + c->timeout_ns;
 	c->paused = false;
+	c->throttled = false;
 	c->rx = RX_HDR;
 	c->rhdr_got = 0;
 	tcp_want_read(c);
@@ -762,6 +772,7 @@ tcp_op_send(struct tcp_conn *c, struct tcp_op *op)
 		.magic = FAM_PROTO_MAGIC,
 		.version = FAM_PROTO_VERSION,
 		.type = op->type,
+		.flags = op->flags,
 		.id = op->id,
 	};
 	struct tcp_out *o = tcp_out_new(1);
@@ -1257,7 +1268,8 @@ tcp_on_direct(struct tcp_conn *c)
 static bool
 tcp_parsing(const struct tcp_conn *c)
 {
-	return (c->state == TCS_HELLO || c->state == TCS_OPEN) && !c->paused;
+	return (c->state == TCS_HELLO || c->state == TCS_OPEN) &&
+	    !c->paused && !c->throttled;
 }
 
 /* Feeds the staged bytes to the framing state machine. */
@@ -1358,7 +1370,7 @@ tcp_read_cb(evutil_socket_t fd, short what, void *arg)
 				break;
 			continue;
 		}
-		if (c->paused)
+		if (c->paused || c->throttled)
 			break;
 		c->stage_off = c->stage_len = 0;
 		if (c->rx == RX_DIRECT && (c->state == TCS_OPEN ||
@@ -1750,8 +1762,8 @@ tcp_call(struct fam_conn *fc, uint8_t type, const void *payload, uint32_t len,
 /* Checks and queues a READ or WRITE. */
 static int
 tcp_rw(struct tcp_conn *c, enum tcp_op_kind kind, const struct fam_remote *r,
-    uint64_t off, uint32_t len, void *dst, const void *src, fam_done_fn done,
-    void *ctx)
+    uint64_t off, uint32_t len, void *dst, const void *src, uint16_t flags,
+    fam_done_fn done, void *ctx)
 {
 	struct tcp_op *op;
 	int err;
@@ -1776,6 +1788,7 @@ tcp_rw(struct tcp_conn *c, enum tcp_op_kind kind, const struct fam_remote *r,
 	op->rw.offset = off;
 	op->dst = dst;
 	op->src = src;
+	op->flags = flags;
 	op->done = done;
 	op->ctx = ctx;
 	if (kind == OP_READ)
@@ -1789,24 +1802,45 @@ tcp_rw(struct tcp_conn *c, enum tcp_op_kind kind, const struct fam_remote *r,
 /* Queues a READ into dst. */
 static int
 tcp_read(struct fam_conn *fc, const struct fam_remote *r, uint64_t off,
-    uint32_t len, void *dst, struct fam_mr *mr, fam_done_fn done, void *ctx)
+    uint32_t len, void *dst, struct fam_mr *mr, uint16_t flags,
+    fam_done_fn done, void *ctx)
 {
 	if (dst == NULL)
 		return -EINVAL;
-	return tcp_rw(tcp_conn_of(fc), OP_READ, r, off, len, dst, NULL, done,
-	    ctx);
+	return tcp_rw(tcp_conn_of(fc), OP_READ, r, off, len, dst, NULL, flags,
+	    done, ctx);
 }
 
 /* Queues a WRITE from src (referenced until done). */
 static int
 tcp_write(struct fam_conn *fc, const struct fam_remote *r, uint64_t off,
-    uint32_t len, const void *src, struct fam_mr *mr, fam_done_fn done,
-    void *ctx)
+    uint32_t len, const void *src, struct fam_mr *mr, uint16_t flags,
+    fam_done_fn done, void *ctx)
 {
 	if (src == NULL)
 		return -EINVAL;
-	return tcp_rw(tcp_conn_of(fc), OP_WRITE, r, off, len, NULL, src, done,
-	    ctx);
+	return tcp_rw(tcp_conn_of(fc), OP_WRITE, r, off, len, NULL, src, flags,
+	    done, ctx);
+}
+
+/*
+ * Writes the queued output now rather than when the loop next runs. When
+ * replies wait in the queue, their `sent` callbacks must not run inside
+ * this call: the write is left to the loop.
+ */
+static int
+tcp_flush_api(struct fam_conn *fc)
+{
+	struct tcp_conn *c = tcp_conn_of(fc);
+
+	if (c->state != TCS_OPEN)
+		return c->state == TCS_CLOSED ? -ENOTCONN : 0;
+	if (c->out_notify > 0)
+		return 0;
+	tcp_flush(c);
+	if (c->state != TCS_CLOSED)
+		tcp_arm_timer(c);
+	return 0;
 }
 
 /* Queues the response to a request. */
@@ -1928,6 +1962,32 @@ tcp_is_open(const struct fam_conn *fc)
 	return ((const struct tcp_conn *)fc)->state == TCS_OPEN;
 }
 
+/* Stops or resumes reading requests from a connection, for its role. */
+static int
+tcp_throttle(struct fam_conn *fc, bool on)
+{
+	struct tcp_conn *c = (struct tcp_conn *)fc;
+
+	if (c->state != TCS_OPEN && c->state != TCS_HELLO)
+		return -ENOTCONN;
+	if (on == c->throttled)
+		return 0;
+	c->throttled = on;
+	if (on) {
+		c->stats.input_pauses++;
+		if (c->reading) {
+			event_del(c->ev_read);
+			c->reading = false;
+		}
+		return 0;
+	}
+	tcp_want_read(c);
+	/* Frames may wait in the staging buffer. */
+	if (c->reading)
+		event_active(c->ev_read, EV_READ, 0);
+	return 0;
+}
+
 const struct fam_transport_ops tcp_transport_ops = {
 	.kind = FAM_TP_TCP,
 	.name = "tcp",
@@ -1940,6 +2000,7 @@ const struct fam_transport_ops tcp_transport_ops = {
 	.read = tcp_read,
 	.write = tcp_write,
 	.reply = tcp_reply,
+	.flush = tcp_flush_api,
 	.mr_register = tcp_mr_register,
 	.mr_deregister = tcp_mr_deregister,
 	.expose = tcp_expose,
@@ -1947,4 +2008,5 @@ const struct fam_transport_ops tcp_transport_ops = {
 	.peer = tcp_peer,
 	.stats = tcp_stats,
 	.is_open = tcp_is_open,
+	.throttle = tcp_throttle,
 };

@@ -33,7 +33,11 @@
  * Messages (proto.h frames) travel as SENDs of at most VB_MSG_BUF bytes,
  * copied into registered send buffers; a longer message is cut into
  * consecutive SENDs on one QP, which RC delivers in order, and put back
- * together by the receiver (bounded by max_payload). Replies to READ
+ * together by the receiver (bounded by max_payload). The first SEND of a
+ * message carries immediate data naming its type and flags (vb_imm()):
+ * the receiver knows what a message is from its completion, and a SEND
+ * whose immediate data disagrees with its header, or a continuation that
+ * carries any, is a protocol violation. Replies to READ
  * requests served through `resolve` (tcp-style two-sided reads, used when
  * a lease has no rkey) are copied from region memory the same way.
  *
@@ -108,6 +112,7 @@
 #define VB_RD_ATOMIC     16
 #define VB_PRIV_LEN      24u
 #define VB_INLINE_BODY   160u
+#define VB_IMM_MARK      0xfa000000u /* immediate data of a first SEND */
 
 _Static_assert(VB_INLINE_BODY >= FAM_HELLO_LEN, "a hello fits inline");
 _Static_assert(VB_SLABS * VB_SLAB >= FAM_RW_MAX, "bounce covers a chunk");
@@ -259,6 +264,7 @@ struct vb_op {
 	enum vb_op_state state;
 	bool onesided;
 	uint8_t type;
+	uint16_t flags;         /* READ/WRITE requests: FAM_F_BACKGROUND */
 	uint64_t id;
 	uint64_t deadline;
 	fam_done_fn done;
@@ -1431,6 +1437,17 @@ vb_msg_gather(struct vb_msg *m, uint8_t *dst, size_t len)
 	return n;
 }
 
+/*
+ * The immediate data of a message's first SEND (host byte order): a
+ * marker, the message type and its header flags, from the header at p.
+ */
+static uint32_t
+vb_imm(const uint8_t *p)
+{
+	/* Header bytes: magic (4), version, type, flags (2, big-endian). */
+	return VB_IMM_MARK | (uint32_t)p[5] << 16 | (uint32_t)p[6] << 8 | p[7];
+}
+
 /* Returns the slot for the next WR of q (the caller fills it). */
 static struct vb_sqe *
 vb_slot(struct vb_qp *q, uint32_t k)
@@ -1539,6 +1556,7 @@ vb_qp_post(struct vb_qp *q)
 			struct vb_sbuf *sb = c->sfree;
 			struct vb_sqe *e = vb_slot(q, n);
 			struct ibv_send_wr *w = &wrs[n];
+			bool first = m->posted == 0;
 
 			c->sfree = sb->next;
 			sges[n].addr = (uintptr_t)sb->buf;
@@ -1550,6 +1568,11 @@ vb_qp_post(struct vb_qp *q)
 			w->sg_list = &sges[n];
 			w->num_sge = 1;
 			w->opcode = IBV_WR_SEND;
+			if (first) {
+				/* Every message starts with its whole header. */
+				w->opcode = IBV_WR_SEND_WITH_IMM;
+				w->imm_data = htobe32(vb_imm(sb->buf));
+			}
 			e->kind = SQE_SEND;
 			e->sbuf = sb;
 			e->op = NULL;
@@ -1695,6 +1718,7 @@ vb_op_queue(struct vb_conn *c, struct vb_op *op)
 		.magic = FAM_PROTO_MAGIC,
 		.version = FAM_PROTO_VERSION,
 		.type = op->type,
+		.flags = op->flags,
 		.id = op->id,
 	};
 	struct vb_qp *q = op->kind == OP_HELLO ? &c->qps[0] : vb_pick_qp(c);
@@ -1963,7 +1987,8 @@ vb_qp_by_num(struct vb_conn *c, uint32_t qp_num)
 	return NULL;
 }
 
-static void vb_rx(struct vb_qp *q, const uint8_t *p, uint32_t n);
+static void vb_rx(struct vb_qp *q, const uint8_t *p, uint32_t n, bool has_imm,
+    uint32_t imm);
 
 /* A receive completion: one SEND of the peer's. */
 static void
@@ -2000,7 +2025,8 @@ vb_wc_recv(struct vb_conn *c, const struct ibv_wc *wc)
 		vb_wc_fail(c, &bad, "unexpected receive (opcode, QP or length)");
 		return;
 	}
-	vb_rx(q, rb->buf, wc->byte_len);
+	vb_rx(q, rb->buf, wc->byte_len, (wc->wc_flags & IBV_WC_WITH_IMM) != 0,
+	    be32toh(wc->imm_data));
 	rb->next = c->repost;
 	c->repost = rb;
 }
@@ -2525,14 +2551,31 @@ vb_rx_start(struct vb_qp *q, const uint8_t *p, uint32_t n)
 		vb_rx_complete(q, NULL);
 }
 
-/* One SEND arrived on q: a new message, or the next part of one. */
+/*
+ * One SEND arrived on q: a new message (with immediate data that names it),
+ * or the next part of one (without).
+ */
 static void
-vb_rx(struct vb_qp *q, const uint8_t *p, uint32_t n)
+vb_rx(struct vb_qp *q, const uint8_t *p, uint32_t n, bool has_imm,
+    uint32_t imm)
 {
 	struct vb_rx *rx = &q->rx;
 
 	if (!rx->active) {
+		if (!has_imm || n < FAM_PROTO_HDR_LEN || imm != vb_imm(p)) {
+			vb_violation(q->c, NULL, 0, -EPROTO, "a message's first "
+			    "SEND %s immediate data 0x%08x", has_imm ?
+			    "disagrees with its header:" : "without",
+			    has_imm ? imm : 0);
+			return;
+		}
 		vb_rx_start(q, p, n);
+		return;
+	}
+	if (has_imm) {
+		vb_violation(q->c, NULL, 0, -EPROTO, "immediate data 0x%08x on "
+		    "the continuation of a %s", imm,
+		    proto_type_name(rx->h.type));
 		return;
 	}
 	if (n == 0 || n > rx->len - rx->got) {
@@ -3298,7 +3341,7 @@ vb_mr_covering(struct vb_conn *c, struct fam_mr *mr, const void *p,
 static int
 vb_rw(struct vb_conn *c, enum vb_op_kind kind, const struct fam_remote *r,
     uint64_t off, uint32_t len, void *dst, const void *src,
-    struct fam_mr *mr, fam_done_fn done, void *ctx)
+    struct fam_mr *mr, uint16_t flags, fam_done_fn done, void *ctx)
 {
 	struct vb_op *op;
 	int err;
@@ -3323,6 +3366,7 @@ vb_rw(struct vb_conn *c, enum vb_op_kind kind, const struct fam_remote *r,
 	op->rw.region = r->region;
 	op->rw.len = len;
 	op->rw.offset = off;
+	op->flags = flags;
 	op->dst = dst;
 	op->src = src;
 	op->done = done;
@@ -3345,24 +3389,25 @@ vb_rw(struct vb_conn *c, enum vb_op_kind kind, const struct fam_remote *r,
 /* Queues a READ into dst. */
 static int
 vb_read(struct fam_conn *fc, const struct fam_remote *r, uint64_t off,
-    uint32_t len, void *dst, struct fam_mr *mr, fam_done_fn done, void *ctx)
+    uint32_t len, void *dst, struct fam_mr *mr, uint16_t flags,
+    fam_done_fn done, void *ctx)
 {
 	if (dst == NULL)
 		return -EINVAL;
-	return vb_rw(vb_conn_of(fc), OP_READ, r, off, len, dst, NULL, mr, done,
-	    ctx);
+	return vb_rw(vb_conn_of(fc), OP_READ, r, off, len, dst, NULL, mr,
+	    flags, done, ctx);
 }
 
 /* Queues a WRITE from src (referenced until posted or done). */
 static int
 vb_write(struct fam_conn *fc, const struct fam_remote *r, uint64_t off,
-    uint32_t len, const void *src, struct fam_mr *mr, fam_done_fn done,
-    void *ctx)
+    uint32_t len, const void *src, struct fam_mr *mr, uint16_t flags,
+    fam_done_fn done, void *ctx)
 {
 	if (src == NULL)
 		return -EINVAL;
-	return vb_rw(vb_conn_of(fc), OP_WRITE, r, off, len, NULL, src, mr, done,
-	    ctx);
+	return vb_rw(vb_conn_of(fc), OP_WRITE, r, off, len, NULL, src, mr,
+	    flags, done, ctx);
 }
 
 /* Queues the response to a request. */

@@ -230,7 +230,7 @@ int
 fam_conn_read(struct fam_conn *c, const struct fam_remote *r, uint64_t off,
     uint32_t len, void *dst, struct fam_mr *mr, fam_done_fn done, void *ctx)
 {
-	return c->ops->read(c, r, off, len, dst, mr, done, ctx);
+	return c->ops->read(c, r, off, len, dst, mr, 0, done, ctx);
 }
 
 /* Writes len bytes from src at off of a peer's region. */
@@ -239,7 +239,36 @@ fam_conn_write(struct fam_conn *c, const struct fam_remote *r, uint64_t off,
     uint32_t len, const void *src, struct fam_mr *mr, fam_done_fn done,
     void *ctx)
 {
-	return c->ops->write(c, r, off, len, src, mr, done, ctx);
+	return c->ops->write(c, r, off, len, src, mr, 0, done, ctx);
+}
+
+/* Reads as fam_conn_read(), marked background or not. */
+int
+fam_conn_readf(struct fam_conn *c, const struct fam_remote *r, uint64_t off,
+    uint32_t len, void *dst, struct fam_mr *mr, uint16_t flags,
+    fam_done_fn done, void *ctx)
+{
+	if (flags & ~FAM_F_BACKGROUND)
+		return -EINVAL;
+	return c->ops->read(c, r, off, len, dst, mr, flags, done, ctx);
+}
+
+/* Writes as fam_conn_write(), marked background or not. */
+int
+fam_conn_writef(struct fam_conn *c, const struct fam_remote *r, uint64_t off,
+    uint32_t len, const void *src, struct fam_mr *mr, uint16_t flags,
+    fam_done_fn done, void *ctx)
+{
+	if (flags & ~FAM_F_BACKGROUND)
+		return -EINVAL;
+	return c->ops->write(c, r, off, len, src, mr, flags, done, ctx);
+}
+
+/* Puts queued requests on the wire now. */
+int
+fam_conn_flush(struct fam_conn *c)
+{
+	return c->ops->flush != NULL ? c->ops->flush(c) : 0;
 }
 
 /* Answers a request with one payload buffer. */
@@ -314,4 +343,13 @@ bool
 fam_conn_is_open(const struct fam_conn *c)
 {
 	return c->ops->is_open(c);
+}
+
+/* Stops or resumes taking requests from c. */
+int
+fam_conn_throttle(struct fam_conn *c, bool on)
+{
+	if (c->ops->throttle == NULL)
+		return -EOPNOTSUPP;
+	return c->ops->throttle(c, on);
 }

@@ -14,6 +14,13 @@
  *    region's lease (remote address and rkey); on tcp they are READ/WRITE
  *    requests that the passive side's loop serves, with the data read from
  *    the socket straight into `dst` and written straight from `src`.
+ *    fam_conn_readf() / fam_conn_writef() take FAM_F_BACKGROUND, which the
+ *    request carries to a dpu (read-ahead, write-back): traffic off the
+ *    critical path, counted apart.
+ *  - fam_conn_flush(): puts what was queued on the wire now, in as few
+ *    system calls (tcp: writev) or doorbells (verbs: one chain of work
+ *    requests) as it takes, instead of when the loop next runs. A dpu
+ *    aggregating requests queues a batch, then flushes once.
  *  - On the passive side, READ and WRITE are served by the transport itself
  *    through the `resolve` handler (like a NIC serving one-sided verbs), or,
  *    when `resolve` is NULL, handed to `request` like any other message (the
@@ -128,6 +135,8 @@ struct fam_conn_stats {
 	uint64_t timeouts;
 	uint64_t completion_errors; /* verbs: bad work completions, injected
 	                             * ones included (connection closed) */
+	uint64_t input_pauses; /* times input stopped: answers piled up
+	                        * unread, or the role throttled it */
 	uint32_t outstanding; /* requests awaiting a response now */
 };
 
@@ -162,6 +171,15 @@ int fam_conn_read(struct fam_conn *c, const struct fam_remote *r,
 int fam_conn_write(struct fam_conn *c, const struct fam_remote *r,
     uint64_t off, uint32_t len, const void *src, struct fam_mr *mr,
     fam_done_fn done, void *ctx);
+/* As fam_conn_read() and fam_conn_write(), with FAM_F_BACKGROUND or 0. */
+int fam_conn_readf(struct fam_conn *c, const struct fam_remote *r,
+    uint64_t off, uint32_t len, void *dst, struct fam_mr *mr, uint16_t flags,
+    fam_done_fn done, void *ctx);
+int fam_conn_writef(struct fam_conn *c, const struct fam_remote *r,
+    uint64_t off, uint32_t len, const void *src, struct fam_mr *mr,
+    uint16_t flags, fam_done_fn done, void *ctx);
+/* Sends what is queued now (see above); 0 or -ENOTCONN. */
+int fam_conn_flush(struct fam_conn *c);
 
 /*
  * Answers request `req` with status (0 or positive errno) and a payload,
@@ -215,5 +233,11 @@ void fam_conn_close(struct fam_conn *c);
 const char *fam_conn_peer(const struct fam_conn *c);
 const struct fam_conn_stats *fam_conn_stats(const struct fam_conn *c);
 bool fam_conn_is_open(const struct fam_conn *c);
+/*
+ * Stops (on) or resumes taking requests from c, for a role whose work for
+ * this peer piled up; -EOPNOTSUPP where the transport cannot (the role
+ * then refuses what is over its bound).
+ */
+int fam_conn_throttle(struct fam_conn *c, bool on);
 
 #endif /* FAM_TRANSPORT_H */

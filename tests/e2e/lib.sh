@@ -28,15 +28,22 @@ dump_logs() {
 }
 
 cleanup() {
-	local rc=$? pid
+	local rc=$? pid st live=()
 	for pid in "${FAMD_PIDS[@]}"; do
-		kill -TERM "$pid" 2>/dev/null
+		kill -TERM "$pid" 2>/dev/null && live+=("$pid")
 	done
-	for pid in "${FAMD_PIDS[@]}"; do
+	# A famd stopped here must stop cleanly (sanitizers report at exit).
+	for pid in "${live[@]}"; do
 		wait "$pid" 2>/dev/null
+		st=$?
+		if [ "$st" -ne 0 ] && [ "$st" -ne 127 ]; then
+			echo "FAIL: $TEST_NAME: famd $pid exited with status $st when stopped"
+			[ "$rc" -eq 0 ] || [ "$rc" -eq 77 ] && rc=1
+		fi
 	done
 	# Stragglers (helpers started with &) must not outlive the test.
 	pkill -KILL -P $$ 2>/dev/null
+	[ -n "${CLEANUP_HOOK:-}" ] && $CLEANUP_HOOK
 	if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; then
 		dump_logs
 	fi
@@ -97,11 +104,13 @@ ctl() {
 # start_famd NAME CONF [famd options...]: starts famd in the foreground
 # with its admin socket at $T/NAME.sock and its log at $T/NAME.log, and
 # waits until it answers. A memory role listens on a free loopback port
-# (mem_addr NAME tells which). Sets FAMD_PID.
+# (mem_addr NAME tells which). Sets FAMD_PID. With FAMD_NETNS set, famd
+# runs in that network namespace (ip netns exec execs it: same pid).
 start_famd() {
-	local name=$1 conf=$2
+	local name=$1 conf=$2 wrap=()
 	shift 2
-	"$FAMD" -f -c "$conf" -o famd.admin_socket="$(sock "$name")" \
+	[ -n "${FAMD_NETNS:-}" ] && wrap=(ip netns exec "$FAMD_NETNS")
+	"${wrap[@]}" "$FAMD" -f -c "$conf" -o famd.admin_socket="$(sock "$name")" \
 		-o memory.listen=127.0.0.1:0 "$@" 2>>"$T/$name.log" &
 	FAMD_PID=$!
 	FAMD_PIDS+=("$FAMD_PID")
@@ -168,6 +177,39 @@ CONF
 	FAM_SOCKET=$T/$name.session
 	export FAM_SOCKET
 	wait_until 10 host_nodes_up "$name" || fail "host $name: memory nodes not up"
+}
+
+# start_dpu NAME MEMORY_NODES [famd options...]: a dpu famd on a free
+# loopback port, forwarding to MEMORY_NODES; sets DPU_ADDR, DPU_PID and
+# waits until every memory node is up. Its op_timeout is 10 s: the tests
+# that use it page hundreds of MiB on a machine that may be busy.
+start_dpu() {
+	local name=$1 nodes=$2
+	shift 2
+	cat >"$T/$name.conf" <<CONF
+[famd]
+role = dpu
+op_timeout = 10s
+[dpu]
+listen = 127.0.0.1:0
+memory_nodes = $nodes
+CONF
+	start_famd "$name" "$T/$name.conf" "$@"
+	DPU_PID=$FAMD_PID
+	DPU_ADDR=$(ctl "$name" status -j | jq -er .dpu.listen) ||
+		fail "dpu famd $name has no address"
+	wait_until 10 dpu_nodes_up "$name" || fail "dpu $name: memory nodes not up"
+}
+
+# dpu_nodes_up NAME: every memory node of dpu NAME is connected.
+dpu_nodes_up() {
+	ctl "$1" status -j | jq -e '[.peers[] | select(.role == "memory" and .state != "up")] | length == 0' >/dev/null
+}
+
+# link NAME LINK KIND: bytes on a dpu's link (host|memory), KIND ondemand,
+# background, read or write.
+link() {
+	ctl "$1" status -j | jq -er ".links.$2.$3_bytes"
 }
 
 # host_nodes_up NAME: every memory node of host NAME is connected.

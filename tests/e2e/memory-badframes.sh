@@ -37,6 +37,17 @@ grep -q "EACCES" "$T/nosecret.txt" || fail "refusal not explained: $(cat "$T/nos
 wait_counter m hello_refusals 3
 pass "wrong version, wrong secret and no secret are refused and counted"
 
+# Names that are not UTF-8 (they vanished from famctl regions and status):
+# a hello with such a node name is malformed, a region name is refused.
+"$FAMCLIENT" -S "$secret" -n $'host-\xff' -t 5000 "$addr" stats >"$T/n.txt" 2>&1 &&
+	fail "a node name that is not UTF-8 was accepted"
+bad=$((bad + 1))
+wait_counter m bad_frames "$bad"
+fc expect EINVAL create 64K name=$'kept\xc3' persistent >"$T/n.txt" 2>&1 ||
+	fail "a region name that is not UTF-8: $(cat "$T/n.txt")"
+[ "$(ctl m call regions | jq length)" = 0 ] || fail "a region was kept"
+pass "node and region names that are not UTF-8 are refused"
+
 # Requests out of bounds: an error status, the connection stays usable.
 for attack in unknown-region past-end shared-write dup-writer foreign-region; do
 	fc attack "$attack" >"$T/a.txt" 2>&1 || fail "$attack: $(cat "$T/a.txt")"

@@ -35,6 +35,16 @@ ctl m reload 2>"$T/err.txt"
 grep -q "not reloaded" "$T/err.txt" || fail "famctl reload: $(cat "$T/err.txt")"
 pass "famctl reload reports the failure"
 
+# An error that quotes bytes that are not UTF-8 (an unknown key): famd
+# answers it (it used to abort building the answer) and serves on.
+printf '[famd]\nrole = memory\nlog_\377level = info\n' >"$conf"
+ctl m reload 2>"$T/err.txt"
+[ $? -eq 1 ] || fail "reload of a key that is not UTF-8 did not exit 1"
+grep -q "unknown key 'log_?level'" "$T/err.txt" || fail "famctl reload: $(cat "$T/err.txt")"
+kill -0 "$pid" 2>/dev/null || fail "famd died answering the reload"
+status >/dev/null || fail "famd does not answer after the reload"
+pass "a reload error quoting bytes that are not UTF-8 is answered"
+
 printf '[famd]\nrole = dpu\nlog_level = warning\n' >"$conf"
 ctl m reload >/dev/null || fail "famctl reload of a good file failed"
 [ "$(status | json .role)" = memory ] || fail "role changed without a restart"

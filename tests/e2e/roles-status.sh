@@ -6,7 +6,7 @@ require_cmd jq
 # Sockets and ports of each role's own, so tests can run side by side.
 declare -A opts=(
 	[memory]=""
-	[dpu]=""
+	[dpu]="-o dpu.listen=127.0.0.1:0"
 	[host]="-o host.session_socket=$T/session.sock"
 )
 for role in memory dpu host; do

@@ -1,5 +1,6 @@
 #!/bin/bash
-# libfamshim.so exports the malloc family and nothing else, needs neither
+# libfamshim.so exports the malloc family and fam_advise (so that a program
+# under it can pass hints), and nothing else, needs neither
 # libfam.so nor a sanitizer runtime (it is preloaded alone); libfam.so
 # exports the fam.h API and nothing else, and installs its header and
 # pkg-config file.
@@ -17,10 +18,10 @@ exports() {
 		sort | tr '\n' ' ' | sed 's/ $//'
 }
 
-want="aligned_alloc calloc free malloc malloc_usable_size memalign posix_memalign pvalloc realloc reallocarray valloc"
+want="aligned_alloc calloc fam_advise free malloc malloc_usable_size memalign posix_memalign pvalloc realloc reallocarray valloc"
 got=$(exports "$SHIM")
 [ "$got" = "$want" ] || fail "libfamshim.so exports [$got], not [$want]"
-pass "libfamshim.so exports only the malloc family"
+pass "libfamshim.so exports only the malloc family and fam_advise"
 
 needed=$(readelf -d "$SHIM" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
 case " $needed" in
@@ -29,7 +30,7 @@ case " $needed" in
 esac
 pass "libfamshim.so stands alone (needs: $needed)"
 
-want="fam_alloc fam_alloc_file fam_free fam_owns fam_stat fam_usable_size"
+want="fam_advise fam_alloc fam_alloc_file fam_free fam_owns fam_stat fam_usable_size"
 got=$(exports "$LIBFAM")
 [ "$got" = "$want" ] || fail "libfam.so exports [$got], not [$want]"
 nm -D --defined-only "$LIBFAM" | grep -q ' fam_alloc@@FAM_1$' ||

@@ -11,6 +11,11 @@
  *                          with no lease (two-sided) or the one given
  *   lease                  a new lease on the current region for this
  *                          connection (REGION_LEASE)
+ *   adopt INST ID KEY [exclusive]
+ *                          take a handle on region ID (of the memory node
+ *                          running instance INST, hex; 0: this one) with
+ *                          its KEY (hex); it becomes the current region
+ *   advise static|normal   REGION_ADVISE on the current region
  *   write OFF LEN SEED     write pattern SEED (0: zeros) at OFF
  *   read OFF LEN SEED      read at OFF and check pattern SEED
  *   readfile OFF LEN FILE  read at OFF and compare with FILE at OFF
@@ -25,12 +30,14 @@
  *   attack NAME            (famclient -h lists them)
  *
  * Output, one line per event, for scripts: "hello session=HEX
- * instance=HEX node=NAME", "region id=N size=N flags=N" (and with verbs
- * "lease addr=HEX rkey=HEX": reads and writes are then one-sided, and the
- * lease is kept after `free`, so a read after it tries the old rkey),
- * "holding". -T verbs uses the verbs transport (default tcp); -R registers
- * the buffers of reads and writes (fam_mr_register) instead of leaving
- * the transport to bounce them.
+ * instance=HEX node=NAME", "region id=N size=N flags=N length=N", then
+ * "where key=HEX mem_instance=HEX mem_region=N mem_key=HEX" (the mem_
+ * fields are 0 but from a dpu; key is 0 from a dpu), with verbs "lease
+ * addr=HEX rkey=HEX" (reads and writes are then one-sided, and the lease is
+ * kept after `free`, so a read after it tries the old rkey), "holding".
+ * -T verbs uses the verbs transport (default tcp); -R registers the
+ * buffers of reads and writes (fam_mr_register) instead of leaving the
+ * transport to bounce them.
  * Options may come before or after the address.
  * Exit status: 0 when everything went as expected, 1 when not, 64 usage.
  */
@@ -106,14 +113,18 @@ fc_usage(FILE *f)
 	    "       write OFF LEN SEED | read OFF LEN SEED | readfile OFF LEN "
 	    "FILE |\n"
 	    "       free [ID] | stats | expect ERRNO | hold [SECONDS] | "
-	    "rw SIZE [CHUNK [DEPTH]]\n"
+	    "rw SIZE [CHUNK [DEPTH]] |\n"
+	    "       adopt INSTANCE ID KEY [exclusive] | advise static|normal\n"
 	    "attacks: bad-magic bad-version truncated huge-length "
 	    "unknown-type bad-flags\n"
 	    "         before-hello bad-secret reserved-set bad-create "
 	    "second-hello\n"
 	    "         response-frame unknown-region past-end shared-write "
 	    "dup-writer\n"
-	    "         foreign-region\n");
+	    "         foreign-region flood\n"
+	    "flood: FLOOD_N requests (4096) of FLOOD_LEN bytes (256K) sent "
+	    "unread; a line on\n"
+	    "       stdin, then the answers are read and counted\n");
 }
 
 /* Returns the errno named name (ENOSPC, ...), or 0. */
@@ -421,6 +432,10 @@ fc_step_create(char **argv, int argc)
 		printf("region id=%" PRIu32 " size=%" PRIu64 " flags=%" PRIu32
 		    " length=%" PRIu64 "\n", info.region, info.size,
 		    info.flags, info.length);
+		printf("where key=%08" PRIx32 " mem_instance=%016" PRIx64
+		    " mem_region=%" PRIu32 " mem_key=%08" PRIx32 "\n",
+		    info.key, info.mem_instance, info.mem_region,
+		    info.mem_key);
 		if (info.rkey != 0)
 			printf("lease addr=%" PRIx64 " rkey=%" PRIx32 "\n",
 			    info.addr, info.rkey);
@@ -428,6 +443,65 @@ fc_step_create(char **argv, int argc)
 	}
 	free(call.out);
 	return used;
+}
+
+/* adopt INSTANCE ID KEY [exclusive] */
+static int
+fc_step_adopt(char **argv, int argc)
+{
+	struct fam_region_adopt req = { 0 };
+	struct fam_region_info info;
+	struct fc_call call;
+	uint8_t buf[FAM_REGION_ADOPT_LEN];
+	int used = 3, st;
+
+	if (argc < 3)
+		fc_fail("adopt: INSTANCE ID KEY");
+	req.instance = strtoull(argv[0], NULL, 16);
+	req.region = (uint32_t)strtoul(argv[1], NULL, 10);
+	req.key = (uint32_t)strtoul(argv[2], NULL, 16);
+	if (argc > 3 && strcmp(argv[3], "exclusive") == 0) {
+		req.flags = FAM_ADOPT_EXCLUSIVE;
+		used++;
+	}
+	proto_put_region_adopt(buf, &req);
+	st = fc_call(FAM_MSG_REGION_ADOPT, buf, sizeof buf, &call);
+	if (fc_check("adopt", st)) {
+		if (proto_get_region_info(call.out, call.len, &info) < 0)
+			fc_fail("adopt: malformed answer");
+		fc.cur.region = info.region;
+		fc.cur.size = info.size;
+		fc.cur.rkey = info.rkey;
+		fc.cur.addr = info.addr;
+		printf("region id=%" PRIu32 " size=%" PRIu64 " flags=%" PRIu32
+		    "\n", info.region, info.size, info.flags);
+		if (info.rkey != 0)
+			printf("lease addr=%" PRIx64 " rkey=%" PRIx32 "\n",
+			    info.addr, info.rkey);
+		fflush(stdout);
+	}
+	free(call.out);
+	return used;
+}
+
+/* advise static|normal */
+static int
+fc_step_advise(char **argv, int argc)
+{
+	uint8_t buf[FAM_REGION_ADVISE_LEN];
+	struct fc_call call;
+	int st;
+
+	if (argc < 1)
+		fc_fail("advise: static or normal");
+	proto_put_region_advise(buf, fc.cur.region,
+	    strcmp(argv[0], "static") == 0 ? FAM_ADVICE_STATIC :
+	    FAM_ADVICE_NORMAL);
+	st = fc_call(FAM_MSG_REGION_ADVISE, buf, sizeof buf, &call);
+	if (fc_check("advise", st))
+		printf("advised %s\n", argv[0]);
+	free(call.out);
+	return 1;
 }
 
 /* write/read OFF LEN SEED: a pattern out, or a pattern checked. */
@@ -692,6 +766,10 @@ fc_steps(char **argv, int argc)
 			}
 		} else if (strcmp(step, "lease") == 0)
 			fc_step_lease();
+		else if (strcmp(step, "adopt") == 0)
+			i += fc_step_adopt(argv + i, argc - i);
+		else if (strcmp(step, "advise") == 0)
+			i += fc_step_advise(argv + i, argc - i);
 		else if (strcmp(step, "write") == 0)
 			i += fc_step_rw(true, argv + i, argc - i);
 		else if (strcmp(step, "read") == 0)
@@ -943,6 +1021,126 @@ raw_write_req(int fd, uint64_t id, uint32_t region, uint64_t off,
 	raw_expect(fd, id, status, NULL, 0);
 }
 
+/* Reads a size from the environment (K, M suffixes), or def. */
+static uint64_t
+fc_env_size(const char *name, uint64_t def)
+{
+	const char *v = getenv(name);
+	char *end;
+	uint64_t n;
+
+	if (v == NULL || *v == '\0')
+		return def;
+	errno = 0;
+	n = strtoull(v, &end, 0);
+	if (errno != 0 || end == v)
+		fc_fail("%s: not a size: %s", name, v);
+	if (*end == 'K' || *end == 'k')
+		n <<= 10;
+	else if (*end == 'M' || *end == 'm')
+		n <<= 20;
+	return n;
+}
+
+/*
+ * flood: READs sent as fast as the daemon takes them and their answers
+ * left unread, as a client that floods would; then, on a line from stdin,
+ * every answer read and checked (each id once, full length, zeros).
+ * Prints what was sent and what was answered; fails on a wrong answer.
+ */
+static int
+fc_flood(void)
+{
+	uint64_t n = fc_env_size("FLOOD_N", 4096);
+	uint64_t len = fc_env_size("FLOOD_LEN", 256 << 10);
+	struct timeval tv = { 2, 0 };
+	uint8_t hbuf[FAM_PROTO_HDR_LEN], rbuf[FAM_READ_LEN];
+	uint8_t *seen, *data;
+	uint64_t sent = 0, answered = 0;
+	char line[64];
+	bool closed = false;
+	uint32_t r;
+	int fd;
+
+	if (n == 0 || n > (1u << 20) || len == 0 || len > (16u << 20))
+		fc_fail("FLOOD_N or FLOOD_LEN out of range");
+	seen = calloc(n, 1);
+	data = malloc(len);
+	if (seen == NULL || data == NULL)
+		abort();
+	fd = raw_session();
+	r = raw_create(fd, 2, len, 0, "", 0);
+	/* A send that cannot go on for 2 s: the daemon stopped taking. */
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+	for (sent = 0; sent < n; sent++) {
+		struct fam_rw m = { .region = r, .len = (uint32_t)len };
+		struct fam_hdr h = { .magic = FAM_PROTO_MAGIC,
+			.version = FAM_PROTO_VERSION, .type = FAM_MSG_READ,
+			.len = FAM_READ_LEN, .id = 100 + sent };
+		uint8_t frame[sizeof hbuf + sizeof rbuf];
+		size_t off = 0;
+
+		proto_put_hdr(frame, &h);
+		proto_put_read(frame + sizeof hbuf, &m);
+		while (off < sizeof frame) {
+			ssize_t w = send(fd, frame + off, sizeof frame - off,
+			    MSG_NOSIGNAL);
+
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) &&
+			    off == 0)
+				goto blocked;
+			if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+				continue; /* never leave half a frame */
+			if (w < 0)
+				fc_fail("send: %s", strerror(errno));
+			off += (size_t)w;
+		}
+	}
+blocked:
+	printf("flood: %" PRIu64 " requests of %" PRIu64 " bytes sent%s, "
+	    "answers unread\n", sent, len, sent < n ? " (then blocked)" : "");
+	fflush(stdout);
+	if (fgets(line, sizeof line, stdin) == NULL)
+		line[0] = '\0';
+	while (answered < sent) {
+		struct fam_hdr h;
+		uint64_t k;
+
+		if (raw_read(fd, hbuf, sizeof hbuf) != sizeof hbuf) {
+			closed = true;
+			break;
+		}
+		proto_get_hdr(hbuf, &h);
+		if (proto_check_hdr(&h, 0) < 0 || !(h.flags & FAM_F_RESPONSE))
+			fc_fail("malformed answer");
+		k = h.id - 100;
+		if (h.id < 100 || k >= sent || seen[k])
+			fc_fail("answer to id %" PRIu64 ", not asked or twice",
+			    h.id);
+		seen[k] = 1;
+		if (h.status != 0 || h.len != len)
+			fc_fail("answer %" PRIu64 ": status %s, %u bytes", h.id,
+			    fc_errname(h.status), h.len);
+		if (raw_read(fd, data, len) != len) {
+			closed = true;
+			break;
+		}
+		for (uint64_t i = 0; i < len; i++)
+			if (data[i] != 0)
+				fc_fail("answer %" PRIu64 ": wrong byte at %"
+				    PRIu64, h.id, i);
+		answered++;
+	}
+	printf("flood: %" PRIu64 " of %" PRIu64 " answered%s\n", answered,
+	    sent, closed ? "; the daemon closed the connection" : "");
+	free(seen);
+	free(data);
+	close(fd);
+	return 0;
+}
+
 /* Runs one attack; exits 1 if the daemon did not behave as specified. */
 static int
 fc_attack(const char *name)
@@ -1066,6 +1264,8 @@ fc_attack(const char *name)
 		raw_alive(fd2, 4);
 		raw_alive(fd, 3);
 		close(fd2);
+	} else if (strcmp(name, "flood") == 0) {
+		return fc_flood();
 	} else if (strcmp(name, "foreign-region") == 0) {
 		uint8_t body[FAM_REGION_FREE_LEN];
 		uint32_t r;

@@ -34,6 +34,10 @@
  *   align     posix_memalign, aligned_alloc, memalign, valloc, pvalloc
  *   many      COUNT large blocks held at once, then COUNT alloc/free pairs
  *   fork      fork+exec /bin/true; a child allocating its own blocks
+ *   passes    (only when named) one block, rewritten with a new pattern
+ *             and verified in passes, "pass N" printed after each, until
+ *             SIGUSR1; then one more pass: a driver changes things under
+ *             a program that keeps the same memory (and its data) all along
  * Prints "ok - what" per test; exits 1 at the first wrong byte or failure.
  */
 #include "config.h"
@@ -219,6 +223,51 @@ test_runs(void)
 	free(p);
 	printf("ok - runs: %zu MiB read front to back twice with chunks "
 	    "ahead touched first, verified\n", opt_size / MIB);
+}
+
+static volatile sig_atomic_t passes_stop;
+
+/* SIGUSR1 during `passes`: finish after one more pass. */
+static void
+passes_signal(int sig)
+{
+	(void)sig;
+	passes_stop = 1;
+}
+
+/*
+ * One block kept for the whole run: each pass checks the previous pass's
+ * pattern, writes a new one and checks it, until SIGUSR1, then once more.
+ */
+static void
+test_passes(void)
+{
+	size_t words = opt_size / 8;
+	uint64_t *p = xmalloc("passes", opt_size);
+	struct sigaction sa;
+	unsigned n = 0;
+	bool last = false;
+
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = passes_signal;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGUSR1, &sa, NULL) < 0)
+		FAIL("passes: sigaction: %s", strerror(errno));
+	check_kind("passes", p);
+	for (;;) {
+		if (n > 0)
+			check_words("passes (the previous pass)", p, 0, words,
+			    opt_seed + n - 1);
+		write_words(p, 0, words, opt_seed + n);
+		check_words("passes", p, 0, words, opt_seed + n);
+		printf("pass %u\n", ++n);
+		if (last)
+			break;
+		last = passes_stop != 0;
+	}
+	free(p);
+	printf("ok - passes: %u passes over %zu MiB, each verified twice\n", n,
+	    opt_size / MIB);
 }
 
 /* The greatest common divisor of a and b. */
@@ -648,6 +697,7 @@ static const struct {
 	{ "align", test_align },
 	{ "many", test_many },
 	{ "fork", test_fork },
+	{ "passes", test_passes }, /* last: only when named */
 };
 
 /* Parses a size with an optional K, M or G suffix. */
@@ -744,7 +794,7 @@ main(int argc, char **argv)
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (i = 0; i < sizeof tests / sizeof tests[0]; i++) {
-		bool run = optind == argc;
+		bool run = optind == argc && tests[i].fn != test_passes;
 
 		for (j = optind; j < argc; j++)
 			run |= strcmp(argv[j], tests[i].name) == 0;

@@ -7,6 +7,11 @@
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
 
 #include "famd.h"
 
@@ -246,6 +251,47 @@ START_TEST(test_oversized_request)
 }
 END_TEST
 
+/* A parse error quotes the request, whose bytes need not be UTF-8. */
+START_TEST(test_request_not_utf8_gets_parse_error)
+{
+	static const char line[] = "\"\\\xdd\xa7/\0000`\0";
+	char *out = admin_process(line, sizeof line - 1, &peer, false);
+	json_t *j, *err;
+
+	ck_assert_ptr_nonnull(out);
+	j = json_loads(out, 0, NULL);
+	ck_assert_msg(j != NULL, "answer is not JSON: %s", out);
+	err = json_object_get(j, "error");
+	ck_assert_int_eq(json_integer_value(json_object_get(err, "code")),
+	    ADMIN_ERR_PARSE);
+	ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(err,
+	    "message")), "parse error: invalid escape"));
+	json_decref(j);
+	free(out);
+}
+END_TEST
+
+START_TEST(test_error_message_not_utf8_made_ascii)
+{
+	char *s = admin_error_line(NULL, ADMIN_ERR_FAILED,
+	    "unknown key 'log_\377level' in [famd], caf\xc3\xa9");
+	json_t *j = json_loads(s, 0, NULL);
+
+	ck_assert_ptr_nonnull(j);
+	ck_assert_str_eq(json_string_value(json_object_get(json_object_get(j,
+	    "error"), "message")), "unknown key 'log_?level' in [famd], caf??");
+	json_decref(j);
+	free(s);
+	/* Valid UTF-8 is kept as it is. */
+	s = admin_error_line(NULL, ADMIN_ERR_FAILED, "caf\xc3\xa9");
+	j = json_loads(s, 0, NULL);
+	ck_assert_str_eq(json_string_value(json_object_get(json_object_get(j,
+	    "error"), "message")), "caf\xc3\xa9");
+	json_decref(j);
+	free(s);
+}
+END_TEST
+
 START_TEST(test_error_line_is_valid_json)
 {
 	char *s = admin_error_line(NULL, ADMIN_ERR_PARSE, "quote \" and \\");
@@ -257,6 +303,85 @@ START_TEST(test_error_line_is_valid_json)
 	    "error"), "message")), "quote \" and \\");
 	json_decref(j);
 	free(s);
+}
+END_TEST
+
+/*
+ * Sends text on a connection served by admin_client_add() (one end of a
+ * bufferevent pair), then EOF; returns the answer lines, joined.
+ */
+static char *
+converse(const char *text, uid_t uid)
+{
+	struct event_base *base = event_base_new();
+	struct admin_peer p = { .pid = 42, .uid = uid, .gid = uid };
+	struct bufferevent *pair[2];
+	struct evbuffer *in;
+	char *out;
+	size_t len;
+
+	ck_assert_ptr_nonnull(base);
+	ck_assert_int_eq(bufferevent_pair_new(base, BEV_OPT_DEFER_CALLBACKS,
+	    pair), 0);
+	ck_assert_int_eq(admin_client_add(pair[0], &p), 0);
+	ck_assert_uint_eq(admin_clients(), 1);
+	bufferevent_enable(pair[1], EV_READ | EV_WRITE);
+	bufferevent_write(pair[1], text, strlen(text));
+	bufferevent_flush(pair[1], EV_WRITE, BEV_FINISHED);
+	for (int i = 0; i < 100 && admin_clients() > 0; i++)
+		event_base_loop(base, EVLOOP_NONBLOCK);
+	ck_assert_uint_eq(admin_clients(), 0);
+	in = bufferevent_get_input(pair[1]);
+	len = evbuffer_get_length(in);
+	out = calloc(1, len + 1);
+	evbuffer_remove(in, out, len);
+	bufferevent_free(pair[1]);
+	event_base_free(base);
+	return out;
+}
+
+START_TEST(test_connection_answers_each_line_then_closes_at_eof)
+{
+	char *out = converse("\r\n\n{\"jsonrpc\":\"2.0\",\"method\":"
+	    "\"echo\",\"params\":{\"text\":\"one\"},\"id\":1}\r\n"
+	    "{\"jsonrpc\":\"2.0\",\"method\":\"change\",\"id\":2}\n"
+	    "{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"params\":"
+	    "{\"text\":\"unterminated\"},\"id\":3}", 1000);
+	char *second = strchr(out, '\n') + 1;
+	json_t *a, *b;
+
+	/* Blank lines are skipped; the last line, with no newline, is not. */
+	ck_assert_ptr_nonnull(second);
+	ck_assert_ptr_null(strstr(out, "unterminated"));
+	a = json_loadb(out, (size_t)(second - out), 0, NULL);
+	b = json_loads(second, 0, NULL);
+	ck_assert_ptr_nonnull(a);
+	ck_assert_ptr_nonnull(b);
+	ck_assert_int_eq(json_integer_value(json_object_get(a, "id")), 1);
+	ck_assert_str_eq(json_string_value(json_object_get(json_object_get(a,
+	    "result"), "text")), "one");
+	/* uid 1000 is neither root nor famd's user (unless it runs as 1000). */
+	if (geteuid() != 1000)
+		ck_assert_int_eq(json_integer_value(json_object_get(
+		    json_object_get(b, "error"), "code")),
+		    ADMIN_ERR_PERMISSION);
+	ck_assert_int_eq(echo_calls, 1);
+	json_decref(a);
+	json_decref(b);
+	free(out);
+}
+END_TEST
+
+START_TEST(test_connection_of_famd_user_may_change)
+{
+	char *out = converse("{\"jsonrpc\":\"2.0\",\"method\":\"change\","
+	    "\"id\":1}\n", geteuid());
+	json_t *j = json_loads(out, 0, NULL);
+
+	ck_assert(json_is_true(json_object_get(json_object_get(j, "result"),
+	    "changed")));
+	json_decref(j);
+	free(out);
 }
 END_TEST
 
@@ -280,6 +405,14 @@ admin_suite(void)
 	tcase_add_test(t, test_null_id_answered_with_null);
 	tcase_add_test(t, test_oversized_request);
 	tcase_add_test(t, test_error_line_is_valid_json);
+	tcase_add_test(t, test_request_not_utf8_gets_parse_error);
+	tcase_add_test(t, test_error_message_not_utf8_made_ascii);
+	suite_add_tcase(s, t);
+
+	t = tcase_create("connection");
+	tcase_add_checked_fixture(t, setup, NULL);
+	tcase_add_test(t, test_connection_answers_each_line_then_closes_at_eof);
+	tcase_add_test(t, test_connection_of_famd_user_may_change);
 	suite_add_tcase(s, t);
 	return s;
 }

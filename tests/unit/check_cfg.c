@@ -488,6 +488,50 @@ START_TEST(test_error_watermarks_crossed)
 }
 END_TEST
 
+/* A value famd could not show in config.show or send in its hello. */
+START_TEST(test_error_value_not_utf8)
+{
+	assert_one_error("[famd]\nrole = memory\nnode_name = h\xf4te\n",
+	    ":3: [famd] node_name: not valid UTF-8");
+	assert_one_error("[famd]\nrole = memory\nadmin_socket = /run/\xff\n",
+	    ":3: [famd] admin_socket: not valid UTF-8");
+}
+END_TEST
+
+START_TEST(test_load_from_a_stream)
+{
+	char bad[] = "[famd]\nrole = memory\n[memory]\ncapacity = 2G\n"
+	    "listen = nohost\n";
+	char good[] = "[famd]\nrole = memory\n[memory]\ncapacity = 2G\n";
+	char *o[] = { "memory.listen=127.0.0.1:0" };
+	struct cfg cfg;
+	struct cfg_errors errs = { 0 };
+	FILE *f = fmemopen(bad, strlen(bad), "r");
+
+	/* Errors name the file as the caller does. */
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_lt(cfg_load_file(&cfg, f, "stream.conf", NULL, 0,
+	    &errs), 0);
+	fclose(f);
+	ck_assert_uint_eq(errs.count, 1);
+	ck_assert_ptr_nonnull(strstr(errs.msg[0], "stream.conf:5:"));
+	cfg_errors_free(&errs);
+	cfg_free(&cfg);
+
+	/* Overrides apply after the stream, defaults after them. */
+	f = fmemopen(good, strlen(good), "r");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(cfg_load_file(&cfg, f, "stream.conf", o, 1, &errs),
+	    0);
+	fclose(f);
+	ck_assert_str_eq(cfg.path, "stream.conf");
+	ck_assert_int_eq(cfg_int(&cfg, CFG_MEMORY_CAPACITY), 2ll << 30);
+	ck_assert_str_eq(cfg_str(&cfg, CFG_MEMORY_LISTEN), "127.0.0.1:0");
+	ck_assert(!cfg.v[CFG_MEMORY_SESSION_GRACE].set);
+	cfg_free(&cfg);
+}
+END_TEST
+
 static Suite *
 cfg_suite(void)
 {
@@ -505,6 +549,7 @@ cfg_suite(void)
 	tcase_add_test(t, test_durations_and_units);
 	tcase_add_test(t, test_overrides);
 	tcase_add_test(t, test_to_json);
+	tcase_add_test(t, test_load_from_a_stream);
 	suite_add_tcase(s, t);
 
 	t = tcase_create("bad_input");
@@ -516,6 +561,7 @@ cfg_suite(void)
 	tcase_add_test(t, test_error_duration_malformed_and_range);
 	tcase_add_test(t, test_error_path_not_absolute);
 	tcase_add_test(t, test_error_string_too_long_or_control);
+	tcase_add_test(t, test_error_value_not_utf8);
 	tcase_add_test(t, test_error_duplicate_key);
 	tcase_add_test(t, test_error_key_outside_section);
 	tcase_add_test(t, test_error_line_without_equals);

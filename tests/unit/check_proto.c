@@ -353,6 +353,35 @@ START_TEST(test_hello_control_characters_in_node_rejected)
 }
 END_TEST
 
+/* A node name that is not UTF-8 would vanish from famctl's JSON. */
+START_TEST(test_hello_node_name_not_utf8_rejected)
+{
+	uint8_t buf[FAM_HELLO_LEN];
+	struct fam_hello m;
+	uint8_t rbuf[FAM_HELLO_RESP_LEN];
+	struct fam_hello_resp r = { .role = FAM_WIRE_ROLE_MEMORY }, rout;
+
+	hello_bytes(buf);
+	buf[17] = 0xff;
+	ck_assert_int_eq(proto_get_hello(buf, sizeof buf, &m), -EPROTO);
+	hello_bytes(buf);
+	buf[17] = 0xc3; /* a sequence cut short by the padding */
+	ck_assert_int_eq(proto_get_hello(buf, sizeof buf, &m), -EPROTO);
+	hello_bytes(buf);
+	memcpy(buf + 16, "n\xc3\xa9", 3); /* U+00E9: fine */
+	ck_assert_int_eq(proto_get_hello(buf, sizeof buf, &m), 0);
+	ck_assert_str_eq(m.node, "n\xc3\xa9");
+	/* The secret is not text: any byte but NUL may be in it. */
+	hello_bytes(buf);
+	buf[16 + FAM_NAME_MAX] = 0xff;
+	ck_assert_int_eq(proto_get_hello(buf, sizeof buf, &m), 0);
+	strcpy(r.node, "mem\x80");
+	proto_put_hello_resp(rbuf, &r);
+	ck_assert_int_eq(proto_get_hello_resp(rbuf, sizeof rbuf, &rout),
+	    -EPROTO);
+}
+END_TEST
+
 START_TEST(test_hello_empty_node_rejected)
 {
 	uint8_t buf[FAM_HELLO_LEN];
@@ -471,15 +500,17 @@ START_TEST(test_region_create_lengths_past_payload_rejected)
 }
 END_TEST
 
-START_TEST(test_region_create_reserved_set_rejected)
+START_TEST(test_region_create_place_round_trip)
 {
+	struct fam_region_create m = { .size = 4096,
+		.place = 0x1122334455667788ull }, out;
 	uint8_t buf[2048];
 	size_t len;
-	struct fam_region_create m;
 
-	len = create_bytes(buf, 4096, 0, 0, 0, "", "");
-	buf[23] = 1;
-	ck_assert_int_eq(proto_get_region_create(buf, len, &m), -EPROTO);
+	len = proto_put_region_create(buf, sizeof buf, &m);
+	ck_assert_uint_eq(buf[16], 0x11);
+	ck_assert_int_eq(proto_get_region_create(buf, len, &out), 0);
+	ck_assert_uint_eq(out.place, m.place);
 }
 END_TEST
 
@@ -535,6 +566,47 @@ START_TEST(test_region_create_nul_or_control_in_name_refused)
 }
 END_TEST
 
+START_TEST(test_region_create_name_or_path_not_utf8_refused)
+{
+	uint8_t buf[2048];
+	size_t len;
+	struct fam_region_create m;
+
+	len = create_bytes(buf, 4096, FAM_RF_PERSISTENT, 4, 0, "kep\xff", "");
+	ck_assert_int_eq(proto_get_region_create(buf, len, &m), -EINVAL);
+	len = create_bytes(buf, 0, FAM_RF_FILE, 0, 5, "", "a/\xed\xa0\x80");
+	ck_assert_int_eq(proto_get_region_create(buf, len, &m), -EINVAL);
+	len = create_bytes(buf, 0, FAM_RF_FILE, 0, 4, "", "\xe2\x82\xac!");
+	ck_assert_int_eq(proto_get_region_create(buf, len, &m), 0);
+}
+END_TEST
+
+START_TEST(test_utf8_validation)
+{
+	static const struct {
+		const char *s;
+		bool ok;
+	} cases[] = {
+		{ "plain ascii", true },
+		{ "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", true },
+		{ "\xc3", false },                 /* cut short */
+		{ "\xa9", false },                 /* a stray continuation */
+		{ "\xc3(", false },                /* a missing continuation */
+		{ "\xc0\xaf", false },             /* overlong '/' */
+		{ "\xe0\x80\xaf", false },         /* overlong '/' */
+		{ "\xf0\x80\x80\xaf", false },     /* overlong '/' */
+		{ "\xed\xa0\x80", false },         /* a surrogate */
+		{ "\xf4\x90\x80\x80", false },     /* past U+10FFFF */
+		{ "\xf8\x88\x80\x80\x80", false }, /* five bytes */
+		{ "\xef\xbf\xbf\xf4\x8f\xbf\xbf", true }, /* U+FFFF, U+10FFFF */
+	};
+
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+		ck_assert_msg(proto_utf8_valid(cases[i].s, strlen(cases[i].s)) ==
+		    cases[i].ok, "case %zu", i);
+}
+END_TEST
+
 START_TEST(test_region_info_round_trip)
 {
 	struct fam_region_info m = { .region = 9, .rkey = 0x1234,
@@ -550,6 +622,135 @@ START_TEST(test_region_info_round_trip)
 	ck_assert_uint_eq(out.addr, m.addr);
 	ck_assert_uint_eq(out.flags, FAM_RF_PERSISTENT);
 	ck_assert_uint_eq(out.length, 2000001);
+	ck_assert_uint_eq(out.key, 0);
+	ck_assert_uint_eq(out.mem_instance, 0);
+	ck_assert_uint_eq(out.mem_region, 0);
+}
+END_TEST
+
+START_TEST(test_region_info_key_apart_from_lease_rkey)
+{
+	struct fam_region_info m = { .region = 9, .rkey = 0x1234,
+		.size = 4096, .key = 0x89abcdef, .length = 4096 }, out;
+	uint8_t buf[FAM_REGION_INFO_LEN];
+
+	proto_put_region_info(buf, &m);
+	/* The key sits where the reserved word was, the rkey stays put. */
+	ck_assert_uint_eq(buf[28], 0x89);
+	ck_assert_uint_eq(buf[31], 0xef);
+	ck_assert_uint_eq(buf[7], 0x34);
+	ck_assert_int_eq(proto_get_region_info(buf, sizeof buf, &out), 0);
+	ck_assert_uint_eq(out.key, 0x89abcdef);
+	ck_assert_uint_eq(out.rkey, 0x1234);
+	ck_assert_uint_eq(out.length, 4096);
+}
+END_TEST
+
+START_TEST(test_region_info_from_dpu_round_trip)
+{
+	struct fam_region_info m = { .region = 3, .size = 65536,
+		.length = 60000, .mem_instance = 0xfeedfacecafebeefull,
+		.mem_region = 12, .mem_key = 0xabcdef01 }, out;
+	uint8_t buf[FAM_REGION_INFO_LEN];
+
+	proto_put_region_info(buf, &m);
+	ck_assert_int_eq(proto_get_region_info(buf, sizeof buf, &out), 0);
+	ck_assert_uint_eq(out.mem_instance, m.mem_instance);
+	ck_assert_uint_eq(out.mem_region, 12);
+	ck_assert_uint_eq(out.mem_key, 0xabcdef01);
+	ck_assert_uint_eq(out.length, 60000);
+	ck_assert_uint_eq(out.key, 0);
+}
+END_TEST
+
+START_TEST(test_region_info_half_memory_location_rejected)
+{
+	struct fam_region_info m = { .region = 3, .size = 65536,
+		.mem_instance = 5 }, out;
+	uint8_t buf[FAM_REGION_INFO_LEN];
+
+	proto_put_region_info(buf, &m);
+	ck_assert_int_eq(proto_get_region_info(buf, sizeof buf, &out), -EPROTO);
+	m.mem_instance = 0;
+	m.mem_region = 4;
+	proto_put_region_info(buf, &m);
+	ck_assert_int_eq(proto_get_region_info(buf, sizeof buf, &out), -EPROTO);
+	m.mem_region = 0;
+	m.mem_key = 9;
+	proto_put_region_info(buf, &m);
+	ck_assert_int_eq(proto_get_region_info(buf, sizeof buf, &out), -EPROTO);
+}
+END_TEST
+
+START_TEST(test_region_adopt_round_trip)
+{
+	struct fam_region_adopt m = { .instance = 0x0102030405060708ull,
+		.region = 77, .key = 0xdeadbeef, .flags = FAM_ADOPT_EXCLUSIVE },
+		out;
+	uint8_t buf[FAM_REGION_ADOPT_LEN];
+
+	ck_assert_uint_eq(proto_put_region_adopt(buf, &m),
+	    FAM_REGION_ADOPT_LEN);
+	ck_assert_uint_eq(buf[0], 0x01);
+	ck_assert_int_eq(proto_get_region_adopt(buf, sizeof buf, &out), 0);
+	ck_assert_uint_eq(out.instance, m.instance);
+	ck_assert_uint_eq(out.region, 77);
+	ck_assert_uint_eq(out.key, 0xdeadbeef);
+	ck_assert_uint_eq(out.flags, FAM_ADOPT_EXCLUSIVE);
+}
+END_TEST
+
+START_TEST(test_region_adopt_malformed_or_bad_refused)
+{
+	struct fam_region_adopt m = { .region = 1 }, out;
+	uint8_t buf[FAM_REGION_ADOPT_LEN];
+
+	proto_put_region_adopt(buf, &m);
+	ck_assert_int_eq(proto_get_region_adopt(buf, 23, &out), -EPROTO);
+	buf[23] = 1;
+	ck_assert_int_eq(proto_get_region_adopt(buf, sizeof buf, &out),
+	    -EPROTO);
+	m.flags = 0x10;
+	proto_put_region_adopt(buf, &m);
+	ck_assert_int_eq(proto_get_region_adopt(buf, sizeof buf, &out),
+	    -EINVAL);
+	m.flags = 0;
+	m.region = 0;
+	proto_put_region_adopt(buf, &m);
+	ck_assert_int_eq(proto_get_region_adopt(buf, sizeof buf, &out),
+	    -EINVAL);
+}
+END_TEST
+
+START_TEST(test_region_advise_round_trip_and_unknown_advice_refused)
+{
+	uint8_t buf[FAM_REGION_ADVISE_LEN];
+	uint32_t region, advice;
+
+	proto_put_region_advise(buf, 5, FAM_ADVICE_STATIC);
+	ck_assert_int_eq(proto_get_region_advise(buf, sizeof buf, &region,
+	    &advice), 0);
+	ck_assert_uint_eq(region, 5);
+	ck_assert_uint_eq(advice, FAM_ADVICE_STATIC);
+	ck_assert_int_eq(proto_get_region_advise(buf, 7, &region, &advice),
+	    -EPROTO);
+	proto_put_region_advise(buf, 5, FAM_ADVICE_MAX + 1);
+	ck_assert_int_eq(proto_get_region_advise(buf, sizeof buf, &region,
+	    &advice), -EINVAL);
+}
+END_TEST
+
+START_TEST(test_background_flag_only_on_read_write_requests)
+{
+	struct fam_hdr h = hdr(FAM_MSG_READ, FAM_F_BACKGROUND, FAM_READ_LEN);
+
+	ck_assert_int_eq(proto_check_hdr(&h, 0), 0);
+	h = hdr(FAM_MSG_WRITE, FAM_F_BACKGROUND, FAM_WRITE_HDR_LEN + 64);
+	ck_assert_int_eq(proto_check_hdr(&h, 0), 0);
+	h = hdr(FAM_MSG_REGION_CREATE, FAM_F_BACKGROUND, FAM_REGION_CREATE_MIN);
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+	h = hdr(FAM_MSG_READ, FAM_F_BACKGROUND | FAM_F_RESPONSE, 64);
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
 }
 END_TEST
 
@@ -561,7 +762,7 @@ START_TEST(test_region_info_malformed_rejected)
 	proto_put_region_info(buf, &m);
 	ck_assert_int_eq(proto_get_region_info(buf, sizeof buf - 1, &out),
 	    -EPROTO);
-	buf[31] = 1;
+	buf[32] = 1; /* the length's top byte */
 	ck_assert_int_eq(proto_get_region_info(buf, sizeof buf, &out), -EPROTO);
 	/* More content than room. */
 	m.length = 4097;
@@ -727,10 +928,52 @@ START_TEST(test_secret_compare)
 }
 END_TEST
 
+START_TEST(test_message_types_have_distinct_wire_numbers_and_names)
+{
+	/* On the wire: a peer of another build must read the same numbers. */
+	ck_assert_int_eq(FAM_MSG_REGION_LEASE, 7);
+	ck_assert_int_eq(FAM_MSG_REGION_ADOPT, 8);
+	ck_assert_int_eq(FAM_MSG_REGION_ADVISE, 9);
+	ck_assert_int_eq(FAM_MSG_TYPE_MAX, 9);
+	for (unsigned a = 1; a <= FAM_MSG_TYPE_MAX; a++) {
+		ck_assert_str_ne(proto_type_name(a), "unknown");
+		for (unsigned b = a + 1; b <= FAM_MSG_TYPE_MAX; b++)
+			ck_assert_str_ne(proto_type_name(a),
+			    proto_type_name(b));
+	}
+}
+END_TEST
+
+START_TEST(test_lease_adopt_advise_lengths_checked)
+{
+	struct fam_hdr h = hdr(FAM_MSG_REGION_LEASE, 0, FAM_REGION_LEASE_LEN);
+
+	ck_assert_int_eq(proto_check_hdr(&h, 0), 0);
+	h.len = FAM_REGION_ADOPT_LEN;
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+	h = hdr(FAM_MSG_REGION_ADOPT, 0, FAM_REGION_ADOPT_LEN);
+	ck_assert_int_eq(proto_check_hdr(&h, 0), 0);
+	h.len = FAM_REGION_LEASE_LEN;
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+	h = hdr(FAM_MSG_REGION_ADOPT, FAM_F_RESPONSE, FAM_REGION_INFO_LEN);
+	ck_assert_int_eq(proto_check_hdr(&h, 0), 0);
+	h = hdr(FAM_MSG_REGION_LEASE, FAM_F_RESPONSE, FAM_REGION_INFO_LEN - 16);
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+	h = hdr(FAM_MSG_REGION_ADVISE, 0, FAM_REGION_ADVISE_LEN);
+	ck_assert_int_eq(proto_check_hdr(&h, 0), 0);
+	h = hdr(FAM_MSG_REGION_ADVISE, FAM_F_RESPONSE, 8);
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+}
+END_TEST
+
 START_TEST(test_type_names)
 {
 	ck_assert_str_eq(proto_type_name(FAM_MSG_HELLO), "hello");
 	ck_assert_str_eq(proto_type_name(FAM_MSG_WRITE), "write");
+	ck_assert_str_eq(proto_type_name(FAM_MSG_REGION_LEASE), "region_lease");
+	ck_assert_str_eq(proto_type_name(FAM_MSG_REGION_ADOPT), "region_adopt");
+	ck_assert_str_eq(proto_type_name(FAM_MSG_REGION_ADVISE),
+	    "region_advise");
 	ck_assert_str_eq(proto_type_name(0), "unknown");
 	ck_assert_str_eq(proto_type_name(200), "unknown");
 }
@@ -757,6 +1000,7 @@ proto_suite(void)
 	tcase_add_test(t, test_request_with_status_rejected);
 	tcase_add_test(t, test_negative_or_huge_status_rejected);
 	tcase_add_test(t, test_error_response_with_payload_rejected);
+	tcase_add_test(t, test_background_flag_only_on_read_write_requests);
 	suite_add_tcase(s, t);
 
 	t = tcase_create("payloads");
@@ -769,18 +1013,26 @@ proto_suite(void)
 	tcase_add_test(t, test_hello_bytes_smuggled_after_secret_nul_rejected);
 	tcase_add_test(t, test_hello_control_characters_in_node_rejected);
 	tcase_add_test(t, test_hello_empty_node_rejected);
+	tcase_add_test(t, test_hello_node_name_not_utf8_rejected);
 	tcase_add_test(t, test_hello_resp_round_trip);
 	tcase_add_test(t, test_region_create_round_trip);
 	tcase_add_test(t, test_region_create_longest_name_and_path_round_trip);
 	tcase_add_test(t, test_region_create_name_length_over_max_rejected);
 	tcase_add_test(t, test_region_create_path_length_over_max_rejected);
 	tcase_add_test(t, test_region_create_lengths_past_payload_rejected);
-	tcase_add_test(t, test_region_create_reserved_set_rejected);
+	tcase_add_test(t, test_region_create_place_round_trip);
 	tcase_add_test(t, test_region_create_unknown_flags_refused);
 	tcase_add_test(t, test_region_create_inconsistent_fields_refused);
 	tcase_add_test(t, test_region_create_nul_or_control_in_name_refused);
+	tcase_add_test(t, test_region_create_name_or_path_not_utf8_refused);
 	tcase_add_test(t, test_region_info_round_trip);
 	tcase_add_test(t, test_region_info_malformed_rejected);
+	tcase_add_test(t, test_region_info_key_apart_from_lease_rkey);
+	tcase_add_test(t, test_region_info_from_dpu_round_trip);
+	tcase_add_test(t, test_region_info_half_memory_location_rejected);
+	tcase_add_test(t, test_region_adopt_round_trip);
+	tcase_add_test(t, test_region_adopt_malformed_or_bad_refused);
+	tcase_add_test(t, test_region_advise_round_trip_and_unknown_advice_refused);
 	tcase_add_test(t, test_region_free_round_trip);
 	tcase_add_test(t, test_region_free_reserved_set_rejected);
 	tcase_add_test(t, test_read_round_trip);
@@ -796,6 +1048,9 @@ proto_suite(void)
 	t = tcase_create("misc");
 	tcase_add_test(t, test_secret_compare);
 	tcase_add_test(t, test_type_names);
+	tcase_add_test(t, test_message_types_have_distinct_wire_numbers_and_names);
+	tcase_add_test(t, test_lease_adopt_advise_lengths_checked);
+	tcase_add_test(t, test_utf8_validation);
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -48,6 +48,7 @@ static struct {
 	int closed_err;
 	uint64_t bad_frames;
 	bool closed_inside_api;
+	unsigned background;    /* requests that carried FAM_F_BACKGROUND */
 } srv;
 
 /* The active end. */
@@ -112,6 +113,18 @@ static void
 srv_request(struct fam_conn *c, const struct fam_hdr *h,
     const uint8_t *payload, void *arg)
 {
+	if (h->flags & FAM_F_BACKGROUND)
+		srv.background++;
+	if (h->type == FAM_MSG_READ && !srv.hold_requests) {
+		static uint8_t zeros[4096];
+		struct fam_rw m;
+
+		ck_assert_int_eq(proto_get_read(payload, h->len, &m), 0);
+		ck_assert_uint_le(m.len, sizeof zeros);
+		ck_assert_int_eq(fam_conn_reply(c, h, 0, zeros, m.len, true,
+		    NULL, NULL), 0);
+		return;
+	}
 	if (srv.hold_requests) {
 		ck_assert_int_lt(srv.nheld, MAX_HELD);
 		srv.held[srv.nheld++] = *h;
@@ -832,6 +845,37 @@ START_TEST(test_reads_and_writes_go_to_request_without_resolve)
 }
 END_TEST
 
+START_TEST(test_background_flag_reaches_the_request_handler)
+{
+	struct fam_remote r = { .region = 1, .size = MEM_SIZE };
+	static uint8_t src[4096], dst[4096];
+
+	srv.no_resolve = true;
+	start_pair(2000, 0);
+	ck_assert_int_eq(fam_conn_writef(cli.c, &r, 0, sizeof src, src, NULL,
+	    FAM_F_BACKGROUND, cli_done, (void *)0), 0);
+	ck_assert_int_eq(fam_conn_readf(cli.c, &r, 0, 16, dst, NULL, 0,
+	    cli_done, (void *)1), 0);
+	ck_assert_int_eq(fam_conn_readf(cli.c, &r, 0, 64, dst, NULL,
+	    FAM_F_BACKGROUND, cli_done, (void *)2), 0);
+	ck_assert_int_eq(fam_conn_readf(cli.c, &r, 0, 64, dst, NULL, 0x4,
+	    cli_done, (void *)3), -EINVAL);
+	/* Put on the wire inside the call: no callback may run in it. */
+	cli.in_api = true;
+	ck_assert_int_eq(fam_conn_flush(cli.c), 0);
+	cli.in_api = false;
+	ck_assert(!cli.closed_inside_api);
+	want_done = 1;
+	ck_assert(run_until(p_done, 2000));
+	ck_assert_int_eq(cli.status[0], 0);
+	want_done = 3;
+	run_until(p_done, 500);
+	ck_assert_uint_eq(srv.background, 2);
+	ck_assert_uint_eq(fam_conn_stats(srv.c)->reads, 2);
+	ck_assert_uint_eq(fam_conn_stats(srv.c)->bad_frames, 0);
+}
+END_TEST
+
 START_TEST(test_api_misuse_returns_errors)
 {
 	struct fam_remote r = { .region = 1, .size = 8192 };
@@ -1225,6 +1269,7 @@ transport_suite(void)
 	tcase_add_test(t, test_connection_refused_reported_once);
 	tcase_add_test(t, test_resolve_errors_answered_and_stream_stays_in_sync);
 	tcase_add_test(t, test_reads_and_writes_go_to_request_without_resolve);
+	tcase_add_test(t, test_background_flag_reaches_the_request_handler);
 	tcase_add_test(t, test_api_misuse_returns_errors);
 	tcase_add_test(t, test_connect_without_node_name_refused_at_once);
 	tcase_add_test(t, test_unknown_response_id_closes_that_connection);
