@@ -551,12 +551,21 @@ alloc_stripe_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 	if (status == 0 && proto_get_region_info(payload, len, &info) < 0)
 		status = -EPROTO;
 	if (status < 0) {
-		if (cl->pending_err == 0)
-			cl->pending_err = -status;
-		if (!cl->dead)
-			log_info("session pid %ld: memory node %s refused a "
-			    "region: %s", (long)cl->pid, s->node->addr,
-			    strerror(-status));
+		if (s->path == SP_DPU && !cl->alloc_again &&
+		    (status == -ECONNRESET || status == -ENOTCONN)) {
+			cl->pending_dpu_lost = true; /* asked again below */
+			if (!cl->dead)
+				log_info("session pid %ld: the dpu was lost "
+				    "with a region's creation; asking again",
+				    (long)cl->pid);
+		} else {
+			if (cl->pending_err == 0)
+				cl->pending_err = -status;
+			if (!cl->dead)
+				log_info("session pid %ld: memory node %s "
+				    "refused a region: %s", (long)cl->pid,
+				    s->node->addr, strerror(-status));
+		}
 	} else if (s->path == SP_DPU && info.mem_instance != 0) {
 		/* Through our dpu: it says where the region lives. */
 		struct host *h = cl->h;
@@ -596,6 +605,23 @@ alloc_stripe_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 		r->dying = false;
 		host_region_free(r);
 		return;
+	}
+	if (cl->pending_dpu_lost && cl->pending_err == 0) {
+		/*
+		 * The dpu went down with the request: ask once more, as an
+		 * ALLOC made while it is down (fallback = direct: to the
+		 * memory nodes; none: once it is back, op_timeout at most),
+		 * from the next tick (host_session_retry), when the host
+		 * knows the dpu is lost. What the dpu may have made goes
+		 * with its session on the memory node.
+		 */
+		cl->pending_dpu_lost = false;
+		cl->alloc_again = true;
+		cl->pending_region = NULL;
+		host_region_free(r);
+		cl->waits_dpu = true;
+		cl->wait_since = mono_ns();
+		return; /* cl->busy: later requests wait */
 	}
 	cl->refs++; /* alloc_finish() may end the session */
 	alloc_finish(cl);
@@ -664,6 +690,7 @@ session_alloc(struct host_client *cl)
 	r->nstripes = nstripes;
 	cl->pending_region = r;
 	cl->pending_err = 0;
+	cl->pending_dpu_lost = false;
 	cl->pending_calls = 0;
 	cl->busy = true;
 	for (unsigned i = 0; i < nstripes; i++) {
@@ -812,7 +839,10 @@ session_dispatch(struct host_client *cl)
 	switch (m->type) {
 	case FAM_S_HELLO: rc = session_hello(cl); break;
 	case FAM_S_UFFD: rc = session_uffd(cl); break;
-	case FAM_S_ALLOC: rc = session_alloc(cl); break;
+	case FAM_S_ALLOC:
+		cl->alloc_again = false;
+		rc = session_alloc(cl);
+		break;
 	case FAM_S_MAP: rc = session_map(cl); break;
 	case FAM_S_FREE: rc = session_free(cl); break;
 	case FAM_S_STAT: rc = session_stat(cl); break;

@@ -187,6 +187,8 @@ struct host_client {
 	bool busy;          /* a request is being served asynchronously */
 	bool waits_dpu;     /* an ALLOC waits for the dpu (fallback none) */
 	uint64_t wait_since; /* ... since */
+	bool pending_dpu_lost; /* a REGION_CREATE went down with the dpu */
+	bool alloc_again;   /* this ALLOC was asked again once for that */
 	struct region *pending_region;
 	unsigned pending_calls;
 	int pending_err;

@@ -129,3 +129,22 @@ DPU_PID=$FAMD_PID
 wait "$ft" || fail "famtest across a dpu restart with fallback = none: $(tail -3 "$T/f5.out")"
 [ "$(hc ops_direct)" = "$direct" ] || fail "fallback = none went direct"
 pass "fallback = none: requests (allocations too) wait out a dpu restart; nothing goes direct, nothing is lost"
+
+# An allocation out at the dpu when it dies is asked again (with fallback =
+# none: once the dpu is back), not refused.
+wait_until 10 host_nodes_up host || fail "the host did not reconnect to the dpu"
+kill -STOP "$DPU_PID"
+shim "$FAMTEST" -f -s 16M seq >"$T/f6.out" 2>&1 &
+ft=$!
+has_client() { ctl host status -j | jq -e '.programs.sessions > 0' >/dev/null; }
+wait_until 10 has_client || fail "famtest has no session"
+sleep 0.5
+kill -KILL "$DPU_PID"
+wait "$DPU_PID" 2>/dev/null
+start_famd dpu "$T/dpu.conf" -o dpu.listen="$DPU_ADDR"
+DPU_PID=$FAMD_PID
+wait "$ft" || fail "famtest with its allocation lost with the dpu: $(tail -3 "$T/f6.out")"
+grep -q "the dpu was lost with a region's creation; asking again" "$T/host.log" ||
+	fail "the allocation was not out at the dpu when it died"
+[ "$(hc ops_direct)" = "$direct" ] || fail "fallback = none went direct"
+pass "an allocation out at the dpu when it died is asked again once the dpu is back"
