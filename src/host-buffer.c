@@ -81,15 +81,13 @@ host_buffer_init(struct host *h, uint64_t buffer_size, char **cause)
 	h->nfree = h->nframes;
 
 	h->staging = host_numa_alloc(h, (size_t)nstaging * h->chunk);
-	h->staging_free = calloc(nstaging, sizeof *h->staging_free);
+	h->staging_busy = calloc((nstaging + 63) / 64, sizeof *h->staging_busy);
 	h->zero = host_numa_alloc(h, h->chunk);
-	if (h->staging == NULL || h->staging_free == NULL || h->zero == NULL) {
+	if (h->staging == NULL || h->staging_busy == NULL || h->zero == NULL) {
 		*cause = xasprintf("cannot allocate %u staging buffers of %llu "
 		    "bytes", nstaging, (unsigned long long)h->chunk);
 		return -1;
 	}
-	for (unsigned i = 0; i < nstaging; i++)
-		h->staging_free[i] = h->staging + (size_t)i * h->chunk;
 	h->nstaging = h->nstaging_free = nstaging;
 	return 0;
 }
@@ -102,13 +100,74 @@ host_buffer_fini(struct host *h)
 		host_numa_free(h->staging, (size_t)h->nstaging * h->chunk);
 	if (h->zero != NULL)
 		host_numa_free(h->zero, h->chunk);
-	free(h->staging_free);
+	free(h->staging_busy);
 	free(h->frames);
 	free(h->free_frames);
 	h->staging = h->zero = NULL;
-	h->staging_free = NULL;
+	h->staging_busy = NULL;
 	h->frames = NULL;
 	h->free_frames = NULL;
+}
+
+/* Returns true if staging slot i is taken. */
+static bool
+staging_busy(const struct host *h, unsigned i)
+{
+	return (h->staging_busy[i / 64] >> (i % 64)) & 1;
+}
+
+/*
+ * Takes up to *n contiguous staging slots (at least one): the first run of
+ * *n free slots, else the longest shorter one; a single slot is taken from
+ * the top, so that lone reads leave the long runs below them alone. Sets
+ * *n to the slots taken; NULL when none is free.
+ */
+uint8_t *
+host_staging_get(struct host *h, unsigned *n)
+{
+	unsigned want = *n, best = 0, best_len = 0;
+
+	if (h->nstaging_free == 0 || want == 0)
+		return NULL;
+	if (want == 1) {
+		for (unsigned i = h->nstaging; i-- > 0;)
+			if (!staging_busy(h, i)) {
+				best = i;
+				best_len = 1;
+				break;
+			}
+	} else {
+		for (unsigned i = 0; i < h->nstaging && best_len < want;) {
+			unsigned j = i;
+
+			while (j < h->nstaging && j - i < want &&
+			    !staging_busy(h, j))
+				j++;
+			if (j - i > best_len) {
+				best = i;
+				best_len = j - i;
+			}
+			i = j == i ? i + 1 : j;
+		}
+	}
+	if (best_len == 0)
+		return NULL;
+	for (unsigned i = best; i < best + best_len; i++)
+		h->staging_busy[i / 64] |= (uint64_t)1 << (i % 64);
+	h->nstaging_free -= best_len;
+	*n = best_len;
+	return h->staging + ((size_t)best << h->chunk_shift);
+}
+
+/* Gives back n staging slots from p, taken by host_staging_get(). */
+void
+host_staging_put(struct host *h, uint8_t *p, unsigned n)
+{
+	unsigned first = (unsigned)((size_t)(p - h->staging) >> h->chunk_shift);
+
+	for (unsigned i = first; i < first + n; i++)
+		h->staging_busy[i / 64] &= ~((uint64_t)1 << (i % 64));
+	h->nstaging_free += n;
 }
 
 /* Takes a free frame; -1 when the buffer is full. */
@@ -132,14 +191,55 @@ host_frame_put(struct host *h, uint32_t frame)
 	h->used--;
 }
 
-/* Punches chunk c of r out of its memfd (and the program's page tables). */
+/* Punches n chunks of r from c out of its memfd (and the page tables). */
+static void
+chunks_punch(struct host *h, struct region *r, uint64_t c, uint64_t n)
+{
+	if (fallocate(r->ar->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+	    (off_t)(r->off + (c << h->chunk_shift)),
+	    (off_t)(n << h->chunk_shift)) < 0)
+		log_warn("pid %ld: punching chunks %llu-%llu: %s",
+		    (long)r->cl->pid, (unsigned long long)c,
+		    (unsigned long long)(c + n - 1), strerror(errno));
+}
+
+/* Punches the chunks gathered by chunk_punch() so far. */
+static void
+punch_flush(struct host *h)
+{
+	if (h->punch_n > 0)
+		chunks_punch(h, h->punch_r, h->punch_first, h->punch_n);
+	h->punch_n = 0;
+	h->punch_r = NULL;
+}
+
+/*
+ * Punches chunk c of r out of its memfd, at once, or during background
+ * eviction together with the chunks next to it evicted in the same pass
+ * (punch_flush() before the pass returns, so that no chunk is installed
+ * in between).
+ */
 static void
 chunk_punch(struct host *h, struct region *r, uint64_t c)
 {
-	if (fallocate(r->ar->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-	    (off_t)(r->off + (c << h->chunk_shift)), (off_t)h->chunk) < 0)
-		log_warn("pid %ld: punching chunk %llu: %s", (long)r->cl->pid,
-		    (unsigned long long)c, strerror(errno));
+	if (!h->punch_batch) {
+		chunks_punch(h, r, c, 1);
+		return;
+	}
+	if (h->punch_n > 0 && h->punch_r == r &&
+	    c == h->punch_first + h->punch_n) {
+		h->punch_n++;
+		return;
+	}
+	if (h->punch_n > 0 && h->punch_r == r && c + 1 == h->punch_first) {
+		h->punch_first = c;
+		h->punch_n++;
+		return;
+	}
+	punch_flush(h);
+	h->punch_r = r;
+	h->punch_first = c;
+	h->punch_n = 1;
 }
 
 /* Removes resident chunk c of r from the buffer (it is clean or lost). */
@@ -344,6 +444,7 @@ host_evict_background(struct host *h)
 
 	if (h->used > high)
 		h->evicting = true;
+	h->punch_batch = true;
 	while (h->evicting) {
 		if (h->used <= low + h->writebacks_inflight) {
 			if (h->used <= low)
@@ -354,6 +455,8 @@ host_evict_background(struct host *h)
 		    evict_one(h, true) < 0)
 			break;
 	}
+	punch_flush(h);
+	h->punch_batch = false;
 	h->evict_gen++;
 }
 

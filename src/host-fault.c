@@ -8,7 +8,16 @@
  * Fetches wait in two queues (faults first, then read-ahead) for a buffer
  * frame, a staging buffer and a slot under max_fetches; a fetch whose
  * memory node is unreachable is parked until the node returns or its
- * deadline (op_timeout) passes.
+ * deadline (op_timeout) passes. Fetches queued one after the other for
+ * chunks that follow each other on one memory node go out as one read (up
+ * to FETCH_RUN_BYTES) into adjacent staging buffers, and are installed
+ * with one UFFDIO_COPY when they are adjacent in the program too; each
+ * chunk still succeeds or fails on its own, and a read that fails fails
+ * (or parks) every chunk of it. Such a read is routed once, like a read
+ * of one chunk (host-path.c: to the memory node, or through the dpu), and
+ * holds its stripe on that path until it completes; when it fails, its
+ * chunks are parked one by one (a read the dpu failed gets a new deadline
+ * to go direct) and go out again on whatever path is right by then.
  */
 #include "config.h"
 
@@ -24,8 +33,11 @@
 #include "host.h"
 #include "uffd.h"
 
-#define FAULT_BATCH 64
-#define PAGE        4096u
+#define FAULT_BATCH     64
+#define PAGE            4096u
+#define FETCH_RUN_BYTES (1u << 20) /* most bytes read at once */
+
+_Static_assert(FETCH_RUN_BYTES <= FAM_RW_MAX, "a run is one READ");
 
 /* Returns the program's address of chunk c of r. */
 static uint64_t
@@ -132,7 +144,7 @@ fetch_complete(struct host *h, struct fetch *f, int status)
 			host_frame_put(h, (uint32_t)f->frame);
 		goto out;
 	}
-	if (status == 0) {
+	if (status == 0 && !f->installed) {
 		const void *src = f->zero ? h->zero : f->staging;
 
 		status = uffd_copy(cl->uffd, chunk_uaddr(h, r, f->chunk), src,
@@ -204,25 +216,58 @@ fetch_may_park(struct host *h, struct fetch *f, int status)
 	    status == -ENOTCONN) && mono_ns() - f->start_ns < limit;
 }
 
-/* Completion of a chunk read from a memory node. */
+/* Fails, or parks until its node returns, each chunk of a read. */
+static void
+fetch_run_failed(struct host *h, struct fetch *f, int status)
+{
+	while (f != NULL) {
+		struct fetch *next = f->run;
+
+		f->run = NULL;
+		f->nrun = 0;
+		f->staging = NULL;
+		if (fetch_may_park(h, f, status))
+			queue_push(&h->parked, &h->parked_tail, f);
+		else
+			fetch_complete(h, f, status);
+		f = next;
+	}
+}
+
+/* Completion of a read of one or more chunks from a memory node. */
 static void
 fetch_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 {
-	struct fetch *f = ctx;
-	struct host *h = f->r->cl->h;
+	struct fetch *f = ctx, *next;
+	struct region *r = f->r;
+	struct host *h = r->cl->h;
+	uint8_t *staging = f->staging;
+	unsigned n = f->nrun;
 
-	h->inflight--;
-	h->staging_free[h->nstaging_free++] = f->staging;
+	h->inflight -= n;
 	if (f->s != NULL) {
+		/* the read was routed once, for all its chunks */
 		host_route_done(h, f->s);
 		f->s = NULL;
 	}
-	if (status < 0 && fetch_may_park(h, f, status)) {
-		f->staging = NULL;
-		queue_push(&h->parked, &h->parked_tail, f);
+	if (status < 0) {
+		host_staging_put(h, staging, n);
+		fetch_run_failed(h, f, status);
+		host_fetch_kick(h);
 		return;
 	}
-	if (status == 0) {
+	/*
+	 * Chunks adjacent in the program (one stripe) go in with one
+	 * UFFDIO_COPY and one wake-up; should it fail, each chunk is tried
+	 * on its own (pages already in place are skipped).
+	 */
+	if (n > 1 && r->nstripes == 1 && !r->dying && !r->cl->dead &&
+	    uffd_copy(r->cl->uffd, chunk_uaddr(h, r, f->chunk), staging,
+	    (uint64_t)n << h->chunk_shift, true) == 0)
+		for (struct fetch *g = f; g != NULL; g = g->run)
+			g->installed = true;
+	for (; f != NULL; f = next) {
+		next = f->run;
 		if (f->prefetch && f->nwaiters == 0) {
 			h->stats.prefetches++;
 			h->stats.prefetch_bytes += h->chunk;
@@ -230,10 +275,69 @@ fetch_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 			h->stats.fetches++;
 			h->stats.fetch_bytes += h->chunk;
 		}
+		fetch_complete(h, f, 0);
 	}
-	fetch_complete(h, f, status);
-	f = NULL;
+	host_staging_put(h, staging, n);
 	host_fetch_kick(h);
+}
+
+/*
+ * Returns how many chunks to read with f, at most room (and at least 1):
+ * f and the fetches queued right after it that continue it on the same
+ * memory node, whole chunks each, given a frame here (without evicting).
+ * f is at foff of its stripe. Through the dpu (via_dpu) a read does not
+ * cross a multiple of FETCH_RUN_BYTES of the region there: the dpu's
+ * caches hold aligned pieces (the static copy's DPU_STATIC_PIECE, the
+ * dynamic cache's cache_entry_size, 1 MiB by default) and forward a read
+ * that spans two of them to the memory node, uncached.
+ */
+static unsigned
+fetch_run_len(struct host *h, struct fetch *f, uint64_t foff, bool via_dpu,
+    unsigned room)
+{
+	unsigned limit = FETCH_RUN_BYTES >> h->chunk_shift, n = 1;
+	struct fetch *last = f;
+
+	if (via_dpu)
+		limit -= (unsigned)((foff & (FETCH_RUN_BYTES - 1)) >>
+		    h->chunk_shift);
+	if (limit > room)
+		limit = room;
+	for (struct fetch *g = f->next; g != NULL && n < limit; g = g->next) {
+		unsigned si;
+		uint64_t off;
+
+		if (g->r != f->r || g->zero ||
+		    g->chunk != last->chunk + f->r->nstripes)
+			break;
+		off = host_stripe_offset(h, g->r, g->chunk, &si);
+		if (host_stripe_len(h, &g->r->stripes[si], off) != h->chunk)
+			break;
+		if (g->frame < 0) {
+			int64_t fr = host_frame_get(h);
+
+			if (fr < 0)
+				break;
+			g->frame = fr;
+			h->frames[fr].r = g->r;
+			h->frames[fr].chunk = g->chunk;
+		}
+		last = g;
+		n++;
+	}
+	return n;
+}
+
+/* Takes the fetch at the head of a queue off it. */
+static struct fetch *
+queue_pop(struct fetch **head, struct fetch **tail)
+{
+	struct fetch *f = *head;
+
+	if ((*head = f->next) == NULL)
+		*tail = NULL;
+	f->next = NULL;
+	return f;
 }
 
 /*
@@ -257,9 +361,11 @@ host_fetch_kick(struct host *h)
 		struct fam_conn *conn;
 		const struct fam_remote *remote;
 		struct fam_mr *mr;
-		unsigned si;
+		struct fetch *last;
+		unsigned si, n;
 		uint64_t off;
 		uint32_t len;
+		bool via_dpu;
 		int rc;
 
 		f = demand ? h->demandq : h->prefetchq;
@@ -324,31 +430,45 @@ host_fetch_kick(struct host *h)
 				queue_push(&h->parked, &h->parked_tail, f);
 			continue;
 		}
-		f->staging = h->staging_free[--h->nstaging_free];
-		f->s = s;
-		f->via_dpu = h->has_dpu && (conn == h->dpu.conn ||
+		via_dpu = h->has_dpu && (conn == h->dpu.conn ||
 		    conn == h->dpu.bg);
 		len = host_stripe_len(h, s, off);
+		n = len == h->chunk ? fetch_run_len(h, f, off, via_dpu,
+		    max - h->inflight) : 1;
+		f->staging = host_staging_get(h, &n);
+		/*
+		 * f and the n - 1 fetches after it in its queue (the same
+		 * stripe): one read, on the route just taken for f.
+		 */
+		last = f;
+		for (unsigned i = 0; i < n; i++) {
+			struct fetch *g = demand ?
+			    queue_pop(&h->demandq, &h->demandq_tail) :
+			    queue_pop(&h->prefetchq, &h->prefetchq_tail);
+
+			g->staging = f->staging + ((size_t)i << h->chunk_shift);
+			g->via_dpu = via_dpu;
+			last->run = g == f ? NULL : g;
+			last = g;
+		}
+		last->run = NULL;
+		f->nrun = n;
+		f->s = s;
 		if (len < h->chunk) /* the end of a file: zeros after it */
 			memset(f->staging + len, 0, h->chunk - len);
-		rc = fam_conn_readf(conn, remote, off, len, f->staging, mr,
-		    urgent ? 0 : FAM_F_BACKGROUND, fetch_done, f);
-		if (demand) {
-			if ((h->demandq = f->next) == NULL)
-				h->demandq_tail = NULL;
-		} else if ((h->prefetchq = f->next) == NULL)
-			h->prefetchq_tail = NULL;
+		rc = fam_conn_readf(conn, remote, off,
+		    (uint32_t)(((uint64_t)(n - 1) << h->chunk_shift) + len),
+		    f->staging, mr, urgent ? 0 : FAM_F_BACKGROUND, fetch_done, f);
 		if (rc < 0) {
 			f->s = NULL;
 			host_route_done(h, s);
-			h->staging_free[h->nstaging_free++] = f->staging;
-			if (fetch_may_park(h, f, rc))
-				queue_push(&h->parked, &h->parked_tail, f);
-			else
-				fetch_complete(h, f, rc);
+			host_staging_put(h, f->staging, n);
+			fetch_run_failed(h, f, rc);
 			continue;
 		}
-		h->inflight++;
+		h->inflight += n;
+		h->stats.reads++;
+		h->stats.reads_coalesced += n > 1;
 		continue;
 dequeue_complete:
 		if (demand) {
@@ -424,15 +544,21 @@ fetch_start(struct host *h, struct region *r, uint64_t c, bool prefetch,
 /*
  * Reads ahead of a sequential run of faults: the window doubles from 2 up
  * to `prefetch` chunks while faults keep landing just past the last one.
+ * Once the window is whole, it is topped up only when a run of chunks to
+ * read together (FETCH_RUN_BYTES, at most half the window) is missing from
+ * it, not one chunk per fault.
  */
 static void
 prefetch(struct host *h, struct region *r, uint64_t c)
 {
 	unsigned max = (unsigned)cfg_int(h->d->cfg, CFG_HOST_PREFETCH);
+	unsigned run = FETCH_RUN_BYTES >> h->chunk_shift;
 	uint64_t high = h->nframes * h->high_pct / 100, end;
 
 	if (max == 0)
 		return;
+	if (run > max / 2)
+		run = max / 2;
 	if (r->last_fault != UINT64_MAX && c > r->last_fault &&
 	    c <= (r->ra_next > r->last_fault + 1 ? r->ra_next :
 	    r->last_fault + 1)) {
@@ -448,6 +574,8 @@ prefetch(struct host *h, struct region *r, uint64_t c)
 		return;
 	if (r->ra_next < c + 1)
 		r->ra_next = c + 1;
+	if (r->ra_window == max && r->ra_next - (c + 1) + run > max)
+		return;
 	end = c + 1 + r->ra_window;
 	if (end > r->nchunks)
 		end = r->nchunks;

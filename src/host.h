@@ -196,18 +196,29 @@ struct host_client {
 	struct host_client *next;
 };
 
-/* A chunk read in flight, or waiting for room, or parked. */
+/*
+ * A chunk read in flight, or waiting for room, or parked. Chunks that lie
+ * one after the other on one memory node are read together: the first
+ * fetch of such a read holds the staging slots of all (nrun) and the
+ * stripe the read was routed on (s: one route, one host_route_done, on
+ * the memory node or through the dpu), and the others follow it on `run`,
+ * each with its own frame and waiters.
+ */
 struct fetch {
 	struct region *r;
-	struct stripe *s;  /* while a read is out: its stripe */
+	struct stripe *s;  /* the first fetch of a read while it is out: the
+	                    * stripe it was routed on */
 	uint64_t chunk;
 	int64_t frame;     /* -1 until a frame is reserved */
 	bool prefetch;     /* read ahead, not (yet) faulted on */
 	bool zero;         /* never written: zero-filled locally */
 	bool counted_wait;
-	bool via_dpu;      /* the read went out through the dpu */
+	bool installed;    /* put in place by its read's one UFFDIO_COPY */
+	bool via_dpu;      /* its read went out through the dpu */
 	bool retried;      /* given a new deadline after the dpu failed */
-	uint8_t *staging;
+	uint8_t *staging;  /* its data, in its read's staging slots */
+	unsigned nrun;     /* the first fetch of a read: chunks read (>= 1) */
+	struct fetch *run; /* the next chunk of the same read */
 	uint64_t start_ns; /* queued */
 	uint64_t fault_ns; /* first fault on it (0: none) */
 	unsigned nwaiters;
@@ -225,6 +236,7 @@ struct host_stats {
 	uint64_t faults_missing, faults_wp, faults_stale, faults_invalid;
 	uint64_t zero_fills, fetches, fetch_bytes, fetch_errors;
 	uint64_t prefetches, prefetch_bytes, prefetch_zero;
+	uint64_t reads, reads_coalesced; /* chunk reads sent; of several chunks */
 	uint64_t evictions_clean, evictions_dirty, writebacks;
 	uint64_t writeback_bytes, writeback_errors, evictions_cancelled;
 	uint64_t fault_waits_for_room, sigbus;
@@ -276,11 +288,14 @@ struct host {
 	bool evicting;
 	unsigned writebacks_inflight;
 	uint64_t evict_gen; /* background eviction passes so far */
+	bool punch_batch;   /* a background pass gathers adjacent punches */
+	struct region *punch_r;
+	uint64_t punch_first, punch_n; /* chunks of punch_r to punch */
 	/* chunk reads */
-	uint8_t *staging;
-	uint8_t **staging_free;
+	uint8_t *staging;        /* nstaging chunk-sized slots */
+	uint64_t *staging_busy;  /* a bit per slot: taken */
 	unsigned nstaging, nstaging_free;
-	unsigned inflight;
+	unsigned inflight;       /* chunks being read */
 	struct fetch *demandq, *demandq_tail;
 	struct fetch *prefetchq, *prefetchq_tail;
 	struct fetch *parked, *parked_tail;
@@ -357,5 +372,7 @@ uint64_t host_stripe_offset(const struct host *h, const struct region *r,
     uint64_t c, unsigned *stripe);
 uint32_t host_stripe_len(const struct host *h, const struct stripe *s,
     uint64_t off);
+uint8_t *host_staging_get(struct host *h, unsigned *n);
+void host_staging_put(struct host *h, uint8_t *p, unsigned n);
 
 #endif /* FAM_HOST_H */

@@ -721,7 +721,7 @@ role_host_status(struct famd *d, json_t *st)
 	    "bytes", (json_int_t)bytes));
 	json_object_set_new(st, "counters", json_pack(
 	    "{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
-	    "s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+	    "s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
 	    "faults_missing", (json_int_t)s->faults_missing,
 	    "faults_write", (json_int_t)s->faults_wp,
 	    "faults_stale", (json_int_t)s->faults_stale,
@@ -733,6 +733,8 @@ role_host_status(struct famd *d, json_t *st)
 	    "prefetches", (json_int_t)s->prefetches,
 	    "prefetch_zero_fills", (json_int_t)s->prefetch_zero,
 	    "background_read_bytes", (json_int_t)s->prefetch_bytes,
+	    "reads", (json_int_t)s->reads,
+	    "reads_coalesced", (json_int_t)s->reads_coalesced,
 	    "evictions_clean", (json_int_t)s->evictions_clean,
 	    "evictions_dirty", (json_int_t)s->evictions_dirty,
 	    "evictions_cancelled", (json_int_t)s->evictions_cancelled,

@@ -19,10 +19,12 @@
  * With -P FLUSH (malloc mode, under libfamshim.so with SIZE above the
  * host's buffer) every page of the block is first written with a pattern,
  * then FLUSH bytes (twice the buffer) of a second, never-written block are
- * read, so that every chunk of the first lives on the memory node and the
- * buffer holds clean chunks: each timed first touch is a chunk fetch from
- * the memory node with no write-back in its way, and the pattern is
- * checked. With -w it then writes every page and reads everything back to
+ * read, pass after pass (at most 16) until no page of the first is
+ * resident (mincore), so that every chunk of the first lives on the memory
+ * node and the buffer holds clean chunks: each timed first touch is a
+ * chunk fetch from the memory node with no write-back in its way, and the
+ * pattern is checked. Pages still resident after the last pass are
+ * reported on stderr. With -w it then writes every page and reads everything back to
  * check.
  */
 #define _GNU_SOURCE
@@ -157,6 +159,23 @@ ceiling_map(size_t size, pthread_t *thr)
 	return p;
 }
 
+/* Returns how many pages of [p, p + size) are resident (mincore). */
+static size_t
+resident_pages(uint8_t *p, size_t size)
+{
+	size_t n = size / PAGE, left = 0;
+	unsigned char *v = malloc(n);
+
+	if (v == NULL || mincore(p, size, v) < 0) {
+		perror("faultbench: mincore");
+		exit(1);
+	}
+	for (size_t i = 0; i < n; i++)
+		left += v[i] & 1;
+	free(v);
+	return left;
+}
+
 static int
 cmp_u64(const void *a, const void *b)
 {
@@ -228,8 +247,17 @@ main(int argc, char **argv)
 		}
 		for (size_t i = 0; i < size; i += PAGE)
 			*(volatile uint64_t *)(p + i) = i * 0x9e3779b97f4a7c15ull;
-		for (size_t i = 0; i < flush; i += PAGE)
-			sum += *(volatile uint64_t *)(f + i);
+		for (int pass = 0; pass < 16; pass++) {
+			size_t left;
+
+			for (size_t i = 0; i < flush; i += PAGE)
+				sum += *(volatile uint64_t *)(f + i);
+			if ((left = resident_pages(p, size)) == 0)
+				break;
+			if (pass == 15)
+				fprintf(stderr, "faultbench: %zu pages still "
+				    "resident after the flush\n", left);
+		}
 		free(f);
 	}
 	t0 = now_ns();

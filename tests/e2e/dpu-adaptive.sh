@@ -11,7 +11,7 @@ require_cmd jq
 FAULTBENCH=$top_builddir/contrib/bench/faultbench
 start_memory mem
 start_dpu dpu "$MEM_ADDR" -o dpu.dynamic_cache=adaptive -o dpu.cache_size=32M \
-	-o dpu.hit_window=512 -o dpu.bw_ratio=30 -o dpu.probe_interval=1s
+	-o dpu.hit_window=64 -o dpu.bw_ratio=30 -o dpu.probe_interval=1s
 start_host host 16M "$MEM_ADDR" -o host.dpu="$DPU_ADDR" -o host.path=dpu -o famd.op_timeout=10s
 ad() { ctl dpu status -j | jq -er ".cache.dynamic.adaptive.$1"; }
 dyn() { ctl dpu status -j | jq -er ".cache.dynamic.$1"; }
@@ -24,7 +24,7 @@ scan() {
 scan seq
 [ "$(ad switches_off)" = 0 ] || fail "a sequential scan turned it off: $(ctl dpu status -j | jq -c .cache.dynamic)"
 [ "$(ad windows)" -ge 3 ] || fail "windows $(ad windows)"
-pass "sequential scan: hit rate $(ad last_window_hit_rate) per window of 512 reads stays above bw_ratio 0.3; the cache stays on"
+pass "sequential scan: hit rate $(ad last_window_hit_rate) per window of 64 reads stays above bw_ratio 0.3; the cache stays on"
 
 scan rand
 [ "$(ad switches_off)" -ge 1 ] || fail "a random scan left it on: $(ctl dpu status -j | jq -c .cache.dynamic)"

@@ -24,6 +24,9 @@ lost=$(awk '/^ready/ { print $2 }' "$T/lost.out")
 fetches=$(counter host fetches)
 wait_until 10 sh -c "[ \$(\"$FAMCTL\" -s \"$(sock host)\" status -j | jq .counters.fetches) -gt $((fetches + 100)) ]" ||
 	fail "the readers do not fetch from the memory node"
+# Read-ahead reads runs of chunks at once: such reads are in flight too.
+wait_until 10 sh -c "[ \$(\"$FAMCTL\" -s \"$(sock host)\" status -j | jq .counters.reads_coalesced) -gt 0 ]" ||
+	fail "no read of several chunks: $(ctl host status -j | jq -c .counters)"
 resumed=$(counter mem sessions_resumed)
 kill -STOP "$MEM_PID"
 start=$SECONDS

@@ -20,6 +20,9 @@
  * TESTS (default: all of them, in this order):
  *   seq       write the buffer front to back, verify
  *   random    write chunks in a pseudo-random order, verify in another
+ *   runs      written, then read front to back twice while chunks further
+ *             on are touched first, so that read-ahead meets resident
+ *             chunks in the middle of the runs it reads at once
  *   strided   one word per 4 KiB + 8 B of a calloc'd buffer; the rest
  *             must stay zero
  *   shared    THREADS threads write interleaved words of the same chunks,
@@ -193,6 +196,33 @@ test_seq(void)
 	free(p);
 	printf("ok - seq: %zu MiB written front to back and verified\n",
 	    opt_size / MIB);
+}
+
+/*
+ * Sequential passes over a block whose chunks were written out, with a
+ * word of a chunk 40 chunks on (past the read-ahead window) read first
+ * every 11 chunks, so that the chunks read ahead together are broken up by
+ * resident ones: every word is right.
+ */
+static void
+test_runs(void)
+{
+	size_t n = opt_size / CHUNK, cw = CHUNK / 8;
+	uint64_t *p = xmalloc("runs", opt_size);
+
+	check_kind("runs", p);
+	write_words(p, 0, n * cw, opt_seed + 5);
+	for (unsigned pass = 0; pass < 2; pass++)
+		for (size_t c = 0; c < n; c++) {
+			if (c % 11 == pass && c + 40 < n)
+				check_words("runs (ahead)", p, (c + 40) * cw,
+				    (c + 40) * cw + 1, opt_seed + 5);
+			check_words("runs", p, c * cw, (c + 1) * cw,
+			    opt_seed + 5);
+		}
+	free(p);
+	printf("ok - runs: %zu MiB read front to back twice with chunks "
+	    "ahead touched first, verified\n", opt_size / MIB);
 }
 
 static volatile sig_atomic_t passes_stop;
@@ -658,6 +688,7 @@ static const struct {
 } tests[] = {
 	{ "seq", test_seq },
 	{ "random", test_random },
+	{ "runs", test_runs },
 	{ "strided", test_strided },
 	{ "shared", test_shared },
 	{ "split", test_split },

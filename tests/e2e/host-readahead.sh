@@ -1,0 +1,72 @@
+#!/bin/bash
+# Read-ahead goes out in runs: chunks that follow each other on a memory
+# node are read with one request and installed with one UFFDIO_COPY. A
+# sequential pass that meets chunks already resident in the middle of those
+# runs reads every word right, on one memory node, striped over two, and
+# through a dpu, which is then killed under a program reading in runs
+# (fallback = direct; host-memory-stalled.sh fails such reads while they
+# are in flight).
+. "$(dirname "$0")/lib.sh"
+require_cmd jq
+
+FAMTEST=$top_builddir/tests/tools/famtest
+start_memory mem
+start_host host 8M "$MEM_ADDR"
+shim "$FAMTEST" -f -s 32M runs seq >"$T/famtest.out" 2>&1 ||
+	fail "famtest: $(tail -5 "$T/famtest.out")"
+cat "$T/famtest.out"
+st=$(ctl host status -j)
+echo "$st" | jq -e '.counters | .reads_coalesced > 0 and
+	.reads < .fetches + .prefetches and .sigbus == 0 and
+	.fetch_errors == 0' >/dev/null ||
+	fail "no coalesced reads, or errors: $(echo "$st" | jq -c .counters)"
+pass "famtest runs over 4x the buffer: every word right; $(echo "$st" | jq '.counters.fetches + .counters.prefetches') chunks in $(echo "$st" | jq .counters.reads) reads ($(echo "$st" | jq .counters.reads_coalesced) of several chunks)"
+
+a=$MEM_ADDR
+start_memory memb
+start_host hostb 8M "$a, $MEM_ADDR"
+shim "$FAMTEST" -f -s 32M runs seq >"$T/famtest-b.out" 2>&1 ||
+	fail "famtest on two memory nodes: $(tail -5 "$T/famtest-b.out")"
+cat "$T/famtest-b.out"
+st=$(ctl hostb status -j)
+echo "$st" | jq -e '.counters | .reads_coalesced > 0 and .sigbus == 0 and
+	.fetch_errors == 0' >/dev/null ||
+	fail "striped: no coalesced reads, or errors: $(echo "$st" | jq -c .counters)"
+pass "striped over two memory nodes: every word right; $(echo "$st" | jq .counters.reads_coalesced) reads of several chunks, each from one node"
+
+# Through a dpu (path = dpu), the runs go to the dpu, one READ of several
+# chunks each, none straight to the memory node. A dpu killed while runs are
+# out: their chunks are read again directly (fallback = direct).
+start_dpu dpu "$a"
+start_host hostd 8M "$a" -o host.dpu="$DPU_ADDR" -o host.path=dpu
+shim "$FAMTEST" -f -s 32M runs seq >"$T/famtest-d.out" 2>&1 ||
+	fail "famtest through the dpu: $(tail -5 "$T/famtest-d.out")"
+st=$(ctl hostd status -j)
+echo "$st" | jq -e '.counters | .reads_coalesced > 0 and .ops_direct == 0 and
+	.ops_dpu > 0 and .sigbus == 0 and .fetch_errors == 0' >/dev/null ||
+	fail "through the dpu: no coalesced reads, or direct ones, or errors: $(echo "$st" | jq -c .counters)"
+dreads=$(counter dpu reads)
+dbytes=$(link dpu host read)
+[ "$dbytes" -gt $((dreads * 64 * 1024)) ] ||
+	fail "the dpu got no read of several chunks: $dreads reads of $dbytes bytes"
+pass "through the dpu: every word right; $(echo "$st" | jq .counters.reads_coalesced) reads of several chunks, $dreads reads of $((dbytes / dreads)) bytes on average at the dpu"
+
+# (not through shim(): $! must be famtest's pid, for SIGUSR1)
+LD_PRELOAD=$SHIM "$FAMTEST" -f -s 32M passes >"$T/famtest-p.out" 2>&1 &
+ft=$!
+npasses() { grep -c '^pass ' "$T/famtest-p.out"; }
+passes_past() { [ "$(npasses)" -ge "$1" ] || ! kill -0 "$ft"; }
+wait_until 60 passes_past 2 && kill -0 "$ft" || fail "no pass: $(tail -3 "$T/famtest-p.out")"
+kill -KILL "$DPU_PID"
+wait "$DPU_PID" 2>/dev/null
+st=$(ctl hostd status -j)
+n=$(npasses)
+wait_until 60 passes_past $((n + 2)) && kill -0 "$ft" ||
+	fail "the program did not go on without the dpu: $(tail -3 "$T/famtest-p.out")"
+kill -USR1 "$ft"
+wait "$ft" || fail "passes with the dpu killed: $(tail -5 "$T/famtest-p.out")"
+echo "$st" "$(ctl hostd status -j)" | jq -se '(.[0].counters) as $a | .[1].counters |
+	.sigbus == 0 and .fetch_errors == 0 and .ops_direct > $a.ops_direct and
+	.reads_coalesced > $a.reads_coalesced' >/dev/null ||
+	fail "with the dpu killed: $(ctl hostd status -j | jq -c .counters)"
+pass "dpu killed mid-pass: reads go direct, in runs; $(npasses) passes over 32 MiB, every word right"
