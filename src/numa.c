@@ -142,7 +142,11 @@ host_numa_bind(struct host *h, void *mem, size_t len)
 		numa_tonode_memory(mem, len, h->numa_node);
 }
 
-/* Allocates page-aligned memory on the chosen node (or anywhere). */
+/*
+ * Allocates page-aligned memory on the chosen node (or anywhere), populated
+ * now: the data path takes no page fault on it, and famd's size is what it
+ * will stay.
+ */
 void *
 host_numa_alloc(struct host *h, size_t len)
 {
@@ -152,6 +156,11 @@ host_numa_alloc(struct host *h, size_t len)
 	if (p == MAP_FAILED)
 		return NULL;
 	host_numa_bind(h, p, len);
+#ifdef MADV_POPULATE_WRITE
+	if (madvise(p, len, MADV_POPULATE_WRITE) == 0)
+		return p;
+#endif
+	memset(p, 0, len); /* a kernel before 5.14 */
 	return p;
 }
 
