@@ -54,7 +54,9 @@
  * memory-node connection, so that RDMA READs land in it and RDMA WRITEs
  * go from it (no bounce copy): slots of a chunk, as many as the requests
  * that are usually out. A longer request, or one when every slot is
- * taken, gets a buffer of its own, which the transport bounces.
+ * taken, gets a buffer of its own, which the transport bounces. The arena
+ * is registered on each host connection too (at its first READ reply), so
+ * that a READ's reply is sent from the slot its data landed in, no copy.
  */
 #define DPU_ARENA_SLOT    (64u << 10)
 #define DPU_ARENA_SLOTS   256u
@@ -736,6 +738,28 @@ dpu_submit(struct dpu *dpu, struct dpu_req *q)
 
 /* ---- front: compose and answer ------------------------------------------ */
 
+/*
+ * Returns the registration of the staging arena on a host connection, made
+ * at its first READ reply from the arena, so that the reply goes from the
+ * slot the memory node's data landed in (each connection has a protection
+ * domain of its own: the memory node's registration is no use there).
+ * NULL: the reply is copied. Front.
+ */
+static struct fam_mr *
+hconn_arena_mr(struct dpu *dpu, struct dpu_hconn *hc)
+{
+	if (!hc->arena_tried) {
+		hc->arena_tried = true;
+		hc->arena_mr = fam_mr_register(hc->c, dpu->arena,
+		    dpu->arena_size);
+		if (hc->arena_mr == NULL)
+			log_warn("dpu: %s: cannot register the staging arena "
+			    "(%s); READ replies are copied", hc->peer,
+			    strerror(errno));
+	}
+	return hc->arena_mr;
+}
+
 /* The reply of a READ is sent: its staging buffer can go. Front. */
 static void
 front_read_sent(void *arg)
@@ -795,9 +819,32 @@ front_done(struct dpu *dpu, struct dpu_req *q)
 		return;
 	}
 	DPU_INC(dpu, host_read_bytes, q->len);
-	if (fam_conn_reply(hc->c, &q->h, 0, q->buf, q->len, false,
-	    front_read_sent, q) < 0)
-		dpu_req_free(q);
+	if (dpu->opts.kind != FAM_TP_VERBS) {
+		if (fam_conn_reply(hc->c, &q->h, 0, q->buf, q->len, false,
+		    front_read_sent, q) < 0)
+			dpu_req_free(q);
+		return;
+	}
+	{
+		/* Verbs: from the staging slot when the connection can. */
+		struct iovec iov = { .iov_base = q->buf, .iov_len = q->len };
+		struct fam_mr *mr = arena_has(dpu, q->buf) ?
+		    hconn_arena_mr(dpu, hc) : NULL;
+		uint64_t zc = fam_conn_stats(hc->c)->bytes_zero_copy;
+		uint32_t len = q->len;
+
+		if (fam_conn_replyv(hc->c, &q->h, 0, &iov, 1, mr,
+		    front_read_sent, q) < 0) {
+			dpu_req_free(q);
+			return;
+		}
+		if (fam_conn_stats(hc->c)->bytes_zero_copy - zc == len) {
+			DPU_INC(dpu, replies_zero_copy, 1);
+			DPU_INC(dpu, reply_bytes_zero_copy, len);
+		} else {
+			DPU_INC(dpu, reply_bytes_copied, len);
+		}
+	}
 }
 
 /* A request completed on the back side; the front answers. Back. */
@@ -1000,7 +1047,7 @@ dpu_forward_json(struct dpu *dpu)
 		    DPU_GET(dpu, batch_hist[b])));
 	return json_pack("{s:b,s:b,s:i,s:I,s:I,s:I,s:f,s:o,s:I,s:I,s:I,s:I,"
 	    "s:I,s:I,s:f,s:{s:I,s:I,s:I,s:I,s:f,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
-	    "s:I}}",
+	    "s:I},s:{s:I,s:I,s:I}}",
 	    "async", dpu->async,
 	    "aggregate", atomic_load(&dpu->aggregate),
 	    "batch_limit", (int)dpu->batch_limit,
@@ -1032,7 +1079,12 @@ dpu_forward_json(struct dpu *dpu)
 	    "lease_renewals", (json_int_t)DPU_GET(dpu, lease_renewals),
 	    "lease_errors", (json_int_t)DPU_GET(dpu, lease_errors),
 	    "staging_registered", (json_int_t)DPU_GET(dpu, staging_registered),
-	    "staging_bounced", (json_int_t)DPU_GET(dpu, staging_bounced));
+	    "staging_bounced", (json_int_t)DPU_GET(dpu, staging_bounced),
+	    "host_link",
+	    "replies_zero_copy", (json_int_t)DPU_GET(dpu, replies_zero_copy),
+	    "reply_bytes_zero_copy", (json_int_t)DPU_GET(dpu,
+	    reply_bytes_zero_copy),
+	    "reply_bytes_copied", (json_int_t)DPU_GET(dpu, reply_bytes_copied));
 }
 
 /* Refuses a READ or WRITE with status err (a positive errno). */

@@ -271,6 +271,10 @@ struct dpu_hconn {
 	unsigned inflight;            /* its requests being served */
 	size_t staged;                /* their staging bytes */
 	bool throttled;               /* input stopped: over a bound above */
+	struct fam_mr *arena_mr;      /* verbs: the staging arena registered
+	                               * on c (its PD), for replies sent
+	                               * from it without a copy, or NULL */
+	bool arena_tried;             /* registering it was tried */
 	TAILQ_ENTRY(dpu_hconn) link;
 };
 
@@ -369,6 +373,9 @@ struct dpu_counters {
 	_Atomic uint64_t load_onesided, load_twosided; /* cache loads */
 	_Atomic uint64_t lease_renewals, lease_errors;
 	_Atomic uint64_t staging_registered, staging_bounced;
+	/* the host link over verbs: READ replies from staging */
+	_Atomic uint64_t replies_zero_copy, reply_bytes_zero_copy;
+	_Atomic uint64_t reply_bytes_copied;
 	_Atomic uint64_t mem_doorbells, mem_wrs, mem_wrs_signalled;
 };
 

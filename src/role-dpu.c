@@ -1068,6 +1068,7 @@ hconn_closed(struct fam_conn *c, int err, void *arg)
 	if (err == -EACCES || err == -EPROTONOSUPPORT)
 		DPU_INC(dpu, hello_refusals, 1);
 	hc->closed = true;
+	hc->arena_mr = NULL; /* released with the connection */
 	if (hc->s != NULL)
 		session_detach(dpu, hc->s, hc, err);
 	hc->s = NULL;

@@ -45,8 +45,8 @@ struct fam_transport_ops {
 	    uint16_t flags, fam_done_fn done, void *ctx);
 	int (*flush)(struct fam_conn *c); /* NULL: nothing to do early */
 	int (*reply)(struct fam_conn *c, const struct fam_hdr *req, int status,
-	    const struct iovec *iov, int iovcnt, bool copy, fam_sent_fn sent,
-	    void *ctx);
+	    const struct iovec *iov, int iovcnt, bool copy, struct fam_mr *mr,
+	    fam_sent_fn sent, void *ctx);
 	struct fam_mr *(*mr_register)(struct fam_conn *c, void *addr,
 	    size_t len);
 	void (*mr_deregister)(struct fam_mr *mr);

@@ -1843,11 +1843,11 @@ tcp_flush_api(struct fam_conn *fc)
 	return 0;
 }
 
-/* Queues the response to a request. */
+/* Queues the response to a request (mr: nothing to register on tcp). */
 static int
 tcp_reply(struct fam_conn *fc, const struct fam_hdr *req, int status,
-    const struct iovec *iov, int iovcnt, bool copy, fam_sent_fn sent,
-    void *ctx)
+    const struct iovec *iov, int iovcnt, bool copy, struct fam_mr *mr,
+    fam_sent_fn sent, void *ctx)
 {
 	struct tcp_conn *c = tcp_conn_of(fc);
 	struct tcp_out *o;

@@ -40,6 +40,11 @@
  * carries any, is a protocol violation. Replies to READ
  * requests served through `resolve` (tcp-style two-sided reads, used when
  * a lease has no rkey) are copied from region memory the same way.
+ * Zero-copy replies (fam_conn_replyv() with a registration in this
+ * connection's PD covering the payload): the header goes in a send
+ * buffer, the payload is a further SGE into the caller's memory, and
+ * `sent` is called only when the message's last SEND retires (completed,
+ * or flushed at teardown), not when it is posted.
  *
  * One-sided operations: fam_conn_read()/fam_conn_write() with a lease that
  * has an rkey post RDMA READ/WRITE straight from/to the caller's buffer
@@ -117,6 +122,7 @@
 #define VB_PRIV_LEN      24u
 #define VB_INLINE_BODY   160u
 #define VB_IMM_MARK      0xfa000000u /* immediate data of a first SEND */
+#define VB_MAX_SGE       4u         /* per SEND: header and payload parts */
 
 _Static_assert(VB_INLINE_BODY >= FAM_HELLO_LEN, "a hello fits inline");
 _Static_assert(VB_SLABS * VB_SLAB >= FAM_RW_MAX, "bounce covers a chunk");
@@ -202,7 +208,9 @@ struct vb_sqe {
 	uint8_t kind;
 	bool close_after;     /* an error reply: disconnect once it is out */
 	struct vb_qp *qp;
-	struct vb_sbuf *sbuf; /* SEND */
+	struct vb_sbuf *sbuf; /* SEND: its send buffer (NULL: payload only) */
+	struct vb_msg *msg;   /* SEND: the zero-copy message this fragment
+	                       * ends, finished when it retires */
 	struct vb_op *op;     /* DATA */
 	uint32_t len;         /* DATA: bytes of this part */
 	uint8_t opcode;       /* the ibv_wc_opcode a success must carry */
@@ -220,6 +228,7 @@ struct vb_msg {
 	bool holding;         /* READ data from resolve: release(hold) */
 	void *hold;
 	void *copy;           /* owned payload copy */
+	struct ibv_mr *zmr;   /* zero-copy: the payload's registration */
 	size_t total, posted;
 	size_t payload_len;
 	int iovpos;
@@ -1048,7 +1057,8 @@ vb_qp_create(struct vb_qp *q)
 		.send_cq = c->cq,
 		.recv_cq = c->cq,
 		.srq = c->srq,
-		.cap = { .max_send_wr = VB_SQ_DEPTH, .max_send_sge = 1,
+		.cap = { .max_send_wr = VB_SQ_DEPTH,
+			.max_send_sge = VB_MAX_SGE,
 			.max_recv_wr = 1, .max_recv_sge = 1 },
 		.qp_type = IBV_QPT_RC,
 		.sq_sig_all = 0,
@@ -1225,6 +1235,7 @@ vb_qp_drain(struct vb_qp *q)
 	e = &q->ring[slot];
 	e->kind = SQE_DRAIN;
 	e->sbuf = NULL;
+	e->msg = NULL;
 	e->op = NULL;
 	e->close_after = false;
 	wr.wr_id = (uintptr_t)e;
@@ -1336,6 +1347,21 @@ vb_teardown_cb(evutil_socket_t fd, short what, void *arg)
 		struct vb_qp *q = &c->qps[i];
 		struct vb_msg *m;
 
+		/*
+		 * Zero-copy messages whose sends never completed (the drain
+		 * deadline passed): the QP is in the error state, their
+		 * payload is read no more.
+		 */
+		for (uint32_t k = 0; q->ring != NULL && k < q->used; k++) {
+			struct vb_sqe *x = &q->ring[(q->head + k) %
+			    VB_SQ_DEPTH];
+
+			if (x->kind == SQE_SEND && x->msg != NULL) {
+				m = x->msg;
+				x->msg = NULL;
+				vb_msg_done(c, m);
+			}
+		}
 		while ((m = TAILQ_FIRST(&q->outq)) != NULL) {
 			TAILQ_REMOVE(&q->outq, m, link);
 			if (m->data)
@@ -1366,6 +1392,33 @@ vb_teardown_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 /* ---- output ------------------------------------------------------------ */
+
+/*
+ * Returns the registration a reply's payload can be sent from without a
+ * copy: mr, when it is a verbs registration in c's protection domain that
+ * covers every iovec; NULL otherwise (the payload is copied).
+ */
+static struct ibv_mr *
+vb_zc_mr(struct vb_conn *c, struct fam_mr *mr, const struct iovec *iov,
+    int iovcnt)
+{
+	struct vb_mr *m = (struct vb_mr *)mr;
+	uintptr_t lo, hi;
+
+	if (mr == NULL || mr->ops != &verbs_transport_ops || m->mr == NULL ||
+	    m->mr->pd != c->pd)
+		return NULL;
+	lo = (uintptr_t)m->mr->addr;
+	hi = lo + m->mr->length;
+	for (int i = 0; i < iovcnt; i++) {
+		uintptr_t p = (uintptr_t)iov[i].iov_base;
+
+		if (iov[i].iov_len > 0 && (p < lo || p > hi ||
+		    iov[i].iov_len > hi - p))
+			return NULL;
+	}
+	return m->mr;
+}
 
 /* Schedules posting queued work at the end of the current callbacks. */
 static void
@@ -1442,6 +1495,37 @@ vb_msg_gather(struct vb_msg *m, uint8_t *dst, size_t len)
 }
 
 /*
+ * Zero-copy: describes up to max SGEs (len bytes at most) of m's remaining
+ * payload, in m's registration; returns the bytes they cover.
+ */
+static size_t
+vb_msg_sges(struct vb_msg *m, struct ibv_sge *sg, unsigned max, size_t len,
+    unsigned *nsg)
+{
+	size_t n = 0;
+
+	while (n < len && *nsg < max && m->iovpos < m->iovcnt) {
+		struct iovec *v = &m->iov[m->iovpos];
+		size_t take = v->iov_len - m->iovoff;
+
+		if (take > len - n)
+			take = len - n;
+		sg[*nsg].addr = (uintptr_t)v->iov_base + m->iovoff;
+		sg[*nsg].length = (uint32_t)take;
+		sg[*nsg].lkey = m->zmr->lkey;
+		(*nsg)++;
+		n += take;
+		m->iovoff += take;
+		if (m->iovoff == v->iov_len) {
+			m->iovpos++;
+			m->iovoff = 0;
+		}
+	}
+	m->posted += n;
+	return n;
+}
+
+/*
  * The immediate data of a message's first SEND (host byte order): a
  * marker, the message type and its header flags, from the header at p.
  */
@@ -1469,21 +1553,27 @@ vb_msg_posted(struct vb_conn *c, struct vb_msg *m)
 		m->op->state = OPS_SENT;
 		vb_table_add(c, m->op);
 	}
-	vb_msg_done(c, m);
+	/* Zero-copy: finished when its last send retires (vb_retire()). */
+	if (m->zmr == NULL)
+		vb_msg_done(c, m);
 }
 
 /*
  * Builds and posts, as one chain, what q's output queue allows: message
  * fragments while send buffers and ring slots last, one-sided operations
- * whole (with their bounce slabs). Keeps FIFO order per QP.
+ * whole (with their bounce slabs). Keeps FIFO order per QP. A zero-copy
+ * message's header goes in a send buffer, its payload straight from its
+ * registration (further SENDs need no send buffer); its last fragment's
+ * slot holds it until that send retires.
  */
 static void
 vb_qp_post(struct vb_qp *q, bool api)
 {
 	struct vb_conn *c = q->c;
 	struct ibv_send_wr wrs[VB_SQ_DEPTH], *bad = NULL;
-	struct ibv_sge sges[VB_SQ_DEPTH];
+	struct ibv_sge sges[VB_SQ_DEPTH][VB_MAX_SGE];
 	struct vb_msg *done[VB_SQ_DEPTH];
+	uint32_t done_slot[VB_SQ_DEPTH];
 	uint32_t n = 0, room = VB_SQ_DEPTH - 1 - q->used;
 	unsigned ndone = 0;
 	struct vb_msg *m;
@@ -1517,9 +1607,9 @@ vb_qp_post(struct vb_qp *q, bool api)
 
 				memset(w, 0, sizeof *w);
 				if (op->lmr != NULL) {
-					sges[n].addr = (uintptr_t)(rd ?
+					sges[n][0].addr = (uintptr_t)(rd ?
 					    op->dst : op->src);
-					sges[n].lkey = op->lmr->lkey;
+					sges[n][0].lkey = op->lmr->lkey;
 				} else {
 					struct vb_slab *s = c->bfree, **pp;
 
@@ -1533,12 +1623,12 @@ vb_qp_post(struct vb_qp *q, bool api)
 					if (!rd)
 						memcpy(s->buf, (const uint8_t *)
 						    op->src + off, len);
-					sges[n].addr = (uintptr_t)s->buf;
-					sges[n].lkey = c->bmr->lkey;
+					sges[n][0].addr = (uintptr_t)s->buf;
+					sges[n][0].lkey = c->bmr->lkey;
 				}
-				sges[n].length = len;
+				sges[n][0].length = len;
 				w->wr_id = (uintptr_t)e;
-				w->sg_list = &sges[n];
+				w->sg_list = sges[n];
 				w->num_sge = 1;
 				w->opcode = rd ? IBV_WR_RDMA_READ :
 				    IBV_WR_RDMA_WRITE;
@@ -1547,6 +1637,7 @@ vb_qp_post(struct vb_qp *q, bool api)
 				e->kind = SQE_DATA;
 				e->op = op;
 				e->sbuf = NULL;
+				e->msg = NULL;
 				e->len = len;
 				e->close_after = false;
 				e->opcode = rd ? IBV_WC_RDMA_READ :
@@ -1561,21 +1652,33 @@ vb_qp_post(struct vb_qp *q, bool api)
 			free(m);
 			continue;
 		}
-		while (m->posted < m->total && n < room && c->sfree != NULL) {
-			struct vb_sbuf *sb = c->sfree;
+		while (m->posted < m->total && n < room) {
+			struct vb_sbuf *sb = NULL;
 			struct vb_sqe *e = vb_slot(q, n);
 			struct ibv_send_wr *w = &wrs[n];
 			bool first = m->posted == 0;
+			unsigned nsg = 0;
 
-			c->sfree = sb->next;
-			sges[n].addr = (uintptr_t)sb->buf;
-			sges[n].length = (uint32_t)vb_msg_gather(m, sb->buf,
-			    VB_MSG_BUF);
-			sges[n].lkey = c->smr->lkey;
+			if (first || m->zmr == NULL) {
+				if (c->sfree == NULL)
+					break;
+				sb = c->sfree;
+				c->sfree = sb->next;
+				sges[n][0].addr = (uintptr_t)sb->buf;
+				sges[n][0].length = (uint32_t)vb_msg_gather(m,
+				    sb->buf, m->zmr == NULL ? VB_MSG_BUF :
+				    FAM_PROTO_HDR_LEN);
+				sges[n][0].lkey = c->smr->lkey;
+				nsg = 1;
+			}
+			if (m->zmr != NULL)
+				(void)vb_msg_sges(m, sges[n], VB_MAX_SGE,
+				    VB_MSG_BUF - (nsg > 0 ? sges[n][0].length :
+				    0), &nsg);
 			memset(w, 0, sizeof *w);
 			w->wr_id = (uintptr_t)e;
-			w->sg_list = &sges[n];
-			w->num_sge = 1;
+			w->sg_list = sges[n];
+			w->num_sge = (int)nsg;
 			w->opcode = IBV_WR_SEND;
 			if (first) {
 				/* Every message starts with its whole header. */
@@ -1590,6 +1693,8 @@ vb_qp_post(struct vb_qp *q, bool api)
 			}
 			e->kind = SQE_SEND;
 			e->sbuf = sb;
+			e->msg = m->zmr != NULL && m->posted == m->total ?
+			    m : NULL;
 			e->op = NULL;
 			e->opcode = IBV_WC_SEND;
 			e->close_after = m->close_after &&
@@ -1603,6 +1708,7 @@ vb_qp_post(struct vb_qp *q, bool api)
 		if (m->posted < m->total)
 			break; /* out of buffers or slots: the rest later */
 		TAILQ_REMOVE(&q->outq, m, link);
+		done_slot[ndone] = n - 1;
 		done[ndone++] = m;
 	}
 	if (n == 0)
@@ -1633,8 +1739,14 @@ vb_qp_post(struct vb_qp *q, bool api)
 		q->used += took;
 		log_notice("verbs: %s: ibv_post_send: %s; closing the "
 		    "connection", vb_who(c, who, sizeof who), strerror(err));
-		for (unsigned i = 0; i < ndone; i++)
+		for (unsigned i = 0; i < ndone; i++) {
+			/* A zero-copy one the HCA took retires with it. */
+			if (done[i]->zmr != NULL && done_slot[i] < took)
+				continue;
+			if (done[i]->zmr != NULL)
+				vb_slot(q, done_slot[i] - took)->msg = NULL;
 			vb_msg_done(c, done[i]);
+		}
 		vb_close(c, -EIO);
 		return;
 	}
@@ -1952,9 +2064,17 @@ vb_retire(struct vb_conn *c, struct vb_qp *q, struct vb_sqe *e, int status)
 		q->used--;
 		switch (x->kind) {
 		case SQE_SEND:
-			x->sbuf->next = c->sfree;
-			c->sfree = x->sbuf;
-			x->sbuf = NULL;
+			if (x->sbuf != NULL) {
+				x->sbuf->next = c->sfree;
+				c->sfree = x->sbuf;
+				x->sbuf = NULL;
+			}
+			if (x->msg != NULL) {
+				struct vb_msg *m = x->msg;
+
+				x->msg = NULL;
+				vb_msg_done(c, m);
+			}
 			if (x->close_after && st == 0 &&
 			    c->state == VBS_CLOSING)
 				vb_close(c, c->final_err);
@@ -3451,10 +3571,11 @@ vb_write(struct fam_conn *fc, const struct fam_remote *r, uint64_t off,
 /* Queues the response to a request. */
 static int
 vb_reply(struct fam_conn *fc, const struct fam_hdr *req, int status,
-    const struct iovec *iov, int iovcnt, bool copy, fam_sent_fn sent,
-    void *ctx)
+    const struct iovec *iov, int iovcnt, bool copy, struct fam_mr *mr,
+    fam_sent_fn sent, void *ctx)
 {
 	struct vb_conn *c = vb_conn_of(fc);
+	struct ibv_mr *zmr;
 	struct vb_msg *m;
 	size_t len = 0;
 	int err;
@@ -3471,6 +3592,7 @@ vb_reply(struct fam_conn *fc, const struct fam_hdr *req, int status,
 	}
 	if (status != 0 && len != 0)
 		return -EINVAL;
+	zmr = copy || len == 0 ? NULL : vb_zc_mr(c, mr, iov, iovcnt);
 	m = vb_msg_new(copy ? 1 : iovcnt);
 	if (m == NULL)
 		return -ENOMEM;
@@ -3503,6 +3625,9 @@ vb_reply(struct fam_conn *fc, const struct fam_hdr *req, int status,
 	m->resp = true;
 	m->sent = sent;
 	m->ctx = ctx;
+	m->zmr = zmr;
+	if (zmr != NULL)
+		c->stats.bytes_zero_copy += len;
 	vb_msg_queue(c, vb_pick_qp(c), m);
 	return 0;
 }

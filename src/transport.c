@@ -280,15 +280,17 @@ fam_conn_reply(struct fam_conn *c, const struct fam_hdr *req, int status,
 	struct iovec iov = { .iov_base = (void *)payload, .iov_len = len };
 
 	return c->ops->reply(c, req, status, &iov, len > 0 ? 1 : 0, copy,
-	    sent, ctx);
+	    NULL, sent, ctx);
 }
 
 /* Answers a request with a payload gathered from several buffers. */
 int
 fam_conn_replyv(struct fam_conn *c, const struct fam_hdr *req, int status,
-    const struct iovec *iov, int iovcnt, fam_sent_fn sent, void *ctx)
+    const struct iovec *iov, int iovcnt, struct fam_mr *mr, fam_sent_fn sent,
+    void *ctx)
 {
-	return c->ops->reply(c, req, status, iov, iovcnt, false, sent, ctx);
+	return c->ops->reply(c, req, status, iov, iovcnt, false, mr, sent,
+	    ctx);
 }
 
 /* Registers local memory for reads and writes on c. */

@@ -144,6 +144,8 @@ struct fam_conn_stats {
 	uint64_t wrs;         /* verbs: send work requests in them */
 	uint64_t wrs_signalled; /* verbs: of which asked for a completion */
 	uint64_t onesided;    /* verbs: READs and WRITEs done one-sided */
+	uint64_t bytes_zero_copy; /* verbs: reply payload bytes sent straight
+	                           * from the caller's registered memory */
 	uint32_t outstanding; /* requests awaiting a response now */
 };
 
@@ -199,9 +201,16 @@ int fam_conn_flush(struct fam_conn *c);
 int fam_conn_reply(struct fam_conn *c, const struct fam_hdr *req,
     int status, const void *payload, uint32_t len, bool copy,
     fam_sent_fn sent, void *ctx);
+/*
+ * fam_conn_replyv(): the payload gathered from iov. With mr (a registration
+ * covering every iovec), verbs sends it from there without copying it when
+ * mr is in the connection's protection domain (bytes_zero_copy counts it),
+ * and copies it otherwise; sent(ctx) comes only once the send completed
+ * (or failed). NULL mr: as fam_conn_reply() without copy. tcp ignores mr.
+ */
 int fam_conn_replyv(struct fam_conn *c, const struct fam_hdr *req,
-    int status, const struct iovec *iov, int iovcnt, fam_sent_fn sent,
-    void *ctx);
+    int status, const struct iovec *iov, int iovcnt, struct fam_mr *mr,
+    fam_sent_fn sent, void *ctx);
 
 /*
  * Registers local memory for read/write (verbs). On tcp nothing needs

@@ -40,13 +40,23 @@ ml() { jq -er ".forwarding.memory_link.$1" "$T/d.json"; }
 	fail "the memory node served $(counter m reads) reads, $(counter m writes) writes of the dpu: $(jq -c .forwarding.memory_link "$T/d.json")"
 [ "$(ml twosided)" = 0 ] && [ "$(ml onesided)" -gt 100 ] && [ "$(ml staging_registered)" -gt 100 ] ||
 	fail "dpu memory link not one-sided: $(jq -c .forwarding.memory_link "$T/d.json")"
+# Zero-copy to the host: a forwarded READ's reply went out as SENDs whose
+# payload is read from the staging slot the RDMA READ filled (the arena
+# registered on the host's connection too), not copied into send buffers;
+# only what missed the arena (every slot taken) was copied. Both modes:
+# the arena is registered on each host connection, in its own device and
+# protection domain, so veth (rxe1/rxe2) is covered as loopback is.
+hl() { jq -er ".forwarding.host_link.$1" "$T/d.json"; }
+[ "$(hl replies_zero_copy)" -gt 100 ] &&
+	[ "$(hl reply_bytes_zero_copy)" -ge $((9 * $(hl reply_bytes_copied))) ] ||
+	fail "READ replies copied: $(jq -c .forwarding.host_link "$T/d.json")"
 # Chained: batches of more than one WR went out per doorbell, and most
 # WRs asked for no completion.
 jq -e '.forwarding | .batch_max > 1 and .memory_link.work_requests > .memory_link.doorbells
 	and .memory_link.unsignalled > 0
 	and .memory_link.signalled <= .memory_link.doorbells + (.memory_link.work_requests / 16 | floor)' \
 	"$T/d.json" >/dev/null || fail "no chains: $(jq -c .forwarding "$T/d.json")"
-pass "famtest (8M through a 2M buffer) host -> dpu -> memory node over verbs: every byte right; $(jq .counters.reads "$T/d.json") reads, $(jq .counters.writes "$T/d.json") writes forwarded one-sided: $(ml work_requests) WRs in $(ml doorbells) doorbells ($(ml work_requests_per_doorbell) per doorbell, batch max $(jq .forwarding.batch_max "$T/d.json")), $(ml signalled) signalled, $(ml unsignalled) not"
+pass "famtest (8M through a 2M buffer) host -> dpu -> memory node over verbs: every byte right; $(jq .counters.reads "$T/d.json") reads, $(jq .counters.writes "$T/d.json") writes forwarded one-sided: $(ml work_requests) WRs in $(ml doorbells) doorbells ($(ml work_requests_per_doorbell) per doorbell, batch max $(jq .forwarding.batch_max "$T/d.json")), $(ml signalled) signalled, $(ml unsignalled) not; to the host $(hl replies_zero_copy) READ replies ($(hl reply_bytes_zero_copy) bytes) sent from staging without a copy, $(hl reply_bytes_copied) bytes copied"
 
 # The dpu's connection to the memory node dropped under a program that
 # keeps its memory: the dpu reconnects, resumes its session there, and
