@@ -52,14 +52,16 @@
 /*
  * With verbs, staging comes first from an arena registered on every
  * memory-node connection, so that RDMA READs land in it and RDMA WRITEs
- * go from it (no bounce copy): slots of a chunk, as many as the requests
- * that are usually out. A longer request, or one when every slot is
- * taken, gets a buffer of its own, which the transport bounces. The arena
- * is registered on each host connection too (at its first READ reply), so
- * that a READ's reply is sent from the slot its data landed in, no copy.
+ * go from it (no bounce copy): slots of a chunk, a request taking as many
+ * adjacent ones as it needs (a host's read-ahead run is up to 1 MiB). A
+ * longer request, or one when no run of slots is free, gets a buffer of
+ * its own, which the transport bounces. The arena is registered on each
+ * host connection too (at its first READ reply), so that a READ's reply
+ * is sent from the slots its data landed in, no copy.
  */
 #define DPU_ARENA_SLOT    (64u << 10)
 #define DPU_ARENA_SLOTS   256u
+#define DPU_ARENA_RUN     16u  /* slots one request may take */
 
 static struct {
 	void *free[DPU_BUF_CLASSES][DPU_BUF_KEEP];
@@ -106,19 +108,68 @@ arena_init(struct dpu *dpu)
 {
 	dpu->arena_size = (size_t)DPU_ARENA_SLOTS * DPU_ARENA_SLOT;
 	dpu->arena = aligned_alloc(4096, dpu->arena_size);
-	dpu->arena_free = calloc(DPU_ARENA_SLOTS, sizeof *dpu->arena_free);
-	if (dpu->arena == NULL || dpu->arena_free == NULL) {
+	dpu->arena_busy = calloc(DPU_ARENA_SLOTS / 64, sizeof *dpu->arena_busy);
+	if (dpu->arena == NULL || dpu->arena_busy == NULL) {
 		free(dpu->arena);
-		free(dpu->arena_free);
+		free(dpu->arena_busy);
 		dpu->arena = NULL;
-		dpu->arena_free = NULL;
+		dpu->arena_busy = NULL;
 		dpu->arena_size = 0;
 		return -ENOMEM;
 	}
-	for (unsigned i = 0; i < DPU_ARENA_SLOTS; i++)
-		dpu->arena_free[i] = DPU_ARENA_SLOTS - 1 - i;
 	dpu->arena_nfree = DPU_ARENA_SLOTS;
 	return 0;
+}
+
+/* Returns true when arena slot i is taken. */
+static bool
+arena_busy(const struct dpu *dpu, unsigned i)
+{
+	return dpu->arena_busy[i / 64] >> (i % 64) & 1;
+}
+
+/* Marks n arena slots from i taken (on) or free. */
+static void
+arena_mark(struct dpu *dpu, unsigned i, unsigned n, bool on)
+{
+	for (unsigned k = i; k < i + n; k++) {
+		if (on)
+			dpu->arena_busy[k / 64] |= 1ull << (k % 64);
+		else
+			dpu->arena_busy[k / 64] &= ~(1ull << (k % 64));
+	}
+	if (on)
+		dpu->arena_nfree -= n;
+	else
+		dpu->arena_nfree += n;
+}
+
+/* Takes n adjacent free arena slots (first fit); NULL when there are none. */
+static uint8_t *
+arena_take(struct dpu *dpu, unsigned n)
+{
+	unsigned run = 0;
+
+	if (dpu->arena_nfree < n)
+		return NULL;
+	for (unsigned i = 0; i < DPU_ARENA_SLOTS; i++) {
+		if (arena_busy(dpu, i)) {
+			run = 0;
+			continue;
+		}
+		if (++run == n) {
+			arena_mark(dpu, i + 1 - n, n, true);
+			return dpu->arena + (size_t)(i + 1 - n) * DPU_ARENA_SLOT;
+		}
+	}
+	return NULL;
+}
+
+/* Slots a request of len bytes takes in the arena. */
+static unsigned
+arena_slots(uint32_t len)
+{
+	return (len + DPU_ARENA_SLOT - 1) / DPU_ARENA_SLOT;
 }
 
 /* Frees the arena (no connection holds it registered any more). */
@@ -126,9 +177,9 @@ static void
 arena_fini(struct dpu *dpu)
 {
 	free(dpu->arena);
-	free(dpu->arena_free);
+	free(dpu->arena_busy);
 	dpu->arena = NULL;
-	dpu->arena_free = NULL;
+	dpu->arena_busy = NULL;
 	dpu->arena_size = 0;
 	dpu->arena_nfree = 0;
 }
@@ -142,13 +193,15 @@ dpu_buf_get(struct dpu *dpu, uint32_t len)
 	void *p;
 
 	if (dpu->arena != NULL) {
-		if (len <= DPU_ARENA_SLOT && dpu->arena_nfree > 0) {
+		unsigned n = arena_slots(len);
+
+		p = len > 0 && n <= DPU_ARENA_RUN ? arena_take(dpu, n) : NULL;
+		if (p != NULL) {
 			DPU_INC(dpu, staging_registered, 1);
-			dpu->staging_bytes += DPU_ARENA_SLOT;
+			dpu->staging_bytes += (size_t)n * DPU_ARENA_SLOT;
 			if (dpu->staging_bytes > dpu->staging_peak)
 				dpu->staging_peak = dpu->staging_bytes;
-			return dpu->arena + (size_t)dpu->arena_free[
-			    --dpu->arena_nfree] * DPU_ARENA_SLOT;
+			return p;
 		}
 		DPU_INC(dpu, staging_bounced, 1);
 	}
@@ -176,9 +229,11 @@ dpu_buf_put(struct dpu *dpu, uint8_t *p, uint32_t len)
 	if (p == NULL)
 		return;
 	if (arena_has(dpu, p)) {
-		dpu->staging_bytes -= DPU_ARENA_SLOT;
-		dpu->arena_free[dpu->arena_nfree++] =
-		    (uint32_t)((size_t)(p - dpu->arena) / DPU_ARENA_SLOT);
+		unsigned n = arena_slots(len);
+
+		dpu->staging_bytes -= (size_t)n * DPU_ARENA_SLOT;
+		arena_mark(dpu, (unsigned)((size_t)(p - dpu->arena) /
+		    DPU_ARENA_SLOT), n, false);
 		return;
 	}
 	dpu->staging_bytes -= size;

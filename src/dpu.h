@@ -431,7 +431,7 @@ struct dpu {
 	uint64_t staging_bytes, staging_peak;
 	uint8_t *arena;               /* verbs: registered staging slots */
 	size_t arena_size;
-	uint32_t *arena_free;         /* free slot numbers (a stack) */
+	uint64_t *arena_busy;         /* a bit per slot: taken */
 	unsigned arena_nfree;
 	struct dpu_counters n;
 };
