@@ -123,7 +123,7 @@ arena_init(struct dpu *dpu)
 
 /* Returns true when arena slot i is taken. */
 static bool
-arena_busy(const struct dpu *dpu, unsigned i)
+arena_slot_taken(const struct dpu *dpu, unsigned i)
 {
 	return dpu->arena_busy[i / 64] >> (i % 64) & 1;
 }
@@ -153,7 +153,7 @@ arena_take(struct dpu *dpu, unsigned n)
 	if (dpu->arena_nfree < n)
 		return NULL;
 	for (unsigned i = 0; i < DPU_ARENA_SLOTS; i++) {
-		if (arena_busy(dpu, i)) {
+		if (arena_slot_taken(dpu, i)) {
 			run = 0;
 			continue;
 		}

@@ -653,6 +653,29 @@ alloc_stripe_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 }
 
 /*
+ * The pending ALLOC waits for the dpu, as reads and writes do: served
+ * again at each tick (host_session_retry), op_timeout at most since it
+ * began to wait (waited: it already was); then EHOSTDOWN.
+ */
+static int
+alloc_wait_dpu(struct host_client *cl, bool waited)
+{
+	uint64_t limit = (uint64_t)cfg_int(cl->h->d->cfg, CFG_OP_TIMEOUT) *
+	    1000000u;
+
+	if (!waited)
+		cl->wait_since = mono_ns();
+	if (mono_ns() - cl->wait_since < limit) {
+		cl->waits_dpu = true;
+		cl->busy = true;
+		return 0;
+	}
+	cl->waits_dpu = false;
+	cl->busy = false;
+	return session_fail(cl, EHOSTDOWN);
+}
+
+/*
  * ALLOC: reserve the region's stripes on the memory nodes; the reply comes
  * from the last completion.
  */
@@ -681,22 +704,8 @@ session_alloc(struct host_client *cl)
 	nstripes = (m->b & FAM_S_ALLOC_FILE) ? 1 :
 	    (chunks < h->nnodes ? (unsigned)chunks : h->nnodes);
 	if (h->has_dpu && h->path == CFG_PATH_DPU && !via_dpu &&
-	    h->fallback == CFG_FALLBACK_NONE) {
-		/* Wait for the dpu, as reads and writes do, op_timeout long. */
-		uint64_t limit = (uint64_t)cfg_int(h->d->cfg, CFG_OP_TIMEOUT) *
-		    1000000u;
-
-		if (!cl->waits_dpu) {
-			cl->waits_dpu = true;
-			cl->wait_since = mono_ns();
-		}
-		if (mono_ns() - cl->wait_since < limit) {
-			cl->busy = true;
-			return 0;
-		}
-		cl->waits_dpu = false;
-		return session_fail(cl, EHOSTDOWN);
-	}
+	    h->fallback == CFG_FALLBACK_NONE)
+		return alloc_wait_dpu(cl, cl->waits_dpu);
 	waited = cl->waits_dpu;
 	cl->waits_dpu = false;
 	for (unsigned i = 0; i < nstripes && !via_dpu; i++)
@@ -761,23 +770,12 @@ session_alloc(struct host_client *cl)
 	    cl->pending_err == 0) {
 		/*
 		 * The dpu looked up but its connection is gone: ask again
-		 * at the next tick, when its state says so (op_timeout at
-		 * most, as for a dpu that is down).
+		 * at the next tick, when its state says so.
 		 */
-		uint64_t limit = (uint64_t)cfg_int(h->d->cfg, CFG_OP_TIMEOUT) *
-		    1000000u;
-
 		cl->pending_redo = false;
 		cl->pending_region = NULL;
 		host_region_free(r);
-		if (!waited)
-			cl->wait_since = mono_ns();
-		if (mono_ns() - cl->wait_since < limit) {
-			cl->waits_dpu = true;
-			return 0; /* still busy */
-		}
-		cl->busy = false;
-		return session_fail(cl, EHOSTDOWN);
+		return alloc_wait_dpu(cl, waited);
 	}
 	cl->pending_redo = false;
 	if (cl->pending_calls == 0)

@@ -1470,27 +1470,47 @@ vb_msg_queue(struct vb_conn *c, struct vb_qp *q, struct vb_msg *m)
 	vb_kick(c);
 }
 
+/*
+ * Takes the next piece of m's remaining payload, max bytes at most: sets
+ * *p to it and returns its length (0 when nothing is left).
+ */
+static size_t
+vb_msg_take(struct vb_msg *m, size_t max, uint8_t **p)
+{
+	struct iovec *v;
+	size_t take;
+
+	while (m->iovpos < m->iovcnt && m->iovoff == m->iov[m->iovpos].iov_len) {
+		m->iovpos++; /* an empty piece */
+		m->iovoff = 0;
+	}
+	if (m->iovpos >= m->iovcnt || max == 0)
+		return 0;
+	v = &m->iov[m->iovpos];
+	take = v->iov_len - m->iovoff;
+	if (take > max)
+		take = max;
+	*p = (uint8_t *)v->iov_base + m->iovoff;
+	m->iovoff += take;
+	if (m->iovoff == v->iov_len) {
+		m->iovpos++;
+		m->iovoff = 0;
+	}
+	m->posted += take;
+	return take;
+}
+
 /* Copies up to len bytes of m's remaining data into dst. */
 static size_t
 vb_msg_gather(struct vb_msg *m, uint8_t *dst, size_t len)
 {
-	size_t n = 0;
+	size_t n = 0, take;
+	uint8_t *p;
 
-	while (n < len && m->iovpos < m->iovcnt) {
-		struct iovec *v = &m->iov[m->iovpos];
-		size_t take = v->iov_len - m->iovoff;
-
-		if (take > len - n)
-			take = len - n;
-		memcpy(dst + n, (uint8_t *)v->iov_base + m->iovoff, take);
+	while ((take = vb_msg_take(m, len - n, &p)) > 0) {
+		memcpy(dst + n, p, take);
 		n += take;
-		m->iovoff += take;
-		if (m->iovoff == v->iov_len) {
-			m->iovpos++;
-			m->iovoff = 0;
-		}
 	}
-	m->posted += n;
 	return n;
 }
 
@@ -1502,26 +1522,16 @@ static size_t
 vb_msg_sges(struct vb_msg *m, struct ibv_sge *sg, unsigned max, size_t len,
     unsigned *nsg)
 {
-	size_t n = 0;
+	size_t n = 0, take;
+	uint8_t *p;
 
-	while (n < len && *nsg < max && m->iovpos < m->iovcnt) {
-		struct iovec *v = &m->iov[m->iovpos];
-		size_t take = v->iov_len - m->iovoff;
-
-		if (take > len - n)
-			take = len - n;
-		sg[*nsg].addr = (uintptr_t)v->iov_base + m->iovoff;
+	while (*nsg < max && (take = vb_msg_take(m, len - n, &p)) > 0) {
+		sg[*nsg].addr = (uintptr_t)p;
 		sg[*nsg].length = (uint32_t)take;
 		sg[*nsg].lkey = m->zmr->lkey;
 		(*nsg)++;
 		n += take;
-		m->iovoff += take;
-		if (m->iovoff == v->iov_len) {
-			m->iovpos++;
-			m->iovoff = 0;
-		}
 	}
-	m->posted += n;
 	return n;
 }
 

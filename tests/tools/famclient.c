@@ -1025,25 +1025,13 @@ raw_write_req(int fd, uint64_t id, uint32_t region, uint64_t off,
 	raw_expect(fd, id, status, NULL, 0);
 }
 
-/* Reads a size from the environment (K, M suffixes), or def. */
+/* Reads a size from the environment (fc_size's suffixes), or def. */
 static uint64_t
 fc_env_size(const char *name, uint64_t def)
 {
 	const char *v = getenv(name);
-	char *end;
-	uint64_t n;
 
-	if (v == NULL || *v == '\0')
-		return def;
-	errno = 0;
-	n = strtoull(v, &end, 0);
-	if (errno != 0 || end == v)
-		fc_fail("%s: not a size: %s", name, v);
-	if (*end == 'K' || *end == 'k')
-		n <<= 10;
-	else if (*end == 'M' || *end == 'm')
-		n <<= 20;
-	return n;
+	return v == NULL || *v == '\0' ? def : fc_size(v);
 }
 
 /*
