@@ -171,8 +171,7 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		    "requests, taking their completions, filling the cache) runs "
 		    "on a thread of its own, fed through a queue, while the "
 		    "control loop receives hosts' requests and answers them. "
-		    "Off: one loop does both. With transport = verbs it is "
-		    "off whatever the setting.",
+		    "Off: one loop does both. Either transport.",
 	},
 	[CFG_DPU_STATIC_REGIONS] = {
 		.section = "dpu", .name = "static_regions", .type = CFG_T_STRING,

@@ -28,6 +28,9 @@
  * it hands completions back through to_front (struct dpu_queue: a list
  * under a lock, and an eventfd that wakes the consumer's loop). With async
  * off, both sides run on the control loop and the hand-overs are calls.
+ * Either transport: each connection is used on its own loop only (the
+ * hosts' on the front's, the memory nodes' on the back's); what the
+ * verbs transport shares between loops it guards itself.
  *
  * Lock order: a queue's lock is a leaf (see dpu.h).
  */
@@ -58,6 +61,13 @@
  * its own, which the transport bounces. The arena is registered on each
  * host connection too (at its first READ reply), so that a READ's reply
  * is sent from the slots its data landed in, no copy.
+ *
+ * With async = on the arena is made before the back thread starts and not
+ * moved after; its slots are taken and given back by the front alone (as
+ * are the buffers kept in `bufs`), and a slot's bytes pass between the
+ * sides with its request, through the queues. Each registration belongs
+ * to its connection and is made on that connection's loop: the memory
+ * nodes' by the back (node_connected), the hosts' by the front.
  */
 #define DPU_ARENA_SLOT    (64u << 10)
 #define DPU_ARENA_SLOTS   256u
@@ -970,15 +980,6 @@ dpu_forward_start(struct dpu *dpu, char **cause)
 	TAILQ_INIT(&dpu->batch);
 	dpu->to_back.efd = dpu->to_front.efd = -1;
 	dpu->async = cfg_int(dpu->d->cfg, CFG_DPU_ASYNC) != 0;
-	if (dpu->async && dpu->opts.kind == FAM_TP_VERBS) {
-		/*
-		 * The verbs transport keeps its devices and connections per
-		 * process and is not to be used from two threads at once.
-		 */
-		log_warn("dpu: async = on needs transport = tcp; forwarding "
-		    "on one loop");
-		dpu->async = false;
-	}
 	dpu_forward_configure(dpu);
 	if (dpu->opts.kind == FAM_TP_VERBS && arena_init(dpu) < 0)
 		log_warn("dpu: no memory for the registered staging arena; "

@@ -72,7 +72,23 @@
  * missed deadline closes that connection only; it is counted and logged.
  *
  * Everything runs on the loop that created the connection; callbacks to the
- * user run only from that loop, never inside an API call.
+ * user run only from that loop, never inside an API call. Loops may run on
+ * threads of their own (a dpu's memory-node side): a connection and a
+ * listener are touched only by their loop's thread, save that the lists
+ * of devices and connections are shared (vb_lock). Each loop watches a
+ * device's asynchronous events itself (struct vb_dev per device and
+ * loop), and whichever loop reads an event closes the connections it
+ * names that are its own; for another loop's it records the event on the
+ * connection and activates that connection's ev_async, whose callback, on
+ * its own loop, closes it.
+ *
+ * Lock order: vb_lock comes before libevent's locks (of any loop) and the
+ * log's. It is held to look the lists up, link and unlink, add or free the
+ * events of its own loop, record an event for another loop's connection
+ * and activate its ev_async, or close a connection of its own (vb_close);
+ * never while a verbs object is destroyed: that waits until the
+ * asynchronous events naming it are acknowledged, which another loop may
+ * be about to do once it has the lock.
  */
 #include "config.h"
 
@@ -82,6 +98,8 @@
 #include <inttypes.h>
 #include <linux/capability.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
@@ -304,10 +322,14 @@ struct vb_mr {
 	struct ibv_mr *mr;
 };
 
-/* An RDMA device in use, with its asynchronous event descriptor. */
+/*
+ * An RDMA device in use by a loop, with its asynchronous event descriptor
+ * watched there (several loops: each its own record; vb_lock).
+ */
 struct vb_dev {
 	LIST_ENTRY(vb_dev) link;
 	struct ibv_context *ctx;
+	struct event_base *evb;
 	struct event *ev;
 	unsigned refs;
 	int rd_atom;
@@ -368,6 +390,15 @@ struct vb_conn {
 	struct vb_rbuf *repost;    /* receive buffers to post again */
 
 	struct event *ev_cm, *ev_cq, *ev_timer, *ev_defer, *ev_post, *ev_poll;
+	/*
+	 * An asynchronous event another loop read for this connection
+	 * (under vb_lock): ev_async closes it on its own loop.
+	 */
+	struct event *ev_async;
+	int async_err;             /* 0: none recorded */
+	enum ibv_event_type async_type;
+	unsigned async_qp;         /* a QP event's QP */
+	uint8_t async_port;        /* a port event's port; 0: any */
 	bool post_pending;
 	int close_err;
 	int op_err;
@@ -386,9 +417,12 @@ struct vb_conn {
 	TAILQ_HEAD(, vb_mr) mrs;
 };
 
+/* What every loop shares, under vb_lock (lock order: see the top). */
+static pthread_mutex_t vb_lock = PTHREAD_MUTEX_INITIALIZER;
 static LIST_HEAD(, vb_dev) vb_devs = LIST_HEAD_INITIALIZER(vb_devs);
 static LIST_HEAD(, vb_conn) vb_conns = LIST_HEAD_INITIALIZER(vb_conns);
-static bool vb_memlock_warned;
+/* The memlock limit is low: said once, by whichever loop saw it first. */
+static atomic_bool vb_memlock_warned;
 
 static void vb_close(struct vb_conn *c, int err);
 static void vb_kick(struct vb_conn *c);
@@ -398,6 +432,7 @@ static void vb_post_all(struct vb_conn *c);
 static void vb_violation(struct vb_conn *c, const struct fam_hdr *h,
     int status, int err, const char *fmt, ...) printflike(5, 6);
 static void vb_cm_cb(evutil_socket_t fd, short what, void *arg);
+static void vb_async_conn_cb(evutil_socket_t fd, short what, void *arg);
 static void vb_cq_cb(evutil_socket_t fd, short what, void *arg);
 static void vb_poll_cb(evutil_socket_t fd, short what, void *arg);
 static void vb_timer_cb(evutil_socket_t fd, short what, void *arg);
@@ -548,8 +583,9 @@ vb_memlock_gate(unsigned nqps, char **cause)
 	err = fam_memlock_check(one, cause);
 	if (err < 0)
 		return err;
-	if (!vb_memlock_warned && fam_memlock_check(one * 16, &why) < 0) {
-		vb_memlock_warned = true;
+	if (!atomic_load(&vb_memlock_warned) &&
+	    fam_memlock_check(one * 16, &why) < 0 &&
+	    !atomic_exchange(&vb_memlock_warned, true)) {
 		log_warn("verbs: %s for 16 connections; memory registrations "
 		    "beyond the limit will fail", why);
 	}
@@ -569,21 +605,115 @@ vb_random64(void)
 	return v;
 }
 
-/* Closes every connection on dev (port 0: any port) with err. */
+/* Returns true for the events that name a QP, CQ or SRQ of a connection. */
+static bool
+vb_async_names_conn(enum ibv_event_type type)
+{
+	switch (type) {
+	case IBV_EVENT_QP_FATAL:
+	case IBV_EVENT_QP_REQ_ERR:
+	case IBV_EVENT_QP_ACCESS_ERR:
+	case IBV_EVENT_PATH_MIG_ERR:
+	case IBV_EVENT_CQ_ERR:
+	case IBV_EVENT_SRQ_ERR:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/*
+ * Closes c with err for an asynchronous event of its device: one naming
+ * it (QP qp, its CQ or SRQ), or its port (port; 0: any) or device gone.
+ * c's loop.
+ */
 static void
-vb_dev_close_conns(struct vb_dev *dev, uint8_t port, int err)
+vb_async_close(struct vb_conn *c, enum ibv_event_type type, unsigned qp,
+    uint8_t port, int err)
+{
+	const char *name = ibv_event_type_str(type);
+	char who[160];
+
+	if (vb_async_names_conn(type)) {
+		if (c->state >= VBS_DRAINING)
+			return;
+		c->stats.completion_errors++;
+		if (type == IBV_EVENT_CQ_ERR || type == IBV_EVENT_SRQ_ERR)
+			log_notice("verbs: %s: %s; closing the connection",
+			    vb_who(c, who, sizeof who), name);
+		else
+			log_notice("verbs: %s: QP %u: %s; closing the "
+			    "connection", vb_who(c, who, sizeof who), qp, name);
+	} else {
+		if (port != 0 && (c->qps[0].id == NULL ||
+		    c->qps[0].id->port_num != port))
+			return;
+		c->stats.completion_errors++;
+	}
+	vb_close(c, err);
+}
+
+/*
+ * An asynchronous event read on dev's loop closes c: at once when c is
+ * that loop's, else through c's own loop (ev_async). Under vb_lock.
+ */
+static void
+vb_async_post(struct vb_dev *dev, struct vb_conn *c, enum ibv_event_type type,
+    unsigned qp, uint8_t port, int err)
+{
+	if (c->evb == dev->evb) {
+		vb_async_close(c, type, qp, port, err);
+		return;
+	}
+	if (c->async_err == 0) {
+		c->async_err = err;
+		c->async_type = type;
+		c->async_qp = qp;
+		c->async_port = port;
+	} else if (port == 0)
+		c->async_port = 0;
+	event_active(c->ev_async, EV_READ, 0);
+}
+
+/* An event another loop read for c: c's loop closes it. */
+static void
+vb_async_conn_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct vb_conn *c = arg;
+	enum ibv_event_type type;
+	unsigned qp;
+	uint8_t port;
+	int err;
+
+	pthread_mutex_lock(&vb_lock);
+	err = c->async_err;
+	type = c->async_type;
+	qp = c->async_qp;
+	port = c->async_port;
+	c->async_err = 0;
+	pthread_mutex_unlock(&vb_lock);
+	if (err != 0)
+		vb_async_close(c, type, qp, port, err);
+}
+
+/* Closes every connection on dev's device (port 0: any port) with err. */
+static void
+vb_dev_close_conns(struct vb_dev *dev, enum ibv_event_type type, uint8_t port,
+    int err)
 {
 	struct vb_conn *c;
 
+	pthread_mutex_lock(&vb_lock);
 	LIST_FOREACH(c, &vb_conns, link)
-		if (c->dev == dev && (port == 0 || (c->qps[0].id != NULL &&
-		    c->qps[0].id->port_num == port))) {
-			c->stats.completion_errors++;
-			vb_close(c, err);
-		}
+		if (c->ctx == dev->ctx)
+			vb_async_post(dev, c, type, 0, port, err);
+	pthread_mutex_unlock(&vb_lock);
 }
 
-/* Returns the connection owning a verbs object, checking it still lives. */
+/*
+ * Returns the connection owning a verbs object, checking it still lives.
+ * Under vb_lock.
+ */
 static struct vb_conn *
 vb_conn_find(struct vb_conn *want)
 {
@@ -595,7 +725,11 @@ vb_conn_find(struct vb_conn *want)
 	return NULL;
 }
 
-/* Reads a device's asynchronous events: QP, CQ, SRQ, port, device. */
+/*
+ * Reads a device's asynchronous events: QP, CQ, SRQ, port, device. The
+ * objects an event names live until it is acknowledged (destroying them
+ * waits for that), so qp_context and the like may be read until then.
+ */
 static void
 vb_async_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -603,38 +737,30 @@ vb_async_cb(evutil_socket_t fd, short what, void *arg)
 	struct ibv_async_event ev;
 	struct vb_conn *c;
 	struct vb_qp *q;
-	char who[160];
 
 	while (ibv_get_async_event(dev->ctx, &ev) == 0) {
-		const char *name = ibv_event_type_str(ev.event_type);
-
 		switch (ev.event_type) {
 		case IBV_EVENT_QP_FATAL:
 		case IBV_EVENT_QP_REQ_ERR:
 		case IBV_EVENT_QP_ACCESS_ERR:
 		case IBV_EVENT_PATH_MIG_ERR:
 			q = ev.element.qp->qp_context;
+			pthread_mutex_lock(&vb_lock);
 			c = q != NULL ? vb_conn_find(q->c) : NULL;
-			if (c != NULL && c->state < VBS_DRAINING) {
-				c->stats.completion_errors++;
-				log_notice("verbs: %s: QP %u: %s; closing the "
-				    "connection", vb_who(c, who, sizeof who),
-				    q->index, name);
-				vb_close(c, -EIO);
-			}
+			if (c != NULL)
+				vb_async_post(dev, c, ev.event_type, q->index,
+				    0, -EIO);
+			pthread_mutex_unlock(&vb_lock);
 			break;
 		case IBV_EVENT_CQ_ERR:
 		case IBV_EVENT_SRQ_ERR:
+			pthread_mutex_lock(&vb_lock);
 			c = vb_conn_find(ev.event_type == IBV_EVENT_CQ_ERR ?
 			    ev.element.cq->cq_context :
 			    ev.element.srq->srq_context);
-			if (c != NULL && c->state < VBS_DRAINING) {
-				c->stats.completion_errors++;
-				log_notice("verbs: %s: %s; closing the "
-				    "connection", vb_who(c, who, sizeof who),
-				    name);
-				vb_close(c, -EIO);
-			}
+			if (c != NULL)
+				vb_async_post(dev, c, ev.event_type, 0, 0, -EIO);
+			pthread_mutex_unlock(&vb_lock);
 			break;
 		case IBV_EVENT_PORT_ERR: {
 			struct ibv_port_attr pa;
@@ -650,52 +776,64 @@ vb_async_cb(evutil_socket_t fd, short what, void *arg)
 			log_warn("verbs: %s port %d is down; closing its "
 			    "connections", ibv_get_device_name(dev->ctx->device),
 			    ev.element.port_num);
-			vb_dev_close_conns(dev, (uint8_t)ev.element.port_num,
-			    -ENETDOWN);
+			vb_dev_close_conns(dev, ev.event_type,
+			    (uint8_t)ev.element.port_num, -ENETDOWN);
 			break;
 		}
 		case IBV_EVENT_DEVICE_FATAL:
 			log_err("verbs: %s: fatal device error; closing every "
 			    "connection on it",
 			    ibv_get_device_name(dev->ctx->device));
-			vb_dev_close_conns(dev, 0, -ENODEV);
+			vb_dev_close_conns(dev, ev.event_type, 0, -ENODEV);
 			break;
 		case IBV_EVENT_QP_LAST_WQE_REACHED:
 		case IBV_EVENT_SQ_DRAINED:
 		case IBV_EVENT_COMM_EST:
 		case IBV_EVENT_SRQ_LIMIT_REACHED:
 			log_debug("verbs: %s: %s",
-			    ibv_get_device_name(dev->ctx->device), name);
+			    ibv_get_device_name(dev->ctx->device),
+			    ibv_event_type_str(ev.event_type));
 			break;
 		default:
 			log_info("verbs: %s: %s",
-			    ibv_get_device_name(dev->ctx->device), name);
+			    ibv_get_device_name(dev->ctx->device),
+			    ibv_event_type_str(ev.event_type));
 			break;
 		}
 		ibv_ack_async_event(&ev);
 	}
 }
 
-/* Takes a reference on the device of ctx, watching its async events. */
+/*
+ * Takes a reference on the device of ctx for loop evb, which watches its
+ * async events (each loop using a device watches it: whichever reads an
+ * event handles it).
+ */
 static struct vb_dev *
 vb_dev_get(struct event_base *evb, struct ibv_context *ctx)
 {
 	struct ibv_device_attr attr;
 	struct vb_dev *dev;
+	bool first = true;
 
-	LIST_FOREACH(dev, &vb_devs, link)
-		if (dev->ctx == ctx) {
+	pthread_mutex_lock(&vb_lock);
+	LIST_FOREACH(dev, &vb_devs, link) {
+		if (dev->ctx != ctx)
+			continue;
+		if (dev->evb == evb) {
 			dev->refs++;
+			pthread_mutex_unlock(&vb_lock);
 			return dev;
 		}
+		first = false;
+	}
 	dev = calloc(1, sizeof *dev);
 	if (dev == NULL)
-		return NULL;
-	if (ibv_query_device(ctx, &attr) != 0) {
-		free(dev);
-		return NULL;
-	}
+		goto out_unlock;
+	if (ibv_query_device(ctx, &attr) != 0)
+		goto out_free;
 	dev->ctx = ctx;
+	dev->evb = evb;
 	dev->refs = 1;
 	dev->rd_atom = attr.max_qp_rd_atom < attr.max_qp_init_rd_atom ?
 	    attr.max_qp_rd_atom : attr.max_qp_init_rd_atom;
@@ -704,7 +842,7 @@ vb_dev_get(struct event_base *evb, struct ibv_context *ctx)
 	if (dev->rd_atom < 1)
 		dev->rd_atom = 1;
 	dev->max_cqe = attr.max_cqe;
-	if (fd_set_nonblock(ctx->async_fd) == 0) {
+	if (first && fd_set_nonblock(ctx->async_fd) == 0) {
 		struct ibv_async_event ev;
 
 		/* Events from before anyone here watched: nothing of ours. */
@@ -720,20 +858,35 @@ vb_dev_get(struct event_base *evb, struct ibv_context *ctx)
 	    vb_async_cb, dev)) == NULL || event_add(dev->ev, NULL) < 0) {
 		if (dev->ev != NULL)
 			event_free(dev->ev);
-		free(dev);
-		return NULL;
+		goto out_free;
 	}
 	LIST_INSERT_HEAD(&vb_devs, dev, link);
+	pthread_mutex_unlock(&vb_lock);
+	return dev;
+
+out_free:
+	free(dev);
+	dev = NULL;
+out_unlock:
+	pthread_mutex_unlock(&vb_lock);
 	return dev;
 }
 
-/* Drops a device reference. */
+/* Drops a device reference (on the loop that took it). */
 static void
 vb_dev_put(struct vb_dev *dev)
 {
-	if (dev == NULL || --dev->refs > 0)
+	bool last;
+
+	if (dev == NULL)
 		return;
-	LIST_REMOVE(dev, link);
+	pthread_mutex_lock(&vb_lock);
+	last = --dev->refs == 0;
+	if (last)
+		LIST_REMOVE(dev, link);
+	pthread_mutex_unlock(&vb_lock);
+	if (!last)
+		return;
 	event_free(dev->ev);
 	free(dev);
 }
@@ -813,8 +966,9 @@ vb_conn_new(struct event_base *evb, const struct fam_conn_opts *opts,
 	c->ev_defer = event_new(evb, -1, 0, vb_teardown_cb, c);
 	c->ev_post = event_new(evb, -1, 0, vb_post_cb, c);
 	c->ev_poll = event_new(evb, -1, 0, vb_poll_cb, c);
+	c->ev_async = event_new(evb, -1, 0, vb_async_conn_cb, c);
 	if (c->table == NULL || c->ev_timer == NULL || c->ev_defer == NULL ||
-	    c->ev_post == NULL || c->ev_poll == NULL) {
+	    c->ev_post == NULL || c->ev_poll == NULL || c->ev_async == NULL) {
 		if (c->ev_timer != NULL)
 			event_free(c->ev_timer);
 		if (c->ev_defer != NULL)
@@ -823,11 +977,15 @@ vb_conn_new(struct event_base *evb, const struct fam_conn_opts *opts,
 			event_free(c->ev_post);
 		if (c->ev_poll != NULL)
 			event_free(c->ev_poll);
+		if (c->ev_async != NULL)
+			event_free(c->ev_async);
 		free(c->table);
 		free(c);
 		return NULL;
 	}
+	pthread_mutex_lock(&vb_lock);
 	LIST_INSERT_HEAD(&vb_conns, c, link);
+	pthread_mutex_unlock(&vb_lock);
 	return c;
 }
 
@@ -914,7 +1072,9 @@ vb_conn_setup(struct vb_conn *c, struct ibv_context *ctx, unsigned nqps)
 	int cqe, err;
 
 	c->nqps = nqps;
-	c->ctx = ctx;
+	pthread_mutex_lock(&vb_lock);
+	c->ctx = ctx; /* other loops' device events look for it */
+	pthread_mutex_unlock(&vb_lock);
 	c->dev = vb_dev_get(c->evb, ctx);
 	if (c->dev == NULL)
 		return -ENOMEM;
@@ -1104,11 +1264,16 @@ vb_conn_param(struct vb_conn *c, struct rdma_conn_param *p, uint8_t *priv,
  * Destroys every verbs resource, paired with its creation: QPs, SRQ, CQ,
  * completion channel, MRs (the user's left over, then ours), PD, rdma_cm
  * ids, event channel. The send queues have been drained (or given up on).
+ * Unlinked first: no other loop finds it (and activates ev_async) after.
  */
 static void
 vb_conn_destroy(struct vb_conn *c)
 {
 	struct vb_mr *m;
+
+	pthread_mutex_lock(&vb_lock);
+	LIST_REMOVE(c, link);
+	pthread_mutex_unlock(&vb_lock);
 
 	for (unsigned i = 0; i < VB_MAX_QPS; i++) {
 		struct vb_qp *q = &c->qps[i];
@@ -1165,7 +1330,7 @@ vb_conn_destroy(struct vb_conn *c)
 	event_free(c->ev_defer);
 	event_free(c->ev_post);
 	event_free(c->ev_poll);
-	LIST_REMOVE(c, link);
+	event_free(c->ev_async);
 	free(c->table);
 	explicit_bzero(c->opts.secret, sizeof c->opts.secret);
 	explicit_bzero(c->opts.hello.secret, sizeof c->opts.hello.secret);
@@ -3120,9 +3285,12 @@ vb_on_connect_join(struct vb_listener *l, struct rdma_cm_id *id,
 	struct vb_qp *q;
 	int err;
 
+	pthread_mutex_lock(&vb_lock);
 	LIST_FOREACH(c, &vb_conns, link)
-		if (!c->active && c->l == l && c->cookie == p->cookie)
+		if (c->evb == l->evb && !c->active && c->l == l &&
+		    c->cookie == p->cookie)
 			break;
+	pthread_mutex_unlock(&vb_lock);
 	if (c == NULL || c->state != VBS_OPEN || p->index >= c->nqps ||
 	    c->qps[p->index].id != NULL || id->verbs != c->ctx) {
 		log_notice("verbs: refused QP %u from %s on %s: it names no "
@@ -3333,11 +3501,13 @@ vb_listener_free(struct fam_listener *fl)
 	struct vb_listener *l = (struct vb_listener *)fl;
 	struct vb_conn *c;
 
+	pthread_mutex_lock(&vb_lock);
 	LIST_FOREACH(c, &vb_conns, link)
-		if (c->l == l) {
+		if (c->evb == l->evb && c->l == l) {
 			c->l = NULL;
 			c->counted_hello = false;
 		}
+	pthread_mutex_unlock(&vb_lock);
 	event_free(l->ev);
 	vb_dev_put(l->dev);
 	rdma_destroy_id(l->id);

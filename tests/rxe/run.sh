@@ -78,7 +78,7 @@ done
 modes=("$@")
 [ ${#modes[@]} -gt 0 ] || modes=(loopback veth)
 tests=()
-for t in ${RXE_ONLY:-verbs-transport verbs-memory verbs-host verbs-dpu verbs-dpu-imm verbs-portdown}; do
+for t in ${RXE_ONLY:-verbs-transport verbs-memory verbs-host verbs-dpu verbs-dpu-imm verbs-dpu-async verbs-portdown}; do
 	tests+=("$top_srcdir/tests/rxe/$t.sh")
 done
 failed=0

@@ -6,7 +6,9 @@
  * outstanding), two-sided reads and writes through resolve when a lease has
  * no rkey, replies longer than one SEND, several QPs per peer, a stale rkey
  * refused, deadlines, injected completion errors and a killed peer - each
- * ending that connection only, every operation completing exactly once.
+ * ending that connection only, every operation completing exactly once;
+ * and two loops on two threads (a dpu's front and back with async = on)
+ * using one device at once.
  *
  * Skips (exit 77) where there is no RDMA device. FAM_TEST_VERBS_ADDR (or
  * RXE_VM_IP) is the local address to listen on; default 192.168.77.1.
@@ -17,13 +19,16 @@
 #include <dirent.h>
 #include <endian.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <event2/event.h>
+#include <event2/thread.h>
 #include <rdma/rdma_cma.h>
 
 #include "famd.h"
@@ -44,6 +49,7 @@ static struct {
 	unsigned hellos, resolves, releases;
 	bool closed;
 	int closed_err;
+	unsigned ncloses;
 	uint64_t completion_errors;
 	uint8_t *big;
 } srv;
@@ -158,6 +164,7 @@ static void
 srv_closed(struct fam_conn *c, int err, void *arg)
 {
 	srv.closed = true;
+	srv.ncloses++;
 	srv.closed_err = err;
 	srv.completion_errors = fam_conn_stats(c)->completion_errors;
 	ck_assert_uint_eq(srv.resolves, srv.releases);
@@ -901,6 +908,167 @@ START_TEST(test_killed_peer_completes_every_op_once)
 }
 END_TEST
 
+/*
+ * The client of test_two_loops_on_two_threads_share_the_device: its loop
+ * runs on a thread of its own; `cli` is this thread's alone meanwhile.
+ */
+#define T2_ROUNDS 6
+#define T2_LEN    (256u << 10)
+
+static struct {
+	struct event_base *base;
+	_Atomic bool done;
+	int rounds;          /* connected, data right, closed */
+	char why[160];       /* the first thing that went wrong */
+} t2;
+
+/* Runs the client thread's loop until pred() holds or ms pass. */
+static bool
+t2_run_until(bool (*pred)(void), int ms)
+{
+	uint64_t end = mono_ns() + (uint64_t)ms * 1000000u;
+
+	while (!pred() && mono_ns() < end) {
+		struct timeval tv = { 0, 5000 };
+
+		event_base_loopexit(t2.base, &tv);
+		event_base_loop(t2.base, EVLOOP_ONCE);
+	}
+	return pred();
+}
+
+/* Waits on the client thread for n more completions. */
+static bool
+t2_wait_ops(int n)
+{
+	want_done = cli.ops_done + n;
+	return t2_run_until(p_done, 30000);
+}
+
+/*
+ * One round on the client thread: connect (2 QPs), take the lease, write
+ * a pattern one-sided, read it back into registered and unregistered
+ * memory, close. Returns NULL or what went wrong.
+ */
+static const char *
+t2_round(int round, uint8_t *src, uint8_t *dst, uint8_t *reg)
+{
+	uint8_t buf[FAM_REGION_CREATE_MIN];
+	struct fam_region_create req = { .size = MEM_SIZE };
+	struct fam_conn_opts o = opts("s3cret", 10000);
+	struct fam_region_info info;
+	uint64_t off = (uint64_t)round * T2_LEN;
+	struct fam_mr *mr;
+	char *cause = NULL;
+	size_t len;
+
+	free(cli.reply);
+	memset(&cli, 0, sizeof cli);
+	o.qps_per_peer = 2;
+	if (fam_connect(t2.base, srv_addr, &o, &cli_handlers, NULL, &cli.c,
+	    &cause) != 0)
+		return "connect";
+	if (!t2_run_until(p_connected, 10000) || !cli.connected)
+		return "no hello answered";
+	len = proto_put_region_create(buf, sizeof buf, &req);
+	if (fam_conn_call(cli.c, FAM_MSG_REGION_CREATE, buf, (uint32_t)len,
+	    cli_done, (void *)0) != 0 || !t2_wait_ops(1) ||
+	    cli.status[0] != 0 || proto_get_region_info(cli.reply,
+	    cli.reply_len, &info) != 0 || info.rkey == 0)
+		return "no lease";
+	cli.r.region = info.region;
+	cli.r.rkey = info.rkey;
+	cli.r.addr = info.addr;
+	cli.r.size = info.size;
+	mr = fam_mr_register(cli.c, reg, T2_LEN);
+	if (mr == NULL)
+		return "registration";
+	for (uint32_t i = 0; i < T2_LEN; i++)
+		src[i] = pat(off + i, (unsigned)round);
+	rw(true, 1, off, T2_LEN, src, NULL);
+	if (!t2_wait_ops(1) || cli.status[1] != 0)
+		return "write";
+	memset(reg, 0, T2_LEN);
+	memset(dst, 0, T2_LEN);
+	rw(false, 2, off, T2_LEN, reg, mr);
+	rw(false, 3, off, T2_LEN, dst, NULL);
+	if (!t2_wait_ops(2) || cli.status[2] != 0 || cli.status[3] != 0)
+		return "read";
+	if (memcmp(reg, src, T2_LEN) != 0 || memcmp(dst, src, T2_LEN) != 0)
+		return "the data read back differs";
+	fam_conn_close(cli.c);
+	if (!t2_run_until(p_cli_closed, 10000) || cli.closed_calls != 1)
+		return "no close";
+	return NULL;
+}
+
+/* The client thread: rounds until one fails. */
+static void *
+t2_main(void *arg)
+{
+	uint8_t *src = malloc(T2_LEN), *dst = malloc(T2_LEN);
+	uint8_t *reg = malloc(T2_LEN);
+	const char *why = NULL;
+
+	for (int round = 0; round < T2_ROUNDS && why == NULL; round++) {
+		why = t2_round(round, src, dst, reg);
+		if (why == NULL)
+			t2.rounds++;
+		else
+			snprintf(t2.why, sizeof t2.why, "round %d: %s", round,
+			    why);
+	}
+	if (cli.c != NULL && !cli.closed) {
+		fam_conn_close(cli.c);
+		t2_run_until(p_cli_closed, 10000);
+	}
+	free(src);
+	free(dst);
+	free(reg);
+	atomic_store(&t2.done, true);
+	return NULL;
+}
+
+static bool
+p_t2_done(void)
+{
+	return atomic_load(&t2.done);
+}
+
+static bool
+p_srv_all_closed(void)
+{
+	return srv.ncloses >= (unsigned)t2.rounds && srv.c == NULL;
+}
+
+/*
+ * Two loops on two threads, as a dpu with async = on has them: the server
+ * on this thread's loop, a client on another's, on one device (each loop
+ * watches its asynchronous events). Connections are made and destroyed
+ * on both at once (a joining QP is looked up among the other loop's
+ * connections), the data moves right and each close reaches the peer.
+ */
+START_TEST(test_two_loops_on_two_threads_share_the_device)
+{
+	pthread_t th;
+
+	start_server("s3cret");
+	t2.base = event_base_new();
+	ck_assert_ptr_nonnull(t2.base);
+	atomic_store(&t2.done, false);
+	ck_assert_int_eq(pthread_create(&th, NULL, t2_main, NULL), 0);
+	run_until(p_t2_done, 300000);
+	ck_assert_msg(p_t2_done(), "the client thread hangs");
+	pthread_join(th, NULL);
+	event_base_free(t2.base);
+	ck_assert_msg(t2.rounds == T2_ROUNDS, "%d of %d rounds: %s", t2.rounds,
+	    T2_ROUNDS, t2.why);
+	ck_assert_msg(run_until(p_srv_all_closed, 10000), "the server saw %u "
+	    "closes of %d", srv.ncloses, t2.rounds);
+	ck_assert_uint_eq(srv.resolves, 0);
+}
+END_TEST
+
 /* Is there an RDMA device here? */
 static bool
 have_rdma(void)
@@ -944,6 +1112,7 @@ verbs_suite(void)
 	tcase_add_test(t, test_nobody_listening_is_reported_once);
 	tcase_add_test(t, test_api_misuse_returns_errors);
 	tcase_add_test(t, test_killed_peer_completes_every_op_once);
+	tcase_add_test(t, test_two_loops_on_two_threads_share_the_device);
 	suite_add_tcase(s, t);
 	return s;
 }
@@ -964,6 +1133,9 @@ main(void)
 		local_ip = getenv("RXE_VM_IP");
 	if (local_ip == NULL)
 		local_ip = "192.168.77.1";
+	/* As famd: loops may be woken from other threads. */
+	if (evthread_use_pthreads() < 0)
+		return EXIT_FAILURE;
 	sr = srunner_create(verbs_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
