@@ -17,6 +17,32 @@ T=$(mktemp -d "/tmp/famd-$TEST_NAME.XXXXXX")
 chmod 755 "$T"
 FAMD_PIDS=()
 
+# The transport the famd processes of a test speak: tcp on 127.0.0.1 unless
+# FAMD_TEST_TRANSPORT=verbs, which tests/rxe/guest.sh sets (with
+# FAMD_TEST_LISTEN_IP, the address of its rxe device) to run tests of this
+# directory unchanged over Soft-RoCE. famclient then speaks verbs too.
+TEST_TRANSPORT=${FAMD_TEST_TRANSPORT:-tcp}
+LISTEN_IP=127.0.0.1
+TRANSPORT_OPTS=()
+case $TEST_TRANSPORT in
+tcp) ;;
+verbs)
+	LISTEN_IP=${FAMD_TEST_LISTEN_IP:?FAMD_TEST_TRANSPORT=verbs needs FAMD_TEST_LISTEN_IP}
+	TRANSPORT_OPTS=(-o famd.transport=verbs)
+	cat >"$T/famclient" <<SH
+#!/bin/sh
+exec "$FAMCLIENT" -T verbs "\$@"
+SH
+	chmod 755 "$T/famclient"
+	FAMCLIENT=$T/famclient
+	;;
+*)
+	echo "FAIL: $TEST_NAME: FAMD_TEST_TRANSPORT=$TEST_TRANSPORT (tcp or verbs)"
+	rm -rf "$T"
+	exit 1
+	;;
+esac
+
 # Prints the logs of every famd this test started.
 dump_logs() {
 	local f
@@ -106,12 +132,14 @@ ctl() {
 # waits until it answers. A memory role listens on a free loopback port
 # (mem_addr NAME tells which). Sets FAMD_PID. With FAMD_NETNS set, famd
 # runs in that network namespace (ip netns exec execs it: same pid).
+# With FAMD_TEST_TRANSPORT=verbs, famd speaks verbs on $LISTEN_IP.
 start_famd() {
 	local name=$1 conf=$2 wrap=()
 	shift 2
 	[ -n "${FAMD_NETNS:-}" ] && wrap=(ip netns exec "$FAMD_NETNS")
 	"${wrap[@]}" "$FAMD" -f -c "$conf" -o famd.admin_socket="$(sock "$name")" \
-		-o memory.listen=127.0.0.1:0 "$@" 2>>"$T/$name.log" &
+		${TRANSPORT_OPTS[@]+"${TRANSPORT_OPTS[@]}"} \
+		-o memory.listen="$LISTEN_IP:0" "$@" 2>>"$T/$name.log" &
 	FAMD_PID=$!
 	FAMD_PIDS+=("$FAMD_PID")
 	if ! wait_until 10 ctl "$name" status; then
@@ -141,16 +169,19 @@ SHIM=$top_builddir/src/.libs/libfamshim.so
 
 # start_memory NAME [famd options...]: a memory famd on a free loopback
 # port (port 0: it picks), preload_dir $T/preload; sets MEM_ADDR, MEM_PID.
+# Over verbs its capacity is 2G (the Soft-RoCE guest's memory; verbs pins
+# what it lends), as tests/rxe/lib-rxe.sh's.
 start_memory() {
-	local name=$1
+	local name=$1 MEM_CAPACITY=64G
 	shift
+	[ "$TEST_TRANSPORT" = verbs ] && MEM_CAPACITY=2G
 	mkdir -p "$T/preload"
 	cat >"$T/$name.conf" <<CONF
 [famd]
 role = memory
 [memory]
-listen = 127.0.0.1:0
-capacity = 64G
+listen = $LISTEN_IP:0
+capacity = $MEM_CAPACITY
 preload_dir = $T/preload
 CONF
 	start_famd "$name" "$T/$name.conf" "$@"
@@ -160,13 +191,16 @@ CONF
 
 # start_host NAME BUFFER MEMORY_NODES [famd options...]: a host famd whose
 # session socket is $T/NAME.session; sets HOST_PID and FAM_SOCKET.
+# Over verbs its op_timeout is 10 s (Soft-RoCE in an emulated guest is
+# slow), as tests/rxe/lib-rxe.sh's.
 start_host() {
-	local name=$1 buffer=$2 nodes=$3
+	local name=$1 buffer=$2 nodes=$3 op_timeout=3s
 	shift 3
+	[ "$TEST_TRANSPORT" = verbs ] && op_timeout=10s
 	cat >"$T/$name.conf" <<CONF
 [famd]
 role = host
-op_timeout = 3s
+op_timeout = $op_timeout
 [host]
 memory_nodes = $nodes
 buffer_size = $buffer
@@ -191,7 +225,7 @@ start_dpu() {
 role = dpu
 op_timeout = 10s
 [dpu]
-listen = 127.0.0.1:0
+listen = $LISTEN_IP:0
 memory_nodes = $nodes
 CONF
 	start_famd "$name" "$T/$name.conf" "$@"
