@@ -10,7 +10,7 @@
 # package to boot (apt-get download needs apt's lists).
 #
 # usage: tests/rxe/run.sh [loopback|veth]...   (default: both)
-# RXE_ONLY="verbs-memory ..." runs only those tests.
+# RXE_ONLY="verbs-memory e2e-host-striping ..." runs only those tests.
 set -u
 : "${top_builddir:=$PWD}"
 : "${top_srcdir:=$(cd "$(dirname "$0")/../.." && pwd)}"
@@ -77,9 +77,45 @@ done
 
 modes=("$@")
 [ ${#modes[@]} -gt 0 ] || modes=(loopback veth)
+# Then tests of tests/e2e, unchanged, with transport = verbs (guest.sh sets
+# FAMD_TEST_TRANSPORT): the data path through a host famd.
+# Left out: the tests that drive raw tcp frames or sockets (memory-badframes,
+# flood, host-badsession, the famclient attacks), those of the admin socket,
+# configuration and shim alone (no transport in them), and those that need
+# network namespaces or tc on tcp (dpu-netns, host-memory-stalled).
+# Left out for now (to be tried again with smaller sizes or on KVM):
+# - host-memory-lost: its 2 s op_timeout is shorter than the memory node
+#   takes to create (register) famlost's 512 MiB region in the guest (5.5 s):
+#   the host times the connection out before the test kills the node.
+# - host-famtest: famtest -s 128M through its 64M buffer had not ended after
+#   200 s under TCG (256M, its own size, takes longer still); verbs-host.sh
+#   runs famtest over verbs through a smaller buffer.
+# - host-programs: sort -S 64M over 30 MiB had not ended after 200 s.
+# - host-readahead: its first famtest -s 32M runs pass had not ended after
+#   4 minutes.
+# - dpu-forward: asserts the memory node served the dpu's 64 reads and writes
+#   (over verbs they are one-sided: it serves none) and runs famtest -s 192M
+#   through a 64M buffer, too long here.
+# - dpu-static, dpu-dynamic, dpu-path, dpu-aggregate: not yet run here; they
+#   page PageRank, a 128 MiB scan, 160 MiB of passes and 4 x 32 MiB, each
+#   likely beyond the 200 s the tests above needed for far less.
+E2E_VERBS="host-shared-file host-striping host-client-exit"
+# e2e_env NAME: the environment a test of tests/e2e gets in the guest, where
+# Soft-RoCE moves tens of MB/s: smaller data through the same buffers.
+e2e_env() {
+	case $1 in
+	host-striping) echo FAMTEST_SIZE=16M ;;
+	esac
+}
+# verbs-portdown stays last: rdma_cm in the guest's kernel cannot connect
+# after it.
 tests=()
-for t in ${RXE_ONLY:-verbs-transport verbs-memory verbs-host verbs-dpu verbs-dpu-imm verbs-dpu-async verbs-portdown}; do
-	tests+=("$top_srcdir/tests/rxe/$t.sh")
+for t in ${RXE_ONLY:-verbs-transport verbs-memory verbs-host verbs-dpu verbs-dpu-imm verbs-dpu-async
+	$(printf 'e2e-%s ' $E2E_VERBS) verbs-portdown}; do
+	case $t in
+	e2e-*) tests+=($(e2e_env "${t#e2e-}") "$top_srcdir/tests/e2e/${t#e2e-}.sh") ;;
+	*) tests+=("$top_srcdir/tests/rxe/$t.sh") ;;
+	esac
 done
 failed=0
 for mode in "${modes[@]}"; do
