@@ -43,6 +43,44 @@ SH
 	;;
 esac
 
+# The data a test moves is divided by FAMD_TEST_SCALE (1 unless set:
+# tests/rxe/guest.sh sets it, where Soft-RoCE under emulation moves tens of
+# MB/s); buffers and data shrink alike, so "4x the buffer" stays 4x.
+TEST_SCALE=${FAMD_TEST_SCALE:-1}
+# scaled SIZE: SIZE (a number and K, M or G) divided by the scale, in M
+# when whole, else in K; 1M at the least (a host's smallest buffer, and
+# below it the shim leaves blocks to libc).
+scaled() {
+	local n=${1%[KMG]} k
+	case $1 in
+	*K) k=$n ;;
+	*M) k=$((n << 10)) ;;
+	*G) k=$((n << 20)) ;;
+	*) k=$((n >> 10)) ;;
+	esac
+	k=$((k / TEST_SCALE))
+	[ "$k" -ge 1024 ] || k=1024
+	if [ $((k % 1024)) = 0 ]; then echo "$((k >> 10))M"; else echo "${k}K"; fi
+}
+# log2 N: the base-2 logarithm of N, rounded down.
+log2() {
+	local n=$1 l=0
+	while [ "$n" -gt 1 ]; do
+		n=$((n >> 1))
+		l=$((l + 1))
+	done
+	echo "$l"
+}
+# mib SIZE: SIZE scaled, in MiB (for messages that name it so).
+mib() {
+	local s
+	s=$(scaled "$1")
+	case $s in
+	*M) echo "${s%M}" ;;
+	*) echo "$((${s%K} >> 10))" ;;
+	esac
+}
+
 # Prints the logs of every famd this test started.
 dump_logs() {
 	local f
@@ -169,12 +207,12 @@ SHIM=$top_builddir/src/.libs/libfamshim.so
 
 # start_memory NAME [famd options...]: a memory famd on a free loopback
 # port (port 0: it picks), preload_dir $T/preload; sets MEM_ADDR, MEM_PID.
-# Over verbs its capacity is 2G (the Soft-RoCE guest's memory; verbs pins
-# what it lends), as tests/rxe/lib-rxe.sh's.
+# Over verbs its capacity is 1G: verbs pins what it lends, and the
+# Soft-RoCE guest has 2G in all.
 start_memory() {
 	local name=$1 MEM_CAPACITY=64G
 	shift
-	[ "$TEST_TRANSPORT" = verbs ] && MEM_CAPACITY=2G
+	[ "$TEST_TRANSPORT" = verbs ] && MEM_CAPACITY=1G
 	mkdir -p "$T/preload"
 	cat >"$T/$name.conf" <<CONF
 [famd]

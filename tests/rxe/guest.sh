@@ -32,7 +32,9 @@ for t in "$@"; do
 	case $t in
 	*/tests/e2e/*)
 		name=e2e-$name
-		env+=(FAMD_TEST_TRANSPORT=verbs FAMD_TEST_LISTEN_IP="$srv_ip")
+		# (the test's own VAR=VALUE after these: it may set the scale)
+		env=(FAMD_TEST_TRANSPORT=verbs FAMD_TEST_LISTEN_IP="$srv_ip"
+		    FAMD_TEST_SCALE="${RXE_E2E_SCALE:-16}" ${env[@]+"${env[@]}"})
 		# Written for tcp on real hardware: one that runs away under
 		# emulation fails here instead of eating the guest's time.
 		limit=(timeout -k 10 "${RXE_E2E_TIMEOUT:-240}")
