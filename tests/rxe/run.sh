@@ -115,6 +115,8 @@ e2e_env() {
 	# more chunks than 16, and with 32 it pages ~2 MiB of its 40 MiB
 	# fast enough only at 1/16 of its size)
 	host-readahead) echo FAMD_TEST_SCALE=4 ;;
+	# famlost's written half larger than the buffer (1M at the least)
+	host-memory-lost) echo FAMD_TEST_SCALE=8 ;;
 	host-programs) echo FAMD_TEST_SCALE=4 GRAPH_SCALE=14 ;;
 	esac
 }
