@@ -109,8 +109,9 @@ e2e_env() {
 	# 1 MiB buffer, the least a host takes, for read-ahead runs of two
 	# chunks or more on each of two memory nodes)
 	host-readahead) echo FAMD_TEST_SCALE=4 ;;
-	# famtest, every test, over 8 MiB through a 2 MiB buffer
-	host-famtest) echo FAMD_TEST_SCALE=32 ;;
+	# famtest, every test, over 8 MiB through a 2 MiB buffer (6 MiB
+	# through the dpu; dpu-path's passes over 8 MiB while it switches)
+	host-famtest | dpu-forward | dpu-path) echo FAMD_TEST_SCALE=32 ;;
 	# famlost's written half larger than the buffer (1M at the least)
 	host-memory-lost) echo FAMD_TEST_SCALE=8 ;;
 	# the graph at 1/32 of its size: through 16 chunks of buffer a larger
