@@ -78,28 +78,22 @@ done
 modes=("$@")
 [ ${#modes[@]} -gt 0 ] || modes=(loopback veth)
 # Then tests of tests/e2e, unchanged, with transport = verbs (guest.sh sets
-# FAMD_TEST_TRANSPORT): the data path through a host famd.
+# FAMD_TEST_TRANSPORT, and divides their data: e2e_env below): the host's
+# data path in rxe0 loopback, the dpu's across the veth pair (each test
+# once: in the emulated guest they take 10-70 s each, and CI's time is
+# counted).
 # Left out: the tests that drive raw tcp frames or sockets (memory-badframes,
-# flood, host-badsession, the famclient attacks), those of the admin socket,
-# configuration and shim alone (no transport in them), and those that need
-# network namespaces or tc on tcp (dpu-netns, host-memory-stalled).
-# Left out for now (to be tried again with smaller sizes or on KVM):
-# - host-memory-lost: its 2 s op_timeout is shorter than the memory node
-#   takes to create (register) famlost's 512 MiB region in the guest (5.5 s):
-#   the host times the connection out before the test kills the node.
-# - host-famtest: famtest -s 128M through its 64M buffer had not ended after
-#   200 s under TCG (256M, its own size, takes longer still); verbs-host.sh
-#   runs famtest over verbs through a smaller buffer.
-# - host-programs: sort -S 64M over 30 MiB had not ended after 200 s.
-# - host-readahead: its first famtest -s 32M runs pass had not ended after
-#   4 minutes.
-# - dpu-forward: asserts the memory node served the dpu's 64 reads and writes
-#   (over verbs they are one-sided: it serves none) and runs famtest -s 192M
-#   through a 64M buffer, too long here.
-# - dpu-static, dpu-dynamic, dpu-path, dpu-aggregate: not yet run here; they
-#   page PageRank, a 128 MiB scan, 160 MiB of passes and 4 x 32 MiB, each
-#   likely beyond the 200 s the tests above needed for far less.
-E2E_VERBS="host-shared-file host-striping host-client-exit"
+# flood, host-badsession, the famclient attacks: dpu-forward runs their
+# refused requests as famclient steps over verbs, and verbs-dpu-imm sends
+# SENDs that lie), those of the admin socket, configuration and shim alone
+# (no transport in them), those of the memory node alone that check its tcp
+# address (memory-*: verbs-memory covers the memory role over verbs), and
+# those that need network namespaces or tc on tcp (dpu-netns,
+# host-memory-stalled; netem.sh puts the memory node in a namespace over
+# verbs).
+E2E_LOOPBACK="host-famtest host-killed host-readahead host-programs
+	host-memory-lost host-striping host-client-exit host-shared-file"
+E2E_VETH="dpu-forward dpu-path dpu-aggregate dpu-static dpu-dynamic dpu-adaptive"
 # e2e_env NAME: the environment a test of tests/e2e gets in the guest, where
 # Soft-RoCE moves tens of MB/s: smaller data through the same buffers.
 e2e_env() {
@@ -119,16 +113,23 @@ e2e_env() {
 	host-programs) echo GRAPH_SCALE=13 ;;
 	esac
 }
-# verbs-portdown stays last: rdma_cm in the guest's kernel cannot connect
-# after it.
-tests=()
-for t in ${RXE_ONLY:-verbs-transport verbs-memory verbs-host verbs-dpu verbs-dpu-imm verbs-dpu-async
-	$(printf 'e2e-%s ' $E2E_VERBS) verbs-portdown}; do
-	case $t in
-	e2e-*) tests+=($(e2e_env "${t#e2e-}") "$top_srcdir/tests/e2e/${t#e2e-}.sh") ;;
-	*) tests+=("$top_srcdir/tests/rxe/$t.sh") ;;
-	esac
-done
+# tests_of MODE: the tests a mode runs (RXE_ONLY: those), each a path,
+# an e2e test's VAR=VALUE before it; verbs-portdown stays last: rdma_cm in
+# the guest's kernel cannot connect after it (netem.sh makes devices of
+# its own).
+tests_of() {
+	local t list e2e=$E2E_LOOPBACK
+	[ "$1" = veth ] && e2e=$E2E_VETH
+	list=${RXE_ONLY:-verbs-transport verbs-memory verbs-host verbs-dpu verbs-dpu-imm
+		verbs-dpu-async $(printf 'e2e-%s ' $e2e) verbs-portdown}
+	[ -z "${RXE_ONLY:-}" ] && [ "$1" = veth ] && list="$list netem"
+	for t in $list; do
+		case $t in
+		e2e-*) e2e_env "${t#e2e-}"; echo "$top_srcdir/tests/e2e/${t#e2e-}.sh" ;;
+		*) echo "$top_srcdir/tests/rxe/$t.sh" ;;
+		esac
+	done
+}
 failed=0
 for mode in "${modes[@]}"; do
 	case $mode in
@@ -136,18 +137,7 @@ for mode in "${modes[@]}"; do
 	veth) rxe=veth ;;
 	*) echo "usage: $0 [loopback|veth]..."; exit 64 ;;
 	esac
-	mtests=("${tests[@]}")
-	if [ -z "${RXE_ONLY:-}" ] && [ "$mode" = veth ]; then
-		# Not host-shared-file across the veth pair: its two sharers
-		# wait 30 s for SIGUSR1 while the private copy pages, which
-		# took 38 s there (they gave up: "no SIGUSR1 within 30 s").
-		mtests=()
-		for t in "${tests[@]}"; do
-			[ "$t" = "$top_srcdir/tests/e2e/host-shared-file.sh" ] ||
-				mtests+=("$t")
-		done
-		mtests+=("$top_srcdir/tests/rxe/netem.sh")
-	fi
+	mtests=($(tests_of "$mode"))
 	start=$SECONDS
 	echo "==== rxe: $mode (booting the guest)"
 	"$vm" "${share[@]}" --rxe "$rxe" --timeout "${RXE_TEST_TIMEOUT:-1200}" -- \
