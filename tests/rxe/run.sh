@@ -116,6 +116,13 @@ e2e_env() {
 	# fast enough only at 1/16 of its size)
 	host-readahead) echo FAMD_TEST_SCALE=4 ;;
 	host-programs) echo FAMD_TEST_SCALE=4 GRAPH_SCALE=14 ;;
+	# (1/64: 4 dpus, 3 hosts and their programs start in the guest, each
+	# start costing seconds; famtest's threads and programs fewer,
+	# each program paging its buffer through a host's 1 MiB)
+	dpu-aggregate) echo FAMD_TEST_SCALE=64 FAMTEST_THREADS=2 FAMTEST_PROGRAMS=1 ;;
+	# (famtest through the second host and dpu: its reads cost, and
+	# 2M through a 1M buffer pages enough)
+	dpu-dynamic) echo FAMTEST_SIZE=2M FAMTEST_THREADS=2 ;;
 	esac
 }
 # verbs-portdown stays last: rdma_cm in the guest's kernel cannot connect
