@@ -111,6 +111,13 @@ e2e_env() {
 	# the graph at 1/32 of its size: through 16 chunks of buffer a larger
 	# one's build thrashes under emulation
 	host-programs) echo GRAPH_SCALE=13 ;;
+	# (1/64: 4 dpus, 3 hosts and their programs start in the guest, each
+	# start costing seconds; famtest's threads and programs fewer,
+	# each program paging its buffer through a host's 1 MiB)
+	dpu-aggregate) echo FAMD_TEST_SCALE=64 FAMTEST_THREADS=2 FAMTEST_PROGRAMS=1 ;;
+	# (famtest through the second host and dpu: its reads cost, and
+	# 2M through a 1M buffer pages enough)
+	dpu-dynamic) echo FAMTEST_SIZE=2M FAMTEST_THREADS=2 ;;
 	esac
 }
 # tests_of MODE: the tests a mode runs (RXE_ONLY: those), each a path,

@@ -18,6 +18,9 @@
  *             must read as zeros, and a child touching an inherited block
  *             must die of SIGSEGV
  *   -l        expect libc memory (no famd): no large block may be such
+ * A large block is 2 MiB (above the shim's default threshold), or
+ * FAM_THRESHOLD + 4 KiB when that is set, below 2 MiB too (tests that scale
+ * their data down lower the threshold with it).
  * TESTS (default: all of them, in this order):
  *   seq       write the buffer front to back, verify
  *   random    write chunks in a pseudo-random order, verify in another
@@ -798,7 +801,7 @@ main(int argc, char **argv)
 	if (opt_threads == 0 || opt_count == 0 || opt_blocks == 0 ||
 	    opt_size % 8 != 0)
 		usage();
-	if (t != NULL && *t != '\0' && parse_size(t) >= large)
+	if (t != NULL && *t != '\0')
 		large = parse_size(t) + 4096;
 	if (opt_size < large)
 		opt_size = large;
