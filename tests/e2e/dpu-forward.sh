@@ -118,3 +118,20 @@ printf '[famd]\nrole = dpu\n[dpu]\nlisten = 127.0.0.1:0\n' >"$T/empty.conf"
 	fail "a dpu without memory nodes started"
 grep -q "memory_nodes is empty" "$T/empty.log" || fail "no reason given: $(cat "$T/empty.log")"
 pass "a dpu without memory_nodes refuses to start and says why"
+
+# A dpu no memory node has answered yet (just started; here its memory famd
+# is stopped) refuses hosts, saying why, rather than failing their every
+# request; once one has answered, it serves them.
+start_memory mem2
+kill -STOP "$MEM_PID"
+sed "s|^memory_nodes = .*|memory_nodes = $MEM_ADDR|" "$T/dpu.conf" >"$T/early.conf"
+start_famd early "$T/early.conf"
+early=$(ctl early status -j | jq -er .dpu.listen) || { kill -CONT "$MEM_PID"; fail "no dpu address"; }
+"$FAMCLIENT" -t 3000 "$early" rw 256K 64K 4 >"$T/early.txt" 2>&1 &&
+	{ kill -CONT "$MEM_PID"; fail "served with no memory node: $(cat "$T/early.txt")"; }
+kill -CONT "$MEM_PID"
+grep -q "refused or failed: EHOSTDOWN" "$T/early.txt" || fail "refusal: $(cat "$T/early.txt")"
+grep -q "is early: no memory node has answered yet" "$T/early.log" || fail "not logged"
+wait_until 10 dpu_nodes_up early || fail "the memory node did not answer the dpu"
+"$FAMCLIENT" -q -t 5000 "$early" rw 256K 64K 4 >/dev/null || fail "not served once the memory node answered"
+pass "a dpu refuses hosts (EHOSTDOWN) until a memory node has answered it, then serves them"
