@@ -395,6 +395,7 @@ struct dpu {
 	/* forwarding (dpu-forward.c) */
 	bool async;                   /* the back has a thread of its own */
 	_Atomic bool aggregate;
+	_Atomic bool reached;         /* a memory node answered since start */
 	unsigned batch_limit;
 	struct dpu_reqq batch;        /* front: requests collected */
 	unsigned batch_n;

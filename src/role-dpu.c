@@ -151,6 +151,7 @@ node_connected(struct fam_conn *c, const struct fam_hello_resp *resp,
 	atomic_store_explicit(&n->instance, resp->instance,
 	    memory_order_release);
 	atomic_store_explicit(&n->state, DN_UP, memory_order_release);
+	atomic_store_explicit(&dpu->reached, true, memory_order_release);
 	log_notice("dpu: memory node %s (%s) %s", n->addr, resp->node,
 	    old == 0 ? "connected" : resumed ? "reconnected; session resumed" :
 	    resp->instance == old ? "reconnected; our session there had "
@@ -1012,6 +1013,17 @@ hconn_hello(struct fam_conn *c, const struct fam_hello *req,
 	struct dpu *dpu = hc->dpu;
 	struct dpu_session *s = NULL;
 
+	/*
+	 * Just started, before any memory node answered: a host would get
+	 * EHOSTDOWN for its every request (a restarted dpu's hosts are back
+	 * within milliseconds, its memory link may take longer). It is
+	 * refused and comes back: hosts reconnect with back-off.
+	 */
+	if (!atomic_load_explicit(&dpu->reached, memory_order_acquire)) {
+		log_info("dpu: %s is early: no memory node has answered yet",
+		    hc->peer);
+		return -EHOSTDOWN;
+	}
 	if (req->resume != 0)
 		s = session_find(dpu, req->resume);
 	if (s != NULL && strcmp(s->node, req->node) != 0)

@@ -10,16 +10,38 @@ require_cmd jq
 
 FAULTBENCH=$top_builddir/contrib/bench/faultbench
 FAMTEST=$top_builddir/tests/tools/famtest
+# Scaled (lib.sh's scaled), the host's chunks and the cache's entries
+# shrink with the data: as many of them as unscaled, since what is proved
+# depends on their number (the cache's 64 entries and prefetch depth, a
+# random scan's reads against the recent list of 128 that could make them
+# look like runs). The host then reads no chunks ahead (prefetch = 0): its
+# runs to the dpu keep within 1 MiB, not within the smaller entries, and a
+# read across two entries is forwarded uncached. The second host (famtest,
+# PageRank: no such count of reads to keep) pages chunks of half an entry,
+# so that it reads an eighth as often (each read costs in the emulated
+# Soft-RoCE guest), still two a run for each entry. famtest's blocks and
+# the shim's threshold shrink alike. FAMTEST_SIZE and FAMTEST_THREADS
+# shrink famtest further.
+chunk=$((65536 / TEST_SCALE > 4096 ? 65536 / TEST_SCALE : 4096))
+entry=$((1048576 / TEST_SCALE))
+hopts=() h2opts=() dopts=() fenv=()
+if [ "$TEST_SCALE" != 1 ]; then
+	hopts=(-o host.chunk_size="$chunk" -o host.prefetch=0)
+	h2opts=(-o host.chunk_size=$((entry / 2 < 65536 ? entry / 2 : 65536)) -o host.prefetch=0)
+	dopts=(-o dpu.cache_entry_size="$entry")
+	fenv=(FAM_THRESHOLD=$((1024 / TEST_SCALE))K)
+fi
 start_memory mem
-start_dpu dpu "$MEM_ADDR" -o dpu.dynamic_cache=on -o dpu.cache_size=64M
-start_host host 16M "$MEM_ADDR" -o host.dpu="$DPU_ADDR" -o host.path=dpu -o famd.op_timeout=10s
+start_dpu dpu "$MEM_ADDR" -o dpu.dynamic_cache=on -o dpu.cache_size="$(scaled 64M)" ${dopts[@]+"${dopts[@]}"}
+start_host host "$(scaled 16M)" "$MEM_ADDR" -o host.dpu="$DPU_ADDR" -o host.path=dpu -o famd.op_timeout=10s \
+	${hopts[@]+"${hopts[@]}"}
 dyn() { ctl dpu status -j | jq -er ".cache.dynamic.$1"; }
 
-ctl dpu status -j | jq -e '.cache.dynamic | .enabled and .entries == 64 and .entry_size == 1048576
+ctl dpu status -j | jq -e --argjson e "$entry" '.cache.dynamic | .enabled and .entries == 64 and .entry_size == $e
 	and .prefetch_depth == 8 and .prefetch_workers == 1' >/dev/null ||
 	fail "dynamic cache settings: $(ctl dpu status -j | jq -c .cache.dynamic)"
 ctl dpu stats-reset >/dev/null
-shim "$FAULTBENCH" -m malloc -s 128M -p seq -P 32M >"$T/seq.txt" 2>&1 ||
+shim "$FAULTBENCH" -m malloc -s "$(scaled 128M)" -c "$chunk" -p seq -P "$(scaled 32M)" >"$T/seq.txt" 2>&1 ||
 	fail "sequential scan through the dynamic cache: $(cat "$T/seq.txt")"
 ctl dpu status -j >"$T/st.json"
 rate=$(jq .cache.dynamic.hit_rate "$T/st.json")
@@ -29,37 +51,53 @@ jq -e '.cache.dynamic | .hit_rate > 0.6 and .loads > 0 and .evictions > 0
 	and .entries_used <= .entries and .prefetches_used > 0
 	and .prefetches_wasted * 4 < .prefetches_used' "$T/st.json" >/dev/null ||
 	fail "sequential: $(jq -c .cache.dynamic "$T/st.json")"
-jq -e '.links.memory.ondemand_bytes < 50331648' "$T/st.json" >/dev/null ||
+jq -e --argjson b $((50331648 / TEST_SCALE)) '.links.memory.ondemand_bytes < $b' "$T/st.json" >/dev/null ||
 	fail "sequential: on-demand memory-link bytes $(jq .links.memory "$T/st.json")"
-pass "a sequential scan of 128 MiB (pattern checked) hits the dpu's 64 MiB cache: hit rate $rate, on-demand memory-link bytes $(jq .links.memory.ondemand_bytes "$T/st.json"), prefetches used $(jq .cache.dynamic.prefetches_used "$T/st.json"), wasted $(jq .cache.dynamic.prefetches_wasted "$T/st.json")"
+pass "a sequential scan of $(mib 128M) MiB (pattern checked) hits the dpu's $(mib 64M) MiB cache: hit rate $rate, on-demand memory-link bytes $(jq .links.memory.ondemand_bytes "$T/st.json"), prefetches used $(jq .cache.dynamic.prefetches_used "$T/st.json"), wasted $(jq .cache.dynamic.prefetches_wasted "$T/st.json")"
 
 ctl dpu stats-reset >/dev/null
-shim "$FAULTBENCH" -m malloc -s 128M -p rand -P 32M >"$T/rand.txt" 2>&1 ||
+shim "$FAULTBENCH" -m malloc -s "$(scaled 128M)" -c "$chunk" -p rand -P "$(scaled 32M)" >"$T/rand.txt" 2>&1 ||
 	fail "random reads: $(cat "$T/rand.txt")"
 ctl dpu status -j >"$T/st.json"
 jq -e '.cache.dynamic | .hit_rate < 0.3 and .loads < 100' "$T/st.json" >/dev/null ||
 	fail "random: $(jq -c .cache.dynamic "$T/st.json")"
-pass "random reads (pattern checked) start few loads: hit rate $(jq .cache.dynamic.hit_rate "$T/st.json"), $(jq .cache.dynamic.loads "$T/st.json") loads for 2048 reads"
+pass "random reads (pattern checked) start few loads: hit rate $(jq .cache.dynamic.hit_rate "$T/st.json"), $(jq .cache.dynamic.loads "$T/st.json") loads for $(($(mib 128M) * 1048576 / chunk)) reads"
 
-ctl dpu stats-reset >/dev/null
-shim "$FAMTEST" -f -s 96M -t 8 seq random strided shared split realloc >"$T/ft.txt" 2>&1 ||
+# A second dpu and host: a cache of 16 entries.
+GRAPH=$top_builddir/contrib/graph/graph
+gscale=$((18 - $(log2 "$TEST_SCALE")))
+gsrc=(-s "$gscale")
+if [ "$TEST_SCALE" != 1 ]; then
+	# (built in local memory and loaded: see below)
+	"$GRAPH" -s "$gscale" -W "$T/g" >"$T/w.txt" 2>&1 || fail "graph -W: $(cat "$T/w.txt")"
+	gsrc=(-c "$T/g")
+fi
+start_dpu dpu2 "$MEM_ADDR" -o dpu.dynamic_cache=on -o dpu.cache_size="$(scaled 16M)" ${dopts[@]+"${dopts[@]}"}
+start_host host2 "$(scaled 16M)" "$MEM_ADDR" -o host.dpu="$DPU_ADDR" -o host.path=dpu -o famd.op_timeout=10s \
+	${h2opts[@]+"${h2opts[@]}"}
+dyn() { ctl dpu2 status -j | jq -er ".cache.dynamic.$1"; }
+
+size=${FAMTEST_SIZE:-$(scaled 96M)}
+shim env ${fenv[@]+"${fenv[@]}"} "$FAMTEST" -f -s "$size" -t "${FAMTEST_THREADS:-8}" seq random strided shared split realloc >"$T/ft.txt" 2>&1 ||
 	fail "famtest through the dynamic cache: $(tail -3 "$T/ft.txt")"
 [ "$(dyn hits)" -gt 0 ] && [ "$(dyn write_updates)" -gt 0 ] ||
-	fail "famtest: $(ctl dpu status -j | jq -c .cache.dynamic)"
-pass "famtest through the dynamic cache: every byte verified; $(dyn hits) hits, $(dyn write_updates) cached entries updated by writes"
+	fail "famtest: $(ctl dpu2 status -j | jq -c .cache.dynamic)"
+pass "famtest -s $size through the dynamic cache: every byte verified; $(dyn hits) hits, $(dyn write_updates) cached entries updated by writes"
 
-regions_gone() { counter_is dpu regions 0 && [ "$(dyn entries_used)" = 0 ]; }
+regions_gone() { counter_is dpu2 regions 0 && [ "$(dyn entries_used)" = 0 ]; }
 wait_until 10 regions_gone || fail "entries left after every region went: $(dyn entries_used)"
 pass "entries go with their regions"
 
-# PageRank's runs (edge lists, vertex arrays; two threads) through a cache
-# of 16 entries, two fifths of the footprint (the undirected scale-18
-# graph): full all the time, it evicts what the runs have read, not what
-# it loaded for them and they have not read yet.
-GRAPH=$top_builddir/contrib/graph/graph
-start_dpu dpu2 "$MEM_ADDR" -o dpu.dynamic_cache=on -o dpu.cache_size=16M
-start_host host2 16M "$MEM_ADDR" -o host.dpu="$DPU_ADDR" -o host.path=dpu -o famd.op_timeout=10s
-shim env OMP_NUM_THREADS=2 "$GRAPH" -A -s 18 -i 5 pagerank >"$T/g.txt" 2>&1 || fail "graph: $(cat "$T/g.txt")"
+# PageRank's runs (edge lists, vertex arrays; two threads) through the
+# cache of 16 entries, two fifths of the footprint (the undirected
+# scale-18 graph): full all the time, it evicts what the runs have read,
+# not what it loaded for them and they have not read yet. Scaled, the
+# graph loses a level per halving, and is built in local memory and
+# loaded: the build pages through windows of 1 MiB, one per thread, that
+# a buffer of a few MiB holds, not a scaled one.
+ctl dpu2 stats-reset >/dev/null
+shim env ${fenv[@]+"${fenv[@]}"} OMP_NUM_THREADS=2 "$GRAPH" -A "${gsrc[@]}" -i 5 pagerank >"$T/g.txt" 2>&1 ||
+	fail "graph: $(cat "$T/g.txt")"
 grep -q "pagerank .* ok" "$T/g.txt" || fail "pagerank wrong: $(cat "$T/g.txt")"
 ctl dpu2 status -j >"$T/st.json"
 # (A prefetch worker that gets little CPU on a loaded machine loads less,
@@ -67,4 +105,4 @@ ctl dpu2 status -j >"$T/st.json"
 jq -e '.cache.dynamic | .evictions > 100 and .hit_rate > 0.6
 	and .prefetches_wasted * 10 < .prefetches_used' "$T/st.json" >/dev/null ||
 	fail "PageRank through a small cache: $(jq -c '.cache.dynamic | del(.adaptive)' "$T/st.json")"
-pass "PageRank through a 16-entry cache: hit rate $(jq .cache.dynamic.hit_rate "$T/st.json"), $(jq .cache.dynamic.evictions "$T/st.json") evictions, prefetches used $(jq .cache.dynamic.prefetches_used "$T/st.json"), wasted $(jq .cache.dynamic.prefetches_wasted "$T/st.json")"
+pass "PageRank (scale $gscale) through a 16-entry cache: hit rate $(jq .cache.dynamic.hit_rate "$T/st.json"), $(jq .cache.dynamic.evictions "$T/st.json") evictions, prefetches used $(jq .cache.dynamic.prefetches_used "$T/st.json"), wasted $(jq .cache.dynamic.prefetches_wasted "$T/st.json")"

@@ -10,22 +10,25 @@ require_cmd jq
 FAMTEST=$top_builddir/tests/tools/famtest
 start_memory mem
 start_dpu dpu "$MEM_ADDR"
-start_host host 64M "$MEM_ADDR" -o host.dpu="$DPU_ADDR" -o host.path=dpu -o famd.op_timeout=10s
+start_host host "$(scaled 64M)" "$MEM_ADDR" -o host.dpu="$DPU_ADDR" -o host.path=dpu -o famd.op_timeout=10s
 hc() { ctl host status -j | jq -er ".counters.$1"; }
+# (over verbs, none: the queue pairs of each connection keep faults apart)
+nconn=2 nbg=2
+[ "$TEST_TRANSPORT" = verbs ] && nconn=1 nbg=0
 bg_joined() {
-	ctl host status -j | jq -e '[.peers[] | select(.background)] | length == 2' >/dev/null &&
-		[ "$(counter dpu connections_open)" = 2 ] && [ "$(counter dpu sessions_started)" = 1 ]
+	ctl host status -j | jq -e "[.peers[] | select(.background)] | length == $nbg" >/dev/null &&
+		[ "$(counter dpu connections_open)" = $nconn ] && [ "$(counter dpu sessions_started)" = 1 ]
 }
 wait_until 10 bg_joined || fail "background connections: host $(ctl host status -j | jq -c .peers), dpu $(ctl dpu status -j | jq -c .counters)"
-pass "the host's background connections join its sessions on the memory node and on the dpu"
+pass "the host's $nbg background connections join its sessions on the memory node and on the dpu"
 
-shim "$FAMTEST" -f -s 128M -n 2000 seq random strided shared split calloc realloc align many fork \
+shim "$FAMTEST" -f -s "$(scaled 128M)" -n "${FAMTEST_COUNT:-2000}" -t "${FAMTEST_THREADS:-8}" seq random strided shared split calloc realloc align many fork \
 	>"$T/f1.out" 2>&1 || fail "famtest through the dpu: $(tail -3 "$T/f1.out")"
 [ "$(hc ops_direct)" = 0 ] && [ "$(hc ops_dpu)" -gt 1000 ] ||
 	fail "path dpu: $(ctl host status -j | jq -c .counters)"
 [ "$(hc adoptions)" -gt 0 ] || fail "regions made through the dpu were not adopted on the memory node"
 [ "$(link dpu memory background)" -gt 0 ] || fail "read-ahead and write-backs not marked background"
-pass "path = dpu: famtest's every pattern (2000 blocks at once too) through the dpu; its regions adopted on the memory node; background traffic marked"
+pass "path = dpu: famtest's every pattern (${FAMTEST_COUNT:-2000} blocks at once too) through the dpu; its regions adopted on the memory node; background traffic marked"
 
 ctl host call path.set '{"path":"sideways"}' >/dev/null 2>&1 && fail "path.set accepted a bad path"
 ctl host call path.set '{"path":"direct"}' | jq -e '.path == "direct"' >/dev/null || fail "path.set direct"
@@ -33,7 +36,7 @@ ctl host status -j | jq -e '.path.path == "direct"' >/dev/null || fail "status d
 pass "path.set refuses a bad path, and status shows the new one"
 
 # Switch back and forth every 100 ms while famtest pages 4x the buffer.
-shim "$FAMTEST" -f -s 256M seq random strided shared split realloc >"$T/f2.out" 2>&1 &
+shim "$FAMTEST" -f -s "$(scaled 256M)" -t "${FAMTEST_THREADS:-8}" seq random strided shared split realloc >"$T/f2.out" 2>&1 &
 ft=$!
 n=0
 while kill -0 "$ft" 2>/dev/null; do
@@ -53,7 +56,7 @@ pass "$n path switches under load: famtest verified every byte; $(jq .counters.f
 
 # Kill the dpu in the middle of a run: the host goes direct, loses nothing.
 ctl host call path.set '{"path":"dpu"}' >/dev/null
-shim "$FAMTEST" -f -s 256M seq random strided shared >"$T/f3.out" 2>&1 &
+shim "$FAMTEST" -f -s "$(scaled 256M)" seq random strided shared >"$T/f3.out" 2>&1 &
 ft=$!
 base=$(jq .counters.ops_dpu "$T/st.json")
 more_dpu_ops() { [ "$(hc ops_dpu)" -gt "$((base + 500))" ]; }
@@ -71,7 +74,7 @@ before=$(hc handovers)
 start_famd dpu "$T/dpu.conf" -o dpu.listen="$DPU_ADDR"
 DPU_PID=$FAMD_PID
 wait_until 10 host_nodes_up host || fail "the host did not reconnect to the dpu"
-shim "$FAMTEST" -f -s 192M seq >"$T/f4.out" 2>&1 || fail "famtest after the dpu returned"
+shim "$FAMTEST" -f -s "$(scaled 192M)" seq >"$T/f4.out" 2>&1 || fail "famtest after the dpu returned"
 [ "$(counter dpu writes)" -gt 0 ] && [ "$(counter dpu reads)" -gt 0 ] ||
 	fail "the returned dpu forwards nothing: $(ctl dpu status -j | jq -c .counters)"
 pass "the dpu returns: reconnected, and chunks go through it again ($(($(hc handovers) - before)) regions handed over)"
@@ -81,7 +84,7 @@ pass "the dpu returns: reconnected, and chunks go through it again ($(($(hc hand
 # pass over it (rewritten and verified twice) stays right.
 ctl host call path.set '{"path":"dpu"}' >/dev/null
 # (not through shim(): $! must be famtest's pid, for SIGUSR1)
-LD_PRELOAD=$SHIM "$FAMTEST" -f -s 160M passes >"$T/p.out" 2>&1 &
+LD_PRELOAD=$SHIM "$FAMTEST" -f -s "$(scaled 160M)" passes >"$T/p.out" 2>&1 &
 ft=$!
 npasses() { grep -c '^pass ' "$T/p.out"; }
 passes_past() { [ "$(npasses)" -ge "$1" ] || ! kill -0 "$ft"; }
@@ -111,14 +114,14 @@ kill -USR1 "$ft"
 wait "$ft" || fail "passes: $(tail -3 "$T/p.out")"
 [ "$(hc sigbus)" = 0 ] && [ "$(hc handovers)" -gt "$before" ] ||
 	fail "after the dpu returned: $(ctl host status -j | jq -c .counters)"
-pass "a program's region across a dpu's death and return: direct meanwhile, handed to the new dpu after; $(npasses) passes over 160 MiB, every word right"
+pass "a program's region across a dpu's death and return: direct meanwhile, handed to the new dpu after; $(npasses) passes over $(mib 160M) MiB, every word right"
 
 # fallback = none: requests wait for the dpu (a short outage is invisible).
 ctl host call path.set '{"path":"dpu"}' >/dev/null
 printf 'fallback = none\n' >>"$T/host.conf"
 ctl host reload >/dev/null || fail "reload with fallback = none"
 direct=$(hc ops_direct)
-shim "$FAMTEST" -f -s 128M seq random >"$T/f5.out" 2>&1 &
+shim "$FAMTEST" -f -s "$(scaled 128M)" seq random >"$T/f5.out" 2>&1 &
 ft=$!
 sleep 1
 kill -KILL "$DPU_PID"
@@ -132,6 +135,7 @@ pass "fallback = none: requests (allocations too) wait out a dpu restart; nothin
 
 # The dpu dies with an allocation in its hands (stopped, then killed): the
 # host asks again once it is back; the program gets fabric-attached memory.
+wait_until 10 host_nodes_up host || fail "the host did not reconnect to the dpu"
 redone=$(hc allocs_redone)
 kill -STOP "$DPU_PID"
 shim "$FAMTEST" -f -s 16M seq >"$T/f6.out" 2>&1 &

@@ -6,8 +6,8 @@
 require_cmd jq
 
 start_memory mem
-start_host host 64M "$MEM_ADDR"
-shim "$top_builddir/tests/tools/famlost" -s 256M -t 4 -w 30 \
+start_host host "$(scaled 64M)" "$MEM_ADDR"
+shim "$top_builddir/tests/tools/famlost" -s "$(scaled 256M)" -t 4 -w 30 \
 	>"$T/lost.out" 2>"$T/lost.err" &
 lost=$!
 wait_until 30 grep -q '^ready' "$T/lost.out" ||
@@ -18,13 +18,13 @@ wait "$lost"
 rc=$?
 cat "$T/lost.out"
 [ "$rc" = 0 ] || fail "famlost exit $rc: $(cat "$T/lost.out" "$T/lost.err")"
-grep -q "the host famd closed the session: 1 region (256 MiB) of fabric-attached memory lost" \
+grep -q "the host famd closed the session: 1 region ($(mib 256M) MiB) of fabric-attached memory lost" \
 	"$T/lost.err" || fail "no loss message: $(cat "$T/lost.err")"
 pass "host famd killed: SIGBUS in every reading thread, no wrong word, the program goes on"
 
 # The memory node frees the dead host's regions once its grace is over,
 # and a new host famd serves new programs.
-start_host host2 64M "$MEM_ADDR"
-shim "$top_builddir/tests/tools/famtest" -f -s 128M seq random >"$T/after.out" 2>&1 ||
+start_host host2 "$(scaled 64M)" "$MEM_ADDR"
+shim "$top_builddir/tests/tools/famtest" -f -s "$(scaled 128M)" seq random >"$T/after.out" 2>&1 ||
 	fail "famtest after the restart: $(cat "$T/after.out")"
 pass "a restarted host famd serves new programs"

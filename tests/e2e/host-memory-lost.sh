@@ -11,11 +11,12 @@ require_cmd jq
 
 start_memory mem
 # op_timeout 2 s (not lib.sh's 3 s) keeps the waits for SIGBUS short.
-start_host host 8M "$MEM_ADDR" -o famd.op_timeout=2s
+start_host host "$(scaled 8M)" "$MEM_ADDR" -o famd.op_timeout=2s
 old_instance=$(ctl mem status -j | json .memory.instance)
 
-# 32 MiB: a written half of 16 MiB, twice the buffer, read by 4 threads.
-shim "$top_builddir/tests/tools/famlost" -m -s 32M -t 4 -w 30 \
+# 32 MiB: a written half of 16 MiB, twice the buffer, read by 4 threads
+# (and a writer's sparse block 16 times as large).
+shim "$top_builddir/tests/tools/famlost" -m -s "$(scaled 32M)" -t 4 -w 30 \
 	>"$T/lost.out" 2>"$T/lost.err" &
 job=$!
 wait_until 30 grep -q '^ready' "$T/lost.out" ||
@@ -39,7 +40,7 @@ grep -q "^ok - 4 threads reading the block and one writing got SIGBUS when the m
 pass "memory famd killed: SIGBUS in every reading thread within op_timeout, no wrong word"
 
 [ "$(wc -l <"$T/lost.err")" = 1 ] &&
-	grep -q "^libfamshim: no fabric-attached memory for 33554432 bytes: Host is down (EHOSTDOWN); such allocations use libc memory$" "$T/lost.err" ||
+	grep -q "^libfamshim: no fabric-attached memory for $(($(mib 32M) << 20)) bytes: Host is down (EHOSTDOWN); such allocations use libc memory$" "$T/lost.err" ||
 	fail "expected one fallback warning: $(cat "$T/lost.err")"
 grep -Eq "memory node $MEM_ADDR lost: .*; reconnecting" "$T/host.log" ||
 	fail "the loss of the memory node is not logged"
@@ -49,7 +50,7 @@ grep -Eq "pid $lost thread [0-9]+: SIGBUS: cannot bring in chunk [0-9]+ of regio
 pass "the host famd logs the lost node and each SIGBUS; a new block in the program is libc memory, with one warning"
 
 # Another program: libc memory and one warning, every byte checked.
-shim "$top_builddir/tests/tools/famtest" -l -s 16M seq random calloc realloc \
+shim "$top_builddir/tests/tools/famtest" -l -s "$(scaled 16M)" seq random calloc realloc \
 	>"$T/down.out" 2>"$T/down.err" || fail "famtest -l: $(cat "$T/down.out" "$T/down.err")"
 [ "$(wc -l <"$T/down.err")" = 1 ] && grep -q "Host is down (EHOSTDOWN); such allocations use libc memory$" "$T/down.err" ||
 	fail "famtest -l: expected one warning: $(cat "$T/down.err")"
@@ -76,7 +77,7 @@ cat "$T/lost.out"
 [ "$rc" = 0 ] || fail "famlost exit $rc: $(cat "$T/lost.out" "$T/lost.err")"
 pass "the old block's data is gone (SIGBUS, right words before it); new blocks are fabric-attached again"
 
-shim "$top_builddir/tests/tools/famtest" -f -s 32M seq random shared >"$T/after.out" 2>&1 ||
+shim "$top_builddir/tests/tools/famtest" -f -s "$(scaled 32M)" seq random shared >"$T/after.out" 2>&1 ||
 	fail "famtest -f after the restart: $(cat "$T/after.out")"
 pass "a new program gets fabric-attached memory again (famtest -f over 4x the buffer)"
 

@@ -11,8 +11,8 @@ require_cmd jq
 
 FAMTEST=$top_builddir/tests/tools/famtest
 start_memory mem
-start_host host 8M "$MEM_ADDR"
-shim "$FAMTEST" -f -s 32M runs seq >"$T/famtest.out" 2>&1 ||
+start_host host "$(scaled 8M)" "$MEM_ADDR"
+shim "$FAMTEST" -f -s "$(scaled 32M)" runs seq >"$T/famtest.out" 2>&1 ||
 	fail "famtest: $(tail -5 "$T/famtest.out")"
 cat "$T/famtest.out"
 st=$(ctl host status -j)
@@ -24,8 +24,8 @@ pass "famtest runs over 4x the buffer: every word right; $(echo "$st" | jq '.cou
 
 a=$MEM_ADDR
 start_memory memb
-start_host hostb 8M "$a, $MEM_ADDR"
-shim "$FAMTEST" -f -s 32M runs seq >"$T/famtest-b.out" 2>&1 ||
+start_host hostb "$(scaled 8M)" "$a, $MEM_ADDR"
+shim "$FAMTEST" -f -s "$(scaled 32M)" runs seq >"$T/famtest-b.out" 2>&1 ||
 	fail "famtest on two memory nodes: $(tail -5 "$T/famtest-b.out")"
 cat "$T/famtest-b.out"
 st=$(ctl hostb status -j)
@@ -38,8 +38,8 @@ pass "striped over two memory nodes: every word right; $(echo "$st" | jq .counte
 # chunks each, none straight to the memory node. A dpu killed while runs are
 # out: their chunks are read again directly (fallback = direct).
 start_dpu dpu "$a"
-start_host hostd 8M "$a" -o host.dpu="$DPU_ADDR" -o host.path=dpu
-shim "$FAMTEST" -f -s 32M runs seq >"$T/famtest-d.out" 2>&1 ||
+start_host hostd "$(scaled 8M)" "$a" -o host.dpu="$DPU_ADDR" -o host.path=dpu
+shim "$FAMTEST" -f -s "$(scaled 32M)" runs seq >"$T/famtest-d.out" 2>&1 ||
 	fail "famtest through the dpu: $(tail -5 "$T/famtest-d.out")"
 st=$(ctl hostd status -j)
 echo "$st" | jq -e '.counters | .reads_coalesced > 0 and .ops_direct == 0 and
@@ -52,7 +52,7 @@ dbytes=$(link dpu host read)
 pass "through the dpu: every word right; $(echo "$st" | jq .counters.reads_coalesced) reads of several chunks, $dreads reads of $((dbytes / dreads)) bytes on average at the dpu"
 
 # (not through shim(): $! must be famtest's pid, for SIGUSR1)
-LD_PRELOAD=$SHIM "$FAMTEST" -f -s 32M passes >"$T/famtest-p.out" 2>&1 &
+LD_PRELOAD=$SHIM "$FAMTEST" -f -s "$(scaled 32M)" passes >"$T/famtest-p.out" 2>&1 &
 ft=$!
 npasses() { grep -c '^pass ' "$T/famtest-p.out"; }
 passes_past() { [ "$(npasses)" -ge "$1" ] || ! kill -0 "$ft"; }
@@ -69,4 +69,4 @@ echo "$st" "$(ctl hostd status -j)" | jq -se '(.[0].counters) as $a | .[1].count
 	.sigbus == 0 and .fetch_errors == 0 and .ops_direct > $a.ops_direct and
 	.reads_coalesced > $a.reads_coalesced' >/dev/null ||
 	fail "with the dpu killed: $(ctl hostd status -j | jq -c .counters)"
-pass "dpu killed mid-pass: reads go direct, in runs; $(npasses) passes over 32 MiB, every word right"
+pass "dpu killed mid-pass: reads go direct, in runs; $(npasses) passes over $(mib 32M) MiB, every word right"

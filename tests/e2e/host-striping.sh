@@ -15,22 +15,39 @@ ctl host status -j | jq -e --arg a "$a" --arg b "$b" \
 	'[.peers[] | select(.role == "memory") | .address] == [$a, $b]' >/dev/null ||
 	fail "peers: $(ctl host status -j | jq -c .peers)"
 
-shim "$top_builddir/tests/tools/famtest" -f -s 32M seq random strided shared split \
+# FAMTEST_SIZE (32M: 4x the buffer) is smaller in the Soft-RoCE guest.
+size=${FAMTEST_SIZE:-32M}
+shim "$top_builddir/tests/tools/famtest" -f -s "$size" seq random strided shared split \
 	>"$T/famtest.out" 2>&1 || fail "famtest: $(tail -5 "$T/famtest.out")"
 cat "$T/famtest.out"
-for m in mema memb; do
-	ctl "$m" status -j | jq -e '.counters | .reads > 0 and .writes > 0 and
-		.bytes_read > 0 and .bytes_written > 0 and .rw_errors == 0' >/dev/null ||
-		fail "$m did not serve reads and writes: $(ctl "$m" status -j | jq -c .counters)"
-done
-# Striped chunk by chunk, the nodes carry about the same load.
-wa=$(counter mema bytes_written)
-wb=$(counter memb bytes_written)
-[ $((wa * 2)) -ge "$wb" ] && [ $((wb * 2)) -ge "$wa" ] ||
-	fail "unbalanced stripes: $wa and $wb bytes written"
+if [ "$TEST_TRANSPORT" = verbs ]; then
+	# Over verbs the host reads and writes chunks one-sided: the memory
+	# nodes' processors count none of it, so no per-node load to compare;
+	# each node must have lent stripes and served no chunk itself.
+	for m in mema memb; do
+		ctl "$m" status -j | jq -e '.counters | .regions_created > 0 and
+			.reads == 0 and .writes == 0 and .rw_errors == 0' >/dev/null ||
+			fail "$m: $(ctl "$m" status -j | jq -c .counters)"
+	done
+	served="both lent stripes, read and written one-sided"
+else
+	for m in mema memb; do
+		ctl "$m" status -j | jq -e '.counters | .reads > 0 and .writes > 0 and
+			.bytes_read > 0 and .bytes_written > 0 and .rw_errors == 0' >/dev/null ||
+			fail "$m did not serve reads and writes: $(ctl "$m" status -j | jq -c .counters)"
+	done
+	# Striped chunk by chunk, the nodes carry about the same load.
+	wa=$(counter mema bytes_written)
+	wb=$(counter memb bytes_written)
+	[ $((wa * 2)) -ge "$wb" ] && [ $((wb * 2)) -ge "$wa" ] ||
+		fail "unbalanced stripes: $wa and $wb bytes written"
+	served="both served reads and writes ($wa and $wb bytes written)"
+fi
 ctl host status -j | jq -e '.counters.sigbus == 0 and .counters.fetch_errors == 0 and
 	.counters.writeback_errors == 0' >/dev/null || fail "errors: $(ctl host status -j | jq -c .counters)"
-pass "famtest -f over 4x the buffer on two memory nodes: every byte right; both served reads and writes ($wa and $wb bytes written)"
+[ "$(counter host fetches)" -gt 0 ] && [ "$(counter host writebacks)" -gt 0 ] ||
+	fail "nothing paged: $(ctl host status -j | jq -c .counters)"
+pass "famtest -f over $size through an 8M buffer on two memory nodes: every byte right; $served"
 
 regions_gone() {
 	[ "$(ctl host status -j | jq '.programs.regions + .buffer.used_bytes')" = 0 ] &&

@@ -17,6 +17,70 @@ T=$(mktemp -d "/tmp/famd-$TEST_NAME.XXXXXX")
 chmod 755 "$T"
 FAMD_PIDS=()
 
+# The transport the famd processes of a test speak: tcp on 127.0.0.1 unless
+# FAMD_TEST_TRANSPORT=verbs, which tests/rxe/guest.sh sets (with
+# FAMD_TEST_LISTEN_IP, the address of its rxe device) to run tests of this
+# directory unchanged over Soft-RoCE. famclient then speaks verbs too.
+TEST_TRANSPORT=${FAMD_TEST_TRANSPORT:-tcp}
+LISTEN_IP=127.0.0.1
+TRANSPORT_OPTS=()
+case $TEST_TRANSPORT in
+tcp) ;;
+verbs)
+	LISTEN_IP=${FAMD_TEST_LISTEN_IP:?FAMD_TEST_TRANSPORT=verbs needs FAMD_TEST_LISTEN_IP}
+	TRANSPORT_OPTS=(-o famd.transport=verbs)
+	cat >"$T/famclient" <<SH
+#!/bin/sh
+exec "$FAMCLIENT" -T verbs "\$@"
+SH
+	chmod 755 "$T/famclient"
+	FAMCLIENT=$T/famclient
+	;;
+*)
+	echo "FAIL: $TEST_NAME: FAMD_TEST_TRANSPORT=$TEST_TRANSPORT (tcp or verbs)"
+	rm -rf "$T"
+	exit 1
+	;;
+esac
+
+# The data a test moves is divided by FAMD_TEST_SCALE (1 unless set:
+# tests/rxe/guest.sh sets it, where Soft-RoCE under emulation moves tens of
+# MB/s); buffers and data shrink alike, so "4x the buffer" stays 4x.
+TEST_SCALE=${FAMD_TEST_SCALE:-1}
+# scaled SIZE: SIZE (a number and K, M or G) divided by the scale, in M
+# when whole, else in K; 1M at the least (a host's smallest buffer, and
+# below it the shim leaves blocks to libc).
+scaled() {
+	local n=${1%[KMG]} k
+	case $1 in
+	*K) k=$n ;;
+	*M) k=$((n << 10)) ;;
+	*G) k=$((n << 20)) ;;
+	*) k=$((n >> 10)) ;;
+	esac
+	k=$((k / TEST_SCALE))
+	[ "$k" -ge 1024 ] || k=1024
+	if [ $((k % 1024)) = 0 ]; then echo "$((k >> 10))M"; else echo "${k}K"; fi
+}
+# log2 N: the base-2 logarithm of N, rounded down.
+log2() {
+	local n=$1 l=0
+	while [ "$n" -gt 1 ]; do
+		n=$((n >> 1))
+		l=$((l + 1))
+	done
+	echo "$l"
+}
+# mib SIZE: SIZE scaled, in MiB (for messages that name it so).
+mib() {
+	local s
+	s=$(scaled "$1")
+	case $s in
+	*M) echo "${s%M}" ;;
+	*) echo "$((${s%K} >> 10))" ;;
+	esac
+}
+
 # Prints the logs of every famd this test started.
 dump_logs() {
 	local f
@@ -106,12 +170,14 @@ ctl() {
 # waits until it answers. A memory role listens on a free loopback port
 # (mem_addr NAME tells which). Sets FAMD_PID. With FAMD_NETNS set, famd
 # runs in that network namespace (ip netns exec execs it: same pid).
+# With FAMD_TEST_TRANSPORT=verbs, famd speaks verbs on $LISTEN_IP.
 start_famd() {
 	local name=$1 conf=$2 wrap=()
 	shift 2
 	[ -n "${FAMD_NETNS:-}" ] && wrap=(ip netns exec "$FAMD_NETNS")
 	"${wrap[@]}" "$FAMD" -f -c "$conf" -o famd.admin_socket="$(sock "$name")" \
-		-o memory.listen=127.0.0.1:0 "$@" 2>>"$T/$name.log" &
+		${TRANSPORT_OPTS[@]+"${TRANSPORT_OPTS[@]}"} \
+		-o memory.listen="$LISTEN_IP:0" "$@" 2>>"$T/$name.log" &
 	FAMD_PID=$!
 	FAMD_PIDS+=("$FAMD_PID")
 	if ! wait_until 10 ctl "$name" status; then
@@ -141,16 +207,19 @@ SHIM=$top_builddir/src/.libs/libfamshim.so
 
 # start_memory NAME [famd options...]: a memory famd on a free loopback
 # port (port 0: it picks), preload_dir $T/preload; sets MEM_ADDR, MEM_PID.
+# Over verbs its capacity is 1G: verbs pins what it lends, and the
+# Soft-RoCE guest has 2G in all.
 start_memory() {
-	local name=$1
+	local name=$1 MEM_CAPACITY=64G
 	shift
+	[ "$TEST_TRANSPORT" = verbs ] && MEM_CAPACITY=1G
 	mkdir -p "$T/preload"
 	cat >"$T/$name.conf" <<CONF
 [famd]
 role = memory
 [memory]
-listen = 127.0.0.1:0
-capacity = 64G
+listen = $LISTEN_IP:0
+capacity = $MEM_CAPACITY
 preload_dir = $T/preload
 CONF
 	start_famd "$name" "$T/$name.conf" "$@"
@@ -160,13 +229,16 @@ CONF
 
 # start_host NAME BUFFER MEMORY_NODES [famd options...]: a host famd whose
 # session socket is $T/NAME.session; sets HOST_PID and FAM_SOCKET.
+# Over verbs its op_timeout is 10 s (Soft-RoCE in an emulated guest is
+# slow), as tests/rxe/lib-rxe.sh's.
 start_host() {
-	local name=$1 buffer=$2 nodes=$3
+	local name=$1 buffer=$2 nodes=$3 op_timeout=3s
 	shift 3
+	[ "$TEST_TRANSPORT" = verbs ] && op_timeout=10s
 	cat >"$T/$name.conf" <<CONF
 [famd]
 role = host
-op_timeout = 3s
+op_timeout = $op_timeout
 [host]
 memory_nodes = $nodes
 buffer_size = $buffer
@@ -191,7 +263,7 @@ start_dpu() {
 role = dpu
 op_timeout = 10s
 [dpu]
-listen = 127.0.0.1:0
+listen = $LISTEN_IP:0
 memory_nodes = $nodes
 CONF
 	start_famd "$name" "$T/$name.conf" "$@"

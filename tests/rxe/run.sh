@@ -10,7 +10,7 @@
 # package to boot (apt-get download needs apt's lists).
 #
 # usage: tests/rxe/run.sh [loopback|veth]...   (default: both)
-# RXE_ONLY="verbs-memory ..." runs only those tests.
+# RXE_ONLY="verbs-memory e2e-host-striping ..." runs only those tests.
 set -u
 : "${top_builddir:=$PWD}"
 : "${top_srcdir:=$(cd "$(dirname "$0")/../.." && pwd)}"
@@ -77,10 +77,66 @@ done
 
 modes=("$@")
 [ ${#modes[@]} -gt 0 ] || modes=(loopback veth)
-tests=()
-for t in ${RXE_ONLY:-verbs-transport verbs-memory verbs-host verbs-dpu verbs-dpu-imm verbs-dpu-async verbs-portdown}; do
-	tests+=("$top_srcdir/tests/rxe/$t.sh")
-done
+# Then tests of tests/e2e, unchanged, with transport = verbs (guest.sh sets
+# FAMD_TEST_TRANSPORT, and divides their data: e2e_env below): the host's
+# data path in rxe0 loopback, the dpu's across the veth pair (each test
+# once: in the emulated guest they take 10-70 s each, and CI's time is
+# counted).
+# Left out: the tests that drive raw tcp frames or sockets (memory-badframes,
+# flood, host-badsession, the famclient attacks: dpu-forward runs their
+# refused requests as famclient steps over verbs, and verbs-dpu-imm sends
+# SENDs that lie), those of the admin socket, configuration and shim alone
+# (no transport in them), those of the memory node alone that check its tcp
+# address (memory-*: verbs-memory covers the memory role over verbs), and
+# those that need network namespaces or tc on tcp (dpu-netns,
+# host-memory-stalled; netem.sh puts the memory node in a namespace over
+# verbs).
+E2E_LOOPBACK="host-famtest host-killed host-readahead host-programs
+	host-memory-lost host-striping host-client-exit host-shared-file"
+E2E_VETH="dpu-forward dpu-path dpu-aggregate dpu-static dpu-dynamic dpu-adaptive"
+# e2e_env NAME: the environment a test of tests/e2e gets in the guest, where
+# Soft-RoCE moves tens of MB/s: smaller data through the same buffers.
+e2e_env() {
+	case $1 in
+	host-striping) echo FAMTEST_SIZE=16M ;;
+	# (guest.sh divides their data by 16: this one needs more than a
+	# 1 MiB buffer, the least a host takes, for read-ahead runs of two
+	# chunks or more on each of two memory nodes)
+	host-readahead) echo FAMD_TEST_SCALE=4 ;;
+	# famtest, every test, over 8 MiB through a 2 MiB buffer (6 MiB
+	# through the dpu; dpu-path's passes over 8 MiB while it switches)
+	host-famtest | dpu-forward | dpu-path) echo FAMD_TEST_SCALE=32 ;;
+	# famlost's written half larger than the buffer (1M at the least)
+	host-memory-lost) echo FAMD_TEST_SCALE=8 ;;
+	# the graph at 1/32 of its size: through 16 chunks of buffer a larger
+	# one's build thrashes under emulation
+	host-programs) echo GRAPH_SCALE=13 ;;
+	# (1/64: 4 dpus, 3 hosts and their programs start in the guest, each
+	# start costing seconds; famtest's threads and programs fewer,
+	# each program paging its buffer through a host's 1 MiB)
+	dpu-aggregate) echo FAMD_TEST_SCALE=64 FAMTEST_THREADS=2 FAMTEST_PROGRAMS=1 ;;
+	# (famtest through the second host and dpu: its reads cost, and
+	# 2M through a 1M buffer pages enough)
+	dpu-dynamic) echo FAMTEST_SIZE=2M FAMTEST_THREADS=2 ;;
+	esac
+}
+# tests_of MODE: the tests a mode runs (RXE_ONLY: those), each a path,
+# an e2e test's VAR=VALUE before it; verbs-portdown stays last: rdma_cm in
+# the guest's kernel cannot connect after it (netem.sh makes devices of
+# its own).
+tests_of() {
+	local t list e2e=$E2E_LOOPBACK
+	[ "$1" = veth ] && e2e=$E2E_VETH
+	list=${RXE_ONLY:-verbs-transport verbs-memory verbs-host verbs-dpu verbs-dpu-imm
+		verbs-dpu-async $(printf 'e2e-%s ' $e2e) verbs-portdown}
+	[ -z "${RXE_ONLY:-}" ] && [ "$1" = veth ] && list="$list netem"
+	for t in $list; do
+		case $t in
+		e2e-*) e2e_env "${t#e2e-}"; echo "$top_srcdir/tests/e2e/${t#e2e-}.sh" ;;
+		*) echo "$top_srcdir/tests/rxe/$t.sh" ;;
+		esac
+	done
+}
 failed=0
 for mode in "${modes[@]}"; do
 	case $mode in
@@ -88,10 +144,7 @@ for mode in "${modes[@]}"; do
 	veth) rxe=veth ;;
 	*) echo "usage: $0 [loopback|veth]..."; exit 64 ;;
 	esac
-	mtests=("${tests[@]}")
-	if [ -z "${RXE_ONLY:-}" ] && [ "$mode" = veth ]; then
-		mtests+=("$top_srcdir/tests/rxe/netem.sh")
-	fi
+	mtests=($(tests_of "$mode"))
 	start=$SECONDS
 	echo "==== rxe: $mode (booting the guest)"
 	"$vm" "${share[@]}" --rxe "$rxe" --timeout "${RXE_TEST_TIMEOUT:-1200}" -- \

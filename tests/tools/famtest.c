@@ -5,11 +5,12 @@
  * compared with what it wrote (or with zero); the first wrong one fails the
  * run with its offset, the expected and the actual value.
  *
- * usage: famtest [-s SIZE] [-t THREADS] [-n COUNT] [-S SEED] [-f|-l]
- *                [TEST...]
+ * usage: famtest [-s SIZE] [-t THREADS] [-n COUNT] [-b BLOCKS] [-S SEED]
+ *                [-f|-l] [TEST...]
  *   -s SIZE   bytes of the big buffer (K, M, G suffixes; default 64M)
  *   -t N      threads for the thread tests (default 8)
  *   -n N      blocks in the "many" test (default 10000)
+ *   -b N      blocks each thread of the "split" test makes (default 16)
  *   -S SEED   pattern seed (default 1)
  *   -f        expect fabric-attached memory: every large block must lie in
  *             a mapping registered with userfaultfd ("um" in
@@ -17,6 +18,9 @@
  *             must read as zeros, and a child touching an inherited block
  *             must die of SIGSEGV
  *   -l        expect libc memory (no famd): no large block may be such
+ * A large block is 2 MiB (above the shim's default threshold), or
+ * FAM_THRESHOLD + 4 KiB when that is set, below 2 MiB too (tests that scale
+ * their data down lower the threshold with it).
  * TESTS (default: all of them, in this order):
  *   seq       write the buffer front to back, verify
  *   random    write chunks in a pseudo-random order, verify in another
@@ -38,6 +42,9 @@
  *             and verified in passes, "pass N" printed after each, until
  *             SIGUSR1; then one more pass: a driver changes things under
  *             a program that keeps the same memory (and its data) all along
+ * FAMTEST_THREADS, FAMTEST_COUNT and FAMTEST_BLOCKS in the environment
+ * change the defaults of -t, -n and -b (tests/rxe/guest.sh sets them: an
+ * emulated guest moves less data in the same time).
  * Prints "ok - what" per test; exits 1 at the first wrong byte or failure.
  */
 #include "config.h"
@@ -62,6 +69,7 @@
 static size_t opt_size = 64 * MIB;
 static unsigned opt_threads = 8;
 static unsigned long opt_count = 10000;
+static unsigned opt_blocks = 16;
 static uint64_t opt_seed = 1;
 static int opt_expect; /* 'f', 'l' or 0 */
 static size_t large = 2 * MIB; /* above FAM_THRESHOLD's default */
@@ -394,7 +402,7 @@ split_main(void *arg)
 			return NULL;
 		}
 	}
-	for (j = 0; j < 16; j++) {
+	for (j = 0; j < opt_blocks; j++) {
 		size_t n = large + j * CHUNK + w->id * 8;
 		uint64_t *own = malloc(n);
 
@@ -463,7 +471,8 @@ test_split(void)
 {
 	run_threads("split", split_main);
 	printf("ok - split: %u threads wrote and verified their own slices, "
-	    "and 16 blocks each of their own at once\n", opt_threads);
+	    "and %u blocks each of their own at once\n", opt_threads,
+	    opt_blocks);
 }
 
 /* calloc is zero, and zero again after the memory was written and freed. */
@@ -738,7 +747,7 @@ usage(void)
 	size_t i;
 
 	fprintf(stderr, "usage: famtest [-s SIZE] [-t THREADS] [-n COUNT] "
-	    "[-S SEED] [-f|-l] [TEST...]\ntests:");
+	    "[-b BLOCKS] [-S SEED] [-f|-l] [TEST...]\ntests:");
 	for (i = 0; i < sizeof tests / sizeof tests[0]; i++)
 		fprintf(stderr, " %s", tests[i].name);
 	fprintf(stderr, "\n");
@@ -749,13 +758,20 @@ usage(void)
 int
 main(int argc, char **argv)
 {
-	const char *t = getenv("FAM_THRESHOLD");
+	const char *t;
 	struct timespec t0, t1;
 	size_t i;
 	int c, j;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	while ((c = getopt(argc, argv, "s:t:n:S:fl")) != -1) {
+	if ((t = getenv("FAMTEST_THREADS")) != NULL)
+		opt_threads = (unsigned)atoi(t);
+	if ((t = getenv("FAMTEST_COUNT")) != NULL)
+		opt_count = strtoul(t, NULL, 10);
+	if ((t = getenv("FAMTEST_BLOCKS")) != NULL)
+		opt_blocks = (unsigned)atoi(t);
+	t = getenv("FAM_THRESHOLD");
+	while ((c = getopt(argc, argv, "s:t:n:b:S:fl")) != -1) {
 		switch (c) {
 		case 's':
 			opt_size = parse_size(optarg);
@@ -765,6 +781,9 @@ main(int argc, char **argv)
 			break;
 		case 'n':
 			opt_count = strtoul(optarg, NULL, 10);
+			break;
+		case 'b':
+			opt_blocks = (unsigned)atoi(optarg);
 			break;
 		case 'S':
 			opt_seed = strtoull(optarg, NULL, 0);
@@ -779,9 +798,10 @@ main(int argc, char **argv)
 			usage();
 		}
 	}
-	if (opt_threads == 0 || opt_count == 0 || opt_size % 8 != 0)
+	if (opt_threads == 0 || opt_count == 0 || opt_blocks == 0 ||
+	    opt_size % 8 != 0)
 		usage();
-	if (t != NULL && *t != '\0' && parse_size(t) >= large)
+	if (t != NULL && *t != '\0')
 		large = parse_size(t) + 4096;
 	if (opt_size < large)
 		opt_size = large;
