@@ -75,7 +75,7 @@ done
 
 # Threads of a program through a host: concurrent faults are batched.
 start_host host "$(scaled 64M)" "$MEM_ADDR" -o host.dpu="$addr" -o host.path=dpu -o famd.op_timeout=10s
-shim env ${fenv[@]+"${fenv[@]}"} "$FAMTEST" -f -s "$(scaled 192M)" -t "${FAMTEST_THREADS:-8}" seq shared split random >"$T/ft.txt" 2>&1 ||
+shim env ${fenv[@]+"${fenv[@]}"} "$FAMTEST" -f -s "$(scaled 192M)" seq shared split random >"$T/ft.txt" 2>&1 ||
 	fail "famtest through async + aggregate: $(tail -3 "$T/ft.txt")"
 max=$(fwd dpu-on-on batch_max)
 [ "$max" -gt 1 ] || fail "a host's concurrent requests were not batched"

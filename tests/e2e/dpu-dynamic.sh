@@ -84,7 +84,7 @@ fdpu=dpu2 fsock=$FAM_SOCKET
 [ "$TEST_SCALE" = 1 ] && fdpu=dpu fsock=$T/host.session
 fdyn() { ctl "$fdpu" status -j | jq -er ".cache.dynamic.$1"; }
 ctl "$fdpu" stats-reset >/dev/null
-FAM_SOCKET=$fsock shim env ${fenv[@]+"${fenv[@]}"} "$FAMTEST" -f -s "$size" -t "${FAMTEST_THREADS:-8}" seq random strided shared split realloc >"$T/ft.txt" 2>&1 ||
+FAM_SOCKET=$fsock shim env ${fenv[@]+"${fenv[@]}"} "$FAMTEST" -f -s "$size" seq random strided shared split realloc >"$T/ft.txt" 2>&1 ||
 	fail "famtest through the dynamic cache: $(tail -3 "$T/ft.txt")"
 [ "$(fdyn hits)" -gt 0 ] && [ "$(fdyn write_updates)" -gt 0 ] ||
 	fail "famtest: $(ctl "$fdpu" status -j | jq -c .cache.dynamic)"

@@ -22,7 +22,7 @@ bg_joined() {
 wait_until 10 bg_joined || fail "background connections: host $(ctl host status -j | jq -c .peers), dpu $(ctl dpu status -j | jq -c .counters)"
 pass "the host's $nbg background connections join its sessions on the memory node and on the dpu"
 
-shim "$FAMTEST" -f -s "$(scaled 128M)" -n "${FAMTEST_COUNT:-2000}" -t "${FAMTEST_THREADS:-8}" seq random strided shared split calloc realloc align many fork \
+shim "$FAMTEST" -f -s "$(scaled 128M)" -n "${FAMTEST_COUNT:-2000}" seq random strided shared split calloc realloc align many fork \
 	>"$T/f1.out" 2>&1 || fail "famtest through the dpu: $(tail -3 "$T/f1.out")"
 [ "$(hc ops_direct)" = 0 ] && [ "$(hc ops_dpu)" -gt 1000 ] ||
 	fail "path dpu: $(ctl host status -j | jq -c .counters)"
@@ -36,7 +36,7 @@ ctl host status -j | jq -e '.path.path == "direct"' >/dev/null || fail "status d
 pass "path.set refuses a bad path, and status shows the new one"
 
 # Switch back and forth every 100 ms while famtest pages 4x the buffer.
-shim "$FAMTEST" -f -s "$(scaled 256M)" -t "${FAMTEST_THREADS:-8}" seq random strided shared split realloc >"$T/f2.out" 2>&1 &
+shim "$FAMTEST" -f -s "$(scaled 256M)" seq random strided shared split realloc >"$T/f2.out" 2>&1 &
 ft=$!
 n=0
 while kill -0 "$ft" 2>/dev/null; do

@@ -95,7 +95,7 @@ run_graph() {
 }
 plain=$(run_graph)
 advised=$(run_graph -A)
-ctl dpu status -j >"$T/st.json"
+snap
 jq -e '.cache.static | .hits > 0 and .misses < .hits' "$T/st.json" >/dev/null ||
 	fail "advised PageRank: $(jq -c .cache.static "$T/st.json")"
 if [ "$TEST_TRANSPORT" = verbs ]; then

@@ -10,13 +10,12 @@ start_memory mema
 a=$MEM_ADDR
 start_memory memb
 b=$MEM_ADDR
-start_host host 8M "$a, $b"
+start_host host "$(scaled 8M)" "$a, $b"
 ctl host status -j | jq -e --arg a "$a" --arg b "$b" \
 	'[.peers[] | select(.role == "memory") | .address] == [$a, $b]' >/dev/null ||
 	fail "peers: $(ctl host status -j | jq -c .peers)"
 
-# FAMTEST_SIZE (32M: 4x the buffer) is smaller in the Soft-RoCE guest.
-size=${FAMTEST_SIZE:-32M}
+size=$(scaled 32M) # 4x the buffer
 shim "$top_builddir/tests/tools/famtest" -f -s "$size" seq random strided shared split \
 	>"$T/famtest.out" 2>&1 || fail "famtest: $(tail -5 "$T/famtest.out")"
 cat "$T/famtest.out"
@@ -47,7 +46,7 @@ ctl host status -j | jq -e '.counters.sigbus == 0 and .counters.fetch_errors == 
 	.counters.writeback_errors == 0' >/dev/null || fail "errors: $(ctl host status -j | jq -c .counters)"
 [ "$(counter host fetches)" -gt 0 ] && [ "$(counter host writebacks)" -gt 0 ] ||
 	fail "nothing paged: $(ctl host status -j | jq -c .counters)"
-pass "famtest -f over $size through an 8M buffer on two memory nodes: every byte right; $served"
+pass "famtest -f over $size through a $(scaled 8M) buffer on two memory nodes: every byte right; $served"
 
 regions_gone() {
 	[ "$(ctl host status -j | jq '.programs.regions + .buffer.used_bytes')" = 0 ] &&

@@ -98,11 +98,10 @@ E2E_VETH="dpu-forward dpu-path dpu-aggregate dpu-static dpu-dynamic dpu-adaptive
 # Soft-RoCE moves tens of MB/s: smaller data through the same buffers.
 e2e_env() {
 	case $1 in
-	host-striping) echo FAMTEST_SIZE=16M ;;
-	# (guest.sh divides their data by 16: this one needs more than a
-	# 1 MiB buffer, the least a host takes, for read-ahead runs of two
-	# chunks or more on each of two memory nodes)
-	host-readahead) echo FAMD_TEST_SCALE=4 ;;
+	# (guest.sh divides their data by 16: these need more than a 1 MiB
+	# buffer, the least a host takes: for read-ahead runs of two chunks or
+	# more on each of two memory nodes; to keep 4x the buffer)
+	host-readahead | host-striping) echo FAMD_TEST_SCALE=4 ;;
 	# famtest, every test, over 8 MiB through a 2 MiB buffer (6 MiB
 	# through the dpu; dpu-path's passes over 8 MiB while it switches)
 	host-famtest | dpu-forward | dpu-path) echo FAMD_TEST_SCALE=32 ;;
@@ -114,10 +113,10 @@ e2e_env() {
 	# (1/64: 4 dpus, 3 hosts and their programs start in the guest, each
 	# start costing seconds; famtest's threads and programs fewer,
 	# each program paging its buffer through a host's 1 MiB)
-	dpu-aggregate) echo FAMD_TEST_SCALE=64 FAMTEST_THREADS=2 FAMTEST_PROGRAMS=1 ;;
+	dpu-aggregate) echo FAMD_TEST_SCALE=64 FAMTEST_PROGRAMS=1 ;;
 	# (famtest through the second host and dpu: its reads cost, and
 	# 2M through a 1M buffer pages enough)
-	dpu-dynamic) echo FAMTEST_SIZE=2M FAMTEST_THREADS=2 ;;
+	dpu-dynamic) echo FAMTEST_SIZE=2M ;;
 	esac
 }
 # tests_of MODE: the tests a mode runs (RXE_ONLY: those), each a path,
