@@ -26,8 +26,8 @@
 
 #include <event2/event.h>
 
-#include "famd.h"
-#include "transport.h"
+#include "core/famd.h"
+#include "transport/transport.h"
 
 static struct {
 	struct event_base *base;

@@ -37,6 +37,6 @@ nm -D --defined-only "$LIBFAM" | grep -q ' fam_alloc@@FAM_1$' ||
 	fail "libfam.so's symbols are not versioned FAM_1"
 pass "libfam.so exports only the fam.h API, versioned FAM_1"
 
-grep -q '^Libs: -L${libdir} -lfam$' "$top_builddir/src/libfam.pc" ||
+grep -q '^Libs: -L${libdir} -lfam$' "$top_builddir/src/client/libfam.pc" ||
 	fail "libfam.pc has no Libs line for -lfam"
 pass "libfam.pc generated"

@@ -61,8 +61,8 @@
 
 #include <event2/event.h>
 
-#include "famd.h"
-#include "transport.h"
+#include "core/famd.h"
+#include "transport/transport.h"
 
 #define FC_CHUNK_DEFAULT (1u << 20)
 #define FC_DEPTH_DEFAULT 16u

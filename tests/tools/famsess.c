@@ -1,5 +1,5 @@
 /*
- * famsess.c - a client of the host famd's session socket (fam-session.h)
+ * famsess.c - a client of the host famd's session socket (wire/session.h)
  * on raw sockets, for tests: each attack sends malformed or out-of-place
  * messages and checks famd's answer, or that famd drops the connection.
  *
@@ -33,7 +33,7 @@
 #include <sys/un.h>
 #include <linux/userfaultfd.h>
 
-#include "fam-session.h"
+#include "wire/session.h"
 
 #ifndef USERFAULTFD_IOC_NEW
 #define USERFAULTFD_IOC_NEW _IO(0xAA, 0x00)

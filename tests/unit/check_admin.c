@@ -13,7 +13,7 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
-#include "famd.h"
+#include "core/famd.h"
 
 static int echo_calls;
 

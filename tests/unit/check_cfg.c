@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "famd.h"
+#include "core/famd.h"
 
 static char tmpl[] = "/tmp/check_cfg.XXXXXX";
 

@@ -7,7 +7,7 @@
 #include <check.h>
 #include <stdlib.h>
 
-#include "host.h"
+#include "host/host.h"
 
 /* Returns how many extents the list has. */
 static int

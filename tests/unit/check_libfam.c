@@ -21,7 +21,7 @@
 #include <sys/wait.h>
 
 #include "fam.h"
-#include "fam-session.h"
+#include "wire/session.h"
 
 static char dir[64];
 static char sock_path[128];

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proto.h"
+#include "wire/proto.h"
 
 /* A valid header of type and flags with a payload of len bytes. */
 static struct fam_hdr

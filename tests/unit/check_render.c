@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "famctl.h"
-#include "famd.h"
+#include "ctl/famctl.h"
+#include "core/famd.h"
 
 /* Renders the JSON text and returns what famctl would print. */
 static char *

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "famd.h"
+#include "core/famd.h"
 
 static char path[] = "/tmp/check_secret.XXXXXX";
 

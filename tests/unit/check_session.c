@@ -1,6 +1,6 @@
 /*
  * check_session.c - the session messages' decoding and checks
- * (fam-session.c): the host's framing of a program's byte stream and its
+ * (wire/session.c): the host's framing of a program's byte stream and its
  * checks of requests, libfam's checks of famd's replies.
  */
 #include "config.h"
@@ -9,7 +9,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "fam-session.h"
+#include "wire/session.h"
 
 /* Returns a well-formed request of type. */
 static struct fam_smsg

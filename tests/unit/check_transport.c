@@ -18,8 +18,8 @@
 
 #include <event2/event.h>
 
-#include "famd.h"
-#include "transport.h"
+#include "core/famd.h"
+#include "transport/transport.h"
 
 #define MEM_SIZE (4u << 20)
 /*

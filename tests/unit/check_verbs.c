@@ -31,8 +31,8 @@
 #include <event2/thread.h>
 #include <rdma/rdma_cma.h>
 
-#include "famd.h"
-#include "transport-int.h"
+#include "core/famd.h"
+#include "transport/transport-int.h"
 
 #define MEM_SIZE (4u << 20)
 #define MAX_OPS  512

@@ -1,0 +1,29 @@
+# Workloads and benchmarks: plain programs that know nothing of famd (their
+# memory comes from malloc, so under libfamshim.so it is fabric-attached);
+# never sanitized, since they run under the shim.
+noinst_PROGRAMS += contrib/graph/graph contrib/graph/graph-fam \
+	contrib/bench/faultbench contrib/bench/fetchbench
+
+GRAPH_SOURCES = contrib/graph/graph.c contrib/graph/graph.h \
+	contrib/graph/graph-apps.c contrib/graph/graph-gen.c contrib/graph/graph-io.c
+contrib_graph_graph_SOURCES = $(GRAPH_SOURCES)
+contrib_graph_graph_CFLAGS = -std=gnu11 -O2 $(WARN_CFLAGS) $(OPENMP_CFLAGS)
+contrib_graph_graph_LDFLAGS = $(OPENMP_CFLAGS)
+contrib_graph_graph_LDADD =
+# graph-fam: the same program linked with libfam, which can map a graph
+# preloaded on the memory node (-F); not preloaded, so sanitized like libfam.
+contrib_graph_graph_fam_SOURCES = $(GRAPH_SOURCES)
+contrib_graph_graph_fam_CPPFLAGS = $(AM_CPPFLAGS) -DGRAPH_FAM
+contrib_graph_graph_fam_CFLAGS = $(AM_CFLAGS) -O2 $(OPENMP_CFLAGS)
+contrib_graph_graph_fam_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
+contrib_graph_graph_fam_LDADD = src/libfam.la
+contrib_bench_faultbench_CFLAGS = -std=gnu11 -O2 $(WARN_CFLAGS) -pthread
+contrib_bench_faultbench_LDFLAGS = -pthread
+contrib_bench_faultbench_LDADD =
+# fetchbench: the transport's chunk fetch (contrib/bench/rxe-fetch-bench.sh
+# runs it in the guest).
+contrib_bench_fetchbench_LDADD = src/libfamdcore.la $(DEP_LIBS)
+
+EXTRA_DIST += contrib/bench/famd-bench contrib/bench/dpu-bench \
+	contrib/graph/README.md contrib/eval/run-eval contrib/eval/testbed.sh \
+	contrib/eval/report

@@ -1,0 +1,68 @@
+/*
+ * base.h - what every layer of famd may use: logging, exit codes and small
+ * utilities. Depends on nothing of famd's.
+ */
+#ifndef FAMD_BASE_H
+#define FAMD_BASE_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <syslog.h>
+#include <sys/types.h>
+#include <time.h>
+
+/* Exit codes (sysexits.h values, spelled out so famctl and famd agree). */
+#define FAMD_EX_OK          0
+#define FAMD_EX_FAIL        1
+#define FAMD_EX_USAGE       64
+#define FAMD_EX_UNAVAILABLE 69
+#define FAMD_EX_SOFTWARE    70
+#define FAMD_EX_OSERR       71
+#define FAMD_EX_NOPERM      77
+#define FAMD_EX_CONFIG      78
+
+#define FAMD_DEFAULT_CONFIG  SYSCONFDIR "/famd.conf"
+#define FAMD_DEFAULT_ADMIN   "/run/famd/famd.sock"
+#define FAMD_DEFAULT_SESSION "/run/famd/session.sock"
+
+#define nitems(a) (sizeof(a) / sizeof((a)[0]))
+
+#define printflike(a, b) __attribute__((format(printf, a, b)))
+
+/* ---- log.c -------------------------------------------------------------- */
+
+enum log_dest {
+	LOG_DEST_STDERR,  /* timestamped lines for a terminal or a test log */
+	LOG_DEST_SYSTEMD, /* "<N>" priority prefixes, read by journald */
+	LOG_DEST_SYSLOG,  /* a daemonised famd without a terminal */
+};
+
+void log_open(enum log_dest dest, int level);
+void log_set_level(int level);
+int log_get_level(void);
+const char *log_level_name(int level);
+int log_level_parse(const char *name);
+void log_msg(int pri, const char *fmt, ...) printflike(2, 3);
+void log_vmsg(int pri, const char *fmt, va_list ap) printflike(2, 0);
+__attribute__((noreturn)) void fatal(const char *fmt, ...) printflike(1, 2);
+__attribute__((noreturn)) void fatalx(const char *fmt, ...) printflike(1, 2);
+
+#define log_err(...)    log_msg(LOG_ERR, __VA_ARGS__)
+#define log_warn(...)   log_msg(LOG_WARNING, __VA_ARGS__)
+#define log_notice(...) log_msg(LOG_NOTICE, __VA_ARGS__)
+#define log_info(...)   log_msg(LOG_INFO, __VA_ARGS__)
+#define log_debug(...)  log_msg(LOG_DEBUG, __VA_ARGS__)
+
+/* ---- util.c ------------------------------------------------------------- */
+
+char *xasprintf(const char *fmt, ...) printflike(1, 2);
+uint64_t mono_ns(void);
+int fd_set_nonblock(int fd);
+int fd_set_cloexec(int fd);
+char *fmt_bytes(char *buf, size_t len, uint64_t bytes);
+int mkdir_parent(const char *path);
+
+#endif /* FAMD_BASE_H */

@@ -1,0 +1,162 @@
+/*
+ * log.c - famd's log: stderr for a terminal, "<N>" prefixes for journald,
+ * syslog for a daemonised process. Each message is one write(2) so lines
+ * from several threads never interleave.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "base/base.h"
+
+static enum log_dest log_dest = LOG_DEST_STDERR;
+static _Atomic int log_level = LOG_INFO;
+
+static const char *const log_names[] = {
+	[LOG_EMERG] = "emerg",
+	[LOG_ALERT] = "alert",
+	[LOG_CRIT] = "crit",
+	[LOG_ERR] = "err",
+	[LOG_WARNING] = "warning",
+	[LOG_NOTICE] = "notice",
+	[LOG_INFO] = "info",
+	[LOG_DEBUG] = "debug",
+};
+
+/* Chooses where messages go and the most verbose level written. */
+void
+log_open(enum log_dest dest, int level)
+{
+	log_dest = dest;
+	log_level = level;
+	if (dest == LOG_DEST_SYSLOG)
+		openlog("famd", LOG_PID | LOG_NDELAY, LOG_DAEMON);
+}
+
+/* Changes the most verbose level written. */
+void
+log_set_level(int level)
+{
+	log_level = level;
+}
+
+/* Returns the most verbose level written. */
+int
+log_get_level(void)
+{
+	return log_level;
+}
+
+/* Returns the name of a syslog level. */
+const char *
+log_level_name(int level)
+{
+	if (level < 0 || level > LOG_DEBUG)
+		return "unknown";
+	return log_names[level];
+}
+
+/* Returns the level named by name (err, warning, ...) or -1. */
+int
+log_level_parse(const char *name)
+{
+	for (int i = LOG_ERR; i <= LOG_DEBUG; i++)
+		if (strcmp(name, log_names[i]) == 0)
+			return i;
+	if (strcmp(name, "error") == 0)
+		return LOG_ERR;
+	if (strcmp(name, "warn") == 0)
+		return LOG_WARNING;
+	return -1;
+}
+
+/* Writes one message at priority pri. */
+void
+log_vmsg(int pri, const char *fmt, va_list ap)
+{
+	char msg[2048], line[2200];
+	int n;
+
+	if (pri > log_level)
+		return;
+	vsnprintf(msg, sizeof msg, fmt, ap);
+
+	switch (log_dest) {
+	case LOG_DEST_SYSLOG:
+		syslog(pri, "%s", msg);
+		return;
+	case LOG_DEST_SYSTEMD:
+		n = snprintf(line, sizeof line, "<%d>%s\n", pri, msg);
+		break;
+	case LOG_DEST_STDERR:
+	default: {
+		struct timeval tv;
+		struct tm tm;
+		char ts[32];
+
+		gettimeofday(&tv, NULL);
+		localtime_r(&tv.tv_sec, &tm);
+		strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
+		n = snprintf(line, sizeof line, "%s.%03ld famd[%ld]: %s: %s\n",
+		    ts, (long)(tv.tv_usec / 1000), (long)getpid(),
+		    log_level_name(pri), msg);
+		break;
+	}
+	}
+	if (n < 0)
+		return;
+	if ((size_t)n >= sizeof line) {
+		n = sizeof line - 1;
+		line[n - 1] = '\n';
+	}
+	while (write(STDERR_FILENO, line, (size_t)n) < 0 && errno == EINTR)
+		;
+}
+
+/* Writes one message at priority pri. */
+void
+log_msg(int pri, const char *fmt, ...)
+{
+	va_list ap;
+	int saved = errno;
+
+	va_start(ap, fmt);
+	log_vmsg(pri, fmt, ap);
+	va_end(ap);
+	errno = saved;
+}
+
+/* Logs a start-up failure with errno's text and exits. */
+void
+fatal(const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	int saved = errno;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	log_msg(LOG_CRIT, "%s: %s", msg, strerror(saved));
+	exit(FAMD_EX_OSERR);
+}
+
+/* Logs a start-up failure and exits. */
+void
+fatalx(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_vmsg(LOG_CRIT, fmt, ap);
+	va_end(ap);
+	exit(FAMD_EX_SOFTWARE);
+}

@@ -1,0 +1,555 @@
+/*
+ * shim.c - libfamshim: preloaded in front of libc's malloc, it gives the
+ * large requests (FAM_THRESHOLD bytes and more) fabric-attached memory from
+ * the host famd through libfam (compiled in), and passes everything else to
+ * libc. See libfamshim(7).
+ *
+ * It must survive real programs:
+ * - dlsym() may call calloc() before the real functions are known: those
+ *   requests come from a static bootstrap pool, which is never freed;
+ * - anything libfam itself allocates (pthread_create's stack bookkeeping,
+ *   pthread_atfork's list) goes straight to libc: a thread-local depth
+ *   counter marks the inside of a FAM call;
+ * - ownership is decided by address: a pointer inside an arena is FAM's,
+ *   anything else is libc's (or the bootstrap pool's);
+ * - free() keeps errno; nothing on these paths uses stdio.
+ *
+ * Fork: arenas are not inherited (MADV_DONTFORK). In the child, libfam's
+ * fork handler forgets the parent's session (closing the child's copy of
+ * its socket, which leaves the parent's session alone) and reserves the
+ * parent's arenas' ranges PROT_NONE: a touch raises SIGSEGV, free() of such
+ * a pointer is ignored, and the child's own large allocations open a session
+ * of its own.
+ */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <malloc.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "wire/session.h"
+#include "client/libfam-internal.h"
+
+#define SHIM_DEFAULT_THRESHOLD ((size_t)1 << 20)
+#define SHIM_BOOT_SIZE         (64 * 1024)
+#define SHIM_BOOT_ALIGN        4096
+
+#define SHIM_EXPORT __attribute__((visibility("default")))
+#define likely(x)   __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+enum shim_state {
+	SHIM_UNINIT,   /* nothing done yet */
+	SHIM_BUSY,     /* looking up libc's functions: serve from the pool */
+	SHIM_READY,    /* libc's functions known, environment read */
+};
+
+/* libc's allocator, found with dlsym(RTLD_NEXT). */
+static struct {
+	void *(*malloc)(size_t);
+	void *(*calloc)(size_t, size_t);
+	void *(*realloc)(void *, size_t);
+	void (*free)(void *);
+	int (*posix_memalign)(void **, size_t, size_t);
+	void *(*aligned_alloc)(size_t, size_t);
+	void *(*memalign)(size_t, size_t);
+	void *(*valloc)(size_t);
+	void *(*pvalloc)(size_t);
+	size_t (*malloc_usable_size)(void *);
+} real;
+
+static _Atomic int shim_state;
+static bool shim_fam_on;      /* FAM_DISABLE not set */
+static bool shim_strict;      /* FAM_STRICT set */
+static size_t shim_threshold = SHIM_DEFAULT_THRESHOLD;
+static _Atomic bool shim_failure_reported;
+static _Atomic bool shim_bad_free_reported;
+
+/* Nesting of FAM calls in this thread: inside one, everything is libc's. */
+static __thread unsigned shim_depth __attribute__((tls_model("initial-exec")));
+
+static _Alignas(SHIM_BOOT_ALIGN) unsigned char boot_pool[SHIM_BOOT_SIZE];
+static _Atomic size_t boot_used;
+
+/* ---- bootstrap pool ------------------------------------------------- */
+
+/* Takes size bytes aligned to align from the bootstrap pool (zero-filled). */
+static void *
+boot_alloc(size_t size, size_t align)
+{
+	size_t old, start;
+
+	if (align < 16)
+		align = 16;
+	if (align > SHIM_BOOT_ALIGN) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	old = atomic_load(&boot_used);
+	do {
+		start = (old + sizeof(size_t) + align - 1) & ~(align - 1);
+		if (size > SHIM_BOOT_SIZE || start > SHIM_BOOT_SIZE - size) {
+			errno = ENOMEM;
+			return NULL;
+		}
+	} while (!atomic_compare_exchange_weak(&boot_used, &old, start + size));
+	memcpy(boot_pool + start - sizeof(size_t), &size, sizeof size);
+	return boot_pool + start;
+}
+
+/* Tells whether p came from the bootstrap pool. */
+static inline bool
+boot_owns(const void *p)
+{
+	return (const unsigned char *)p >= boot_pool &&
+	    (const unsigned char *)p < boot_pool + SHIM_BOOT_SIZE;
+}
+
+/* The size asked for a block of the bootstrap pool. */
+static size_t
+boot_size(const void *p)
+{
+	size_t size;
+
+	memcpy(&size, (const unsigned char *)p - sizeof(size_t), sizeof size);
+	return size;
+}
+
+/* ---- set-up --------------------------------------------------------- */
+
+/* Tells whether the environment variable name is set to anything but 0. */
+static bool
+shim_env_on(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v != NULL && *v != '\0' && strcmp(v, "0") != 0;
+}
+
+/* Parses a size: digits with an optional K, M or G (powers of 1024). */
+static int
+shim_parse_size(const char *s, size_t *out)
+{
+	uint64_t v = 0, mul = 1;
+
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	for (; *s >= '0' && *s <= '9'; s++) {
+		if (v > (UINT64_MAX - 9) / 10)
+			return -ERANGE;
+		v = v * 10 + (uint64_t)(*s - '0');
+	}
+	switch (*s) {
+	case 'k':
+	case 'K':
+		mul = 1ull << 10;
+		s++;
+		break;
+	case 'm':
+	case 'M':
+		mul = 1ull << 20;
+		s++;
+		break;
+	case 'g':
+	case 'G':
+		mul = 1ull << 30;
+		s++;
+		break;
+	}
+	if (*s != '\0' || v == 0)
+		return -EINVAL;
+	if (v > SIZE_MAX / mul)
+		return -ERANGE;
+	*out = (size_t)(v * mul);
+	return 0;
+}
+
+/* Looks up libc's name, dies if it is missing. */
+static void *
+shim_sym(const char *name)
+{
+	void *f = dlsym(RTLD_NEXT, name);
+
+	if (f == NULL) {
+		libfam_configure("libfamshim", NULL);
+		libfam_say("no ", name, " after libfamshim in the program's "
+		    "libraries", NULL);
+		abort();
+	}
+	return f;
+}
+
+/* Finds libc's functions and reads the environment, once. */
+static void
+shim_init(void)
+{
+	int expect = SHIM_UNINIT;
+	const char *t;
+
+	if (!atomic_compare_exchange_strong(&shim_state, &expect, SHIM_BUSY))
+		return;
+	real.malloc = shim_sym("malloc");
+	real.calloc = shim_sym("calloc");
+	real.realloc = shim_sym("realloc");
+	real.free = shim_sym("free");
+	real.posix_memalign = shim_sym("posix_memalign");
+	real.aligned_alloc = shim_sym("aligned_alloc");
+	real.memalign = shim_sym("memalign");
+	real.valloc = shim_sym("valloc");
+	real.pvalloc = shim_sym("pvalloc");
+	real.malloc_usable_size = shim_sym("malloc_usable_size");
+
+	shim_fam_on = !shim_env_on("FAM_DISABLE");
+	shim_strict = shim_env_on("FAM_STRICT");
+	libfam_configure("libfamshim", shim_strict ?
+	    "large allocations fail (FAM_STRICT=1)" :
+	    "large allocations use libc memory");
+	t = getenv("FAM_THRESHOLD");
+	if (shim_fam_on && t != NULL && *t != '\0' &&
+	    shim_parse_size(t, &shim_threshold) < 0) {
+		shim_threshold = SHIM_DEFAULT_THRESHOLD;
+		libfam_say("FAM_THRESHOLD=", t, " is not a size (a number with "
+		    "an optional K, M or G); using 1M", NULL);
+	}
+	atomic_store_explicit(&shim_state, SHIM_READY, memory_order_release);
+}
+
+/* Runs the set-up before main() when nothing needed it earlier. */
+__attribute__((constructor)) static void
+shim_ctor(void)
+{
+	shim_init();
+}
+
+/* Tells whether libc's functions are known; sets them up on first use. */
+static inline bool
+shim_ready(void)
+{
+	int s = atomic_load_explicit(&shim_state, memory_order_acquire);
+
+	if (likely(s == SHIM_READY))
+		return true;
+	if (s == SHIM_UNINIT)
+		shim_init();
+	return atomic_load_explicit(&shim_state, memory_order_acquire) ==
+	    SHIM_READY;
+}
+
+/* ---- the FAM side --------------------------------------------------- */
+
+/* Tells whether a request of size bytes should be fabric-attached memory. */
+static inline bool
+shim_wants_fam(size_t size)
+{
+	return shim_fam_on && size >= shim_threshold && shim_depth == 0;
+}
+
+/* Reports, once, an allocation famd did not grant. */
+static void
+shim_report_failure(size_t size, int err)
+{
+	char nbuf[21], ebuf[128];
+
+	if (atomic_exchange(&shim_failure_reported, true))
+		return;
+	libfam_say("no fabric-attached memory for ", libfam_fmt_u64(nbuf, size),
+	    " bytes: ", libfam_fmt_errno(ebuf, sizeof ebuf, err),
+	    shim_strict ? "; such allocations fail (FAM_STRICT=1)" :
+	    "; such allocations use libc memory", NULL);
+}
+
+/*
+ * Tries to allocate size bytes (aligned to align, or 0) of FAM. Returns
+ * true when the request is settled: *out is the memory, or NULL with errno
+ * ENOMEM under FAM_STRICT. Returns false when libc should serve it.
+ */
+static bool
+shim_fam(size_t size, size_t align, void **out)
+{
+	bool quiet;
+	int rc, saved = errno;
+	void *p;
+
+	shim_depth++;
+	rc = libfam_alloc(size, align, &p, NULL, &quiet);
+	shim_depth--;
+	if (rc == 0) {
+		errno = saved;
+		*out = p;
+		return true;
+	}
+	if (!quiet)
+		shim_report_failure(size, -rc);
+	if (shim_strict) {
+		*out = NULL;
+		errno = ENOMEM;
+		return true;
+	}
+	errno = saved;
+	return false;
+}
+
+/* Releases FAM memory at p; ignores what libfam cannot release. */
+static void
+shim_fam_free(void *p)
+{
+	int rc;
+
+	if (shim_depth != 0)
+		return; /* never happens: libfam does not free FAM memory */
+	shim_depth++;
+	rc = libfam_free(p);
+	shim_depth--;
+	if (rc == -EINVAL && !atomic_exchange(&shim_bad_free_reported, true))
+		libfam_say("free() of an address inside fabric-attached "
+		    "memory that starts no block: ignored", NULL);
+}
+
+/* The bytes usable at p, FAM memory. */
+static size_t
+shim_fam_usable(const void *p)
+{
+	return libfam_usable_size(p);
+}
+
+/* Moves the block old (FAM, osize usable bytes) to a new one of size bytes. */
+static void *
+shim_move(void *old, size_t osize, size_t size)
+{
+	void *p = NULL;
+
+	if (!shim_wants_fam(size) || !shim_fam(size, 0, &p))
+		p = real.malloc(size);
+	if (p == NULL)
+		return NULL;
+	memcpy(p, old, osize < size ? osize : size);
+	shim_fam_free(old);
+	return p;
+}
+
+/* ---- the malloc family ---------------------------------------------- */
+
+/* malloc(3). */
+SHIM_EXPORT void *
+malloc(size_t size)
+{
+	void *p;
+
+	if (unlikely(!shim_ready()))
+		return boot_alloc(size, 16);
+	if (shim_wants_fam(size) && shim_fam(size, 0, &p))
+		return p;
+	return real.malloc(size);
+}
+
+/* calloc(3): FAM regions are zero-filled already, and stay untouched. */
+SHIM_EXPORT void *
+calloc(size_t nmemb, size_t size)
+{
+	size_t total;
+	void *p;
+
+	if (__builtin_mul_overflow(nmemb, size, &total)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (unlikely(!shim_ready()))
+		return boot_alloc(total, 16);
+	if (shim_wants_fam(total) && shim_fam(total, 0, &p))
+		return p;
+	return real.calloc(nmemb, size);
+}
+
+/* free(3): keeps errno. */
+SHIM_EXPORT void
+free(void *ptr)
+{
+	int saved;
+
+	if (ptr == NULL || boot_owns(ptr))
+		return;
+	saved = errno;
+	if (libfam_owns(ptr))
+		shim_fam_free(ptr);
+	else if (likely(shim_ready()))
+		real.free(ptr);
+	errno = saved;
+}
+
+/* realloc(3): moves between libc and FAM across the threshold. */
+SHIM_EXPORT void *
+realloc(void *ptr, size_t size)
+{
+	size_t osize;
+	void *p;
+
+	if (ptr == NULL)
+		return malloc(size);
+	if (unlikely(!shim_ready()) || boot_owns(ptr)) {
+		osize = boot_owns(ptr) ? boot_size(ptr) : 0;
+		p = malloc(size);
+		if (p != NULL && osize > 0)
+			memcpy(p, ptr, osize < size ? osize : size);
+		return p;
+	}
+	if (libfam_owns(ptr)) {
+		osize = shim_fam_usable(ptr);
+		if (osize == 0 || shim_depth != 0) {
+			/* Inherited across fork, or not a block. */
+			errno = ENOMEM;
+			return NULL;
+		}
+		if (size == 0) {
+			shim_fam_free(ptr);
+			return NULL;
+		}
+		if (size <= osize && shim_wants_fam(size))
+			return ptr; /* shrink in place */
+		return shim_move(ptr, osize, size);
+	}
+	if (shim_wants_fam(size)) {
+		if (!shim_fam(size, 0, &p))
+			return real.realloc(ptr, size);
+		if (p == NULL)
+			return NULL;
+		osize = real.malloc_usable_size(ptr);
+		memcpy(p, ptr, osize < size ? osize : size);
+		real.free(ptr);
+		return p;
+	}
+	return real.realloc(ptr, size);
+}
+
+/* reallocarray(3). */
+SHIM_EXPORT void *
+reallocarray(void *ptr, size_t nmemb, size_t size)
+{
+	size_t total;
+
+	if (__builtin_mul_overflow(nmemb, size, &total)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return realloc(ptr, total);
+}
+
+/* posix_memalign(3). */
+SHIM_EXPORT int
+posix_memalign(void **memptr, size_t alignment, size_t size)
+{
+	int saved = errno;
+	void *p;
+
+	if (alignment == 0 || (alignment & (alignment - 1)) != 0 ||
+	    alignment % sizeof(void *) != 0)
+		return EINVAL;
+	if (unlikely(!shim_ready())) {
+		p = boot_alloc(size, alignment);
+		errno = saved;
+		if (p == NULL)
+			return ENOMEM;
+		*memptr = p;
+		return 0;
+	}
+	if (shim_wants_fam(size) && alignment <= FAM_SESSION_ARENA_ALIGN &&
+	    shim_fam(size, alignment, &p)) {
+		errno = saved;
+		if (p == NULL)
+			return ENOMEM;
+		*memptr = p;
+		return 0;
+	}
+	return real.posix_memalign(memptr, alignment, size);
+}
+
+/* Tells whether an aligned request goes to FAM: a power of two it can meet. */
+static inline bool
+shim_wants_fam_aligned(size_t alignment, size_t size)
+{
+	return shim_wants_fam(size) && alignment != 0 &&
+	    (alignment & (alignment - 1)) == 0 &&
+	    alignment <= FAM_SESSION_ARENA_ALIGN;
+}
+
+/* aligned_alloc(3). */
+SHIM_EXPORT void *
+aligned_alloc(size_t alignment, size_t size)
+{
+	void *p;
+
+	if (unlikely(!shim_ready()))
+		return boot_alloc(size, alignment);
+	if (shim_wants_fam_aligned(alignment, size) &&
+	    shim_fam(size, alignment, &p))
+		return p;
+	return real.aligned_alloc(alignment, size);
+}
+
+/* memalign(3). */
+SHIM_EXPORT void *
+memalign(size_t alignment, size_t size)
+{
+	void *p;
+
+	if (unlikely(!shim_ready()))
+		return boot_alloc(size, alignment);
+	if (shim_wants_fam_aligned(alignment, size) &&
+	    shim_fam(size, alignment, &p))
+		return p;
+	return real.memalign(alignment, size);
+}
+
+/* valloc(3): page-aligned (FAM regions always are). */
+SHIM_EXPORT void *
+valloc(size_t size)
+{
+	void *p;
+
+	if (unlikely(!shim_ready()))
+		return boot_alloc(size, (size_t)sysconf(_SC_PAGESIZE));
+	if (shim_wants_fam(size) && shim_fam(size, 0, &p))
+		return p;
+	return real.valloc(size);
+}
+
+/* pvalloc(3): page-aligned, size rounded up to whole pages. */
+SHIM_EXPORT void *
+pvalloc(size_t size)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), rounded;
+	void *p;
+
+	if (size > SIZE_MAX - page) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	rounded = (size + page - 1) & ~(page - 1);
+	if (rounded == 0)
+		rounded = page;
+	if (unlikely(!shim_ready()))
+		return boot_alloc(rounded, page);
+	if (shim_wants_fam(rounded) && shim_fam(rounded, 0, &p))
+		return p;
+	return real.pvalloc(size);
+}
+
+/* malloc_usable_size(3). */
+SHIM_EXPORT size_t
+malloc_usable_size(void *ptr)
+{
+	if (ptr == NULL)
+		return 0;
+	if (boot_owns(ptr))
+		return boot_size(ptr);
+	if (libfam_owns(ptr))
+		return shim_fam_usable(ptr);
+	if (unlikely(!shim_ready()))
+		return 0;
+	return real.malloc_usable_size(ptr);
+}

@@ -1,0 +1,431 @@
+/*
+ * cfg-table.c - every configuration key famd knows, in one table. The parser,
+ * `config.show`, the shipped example files and the key list of famd.conf(5)
+ * are all produced from it, so they cannot drift apart.
+ */
+#include "config.h"
+
+#include "core/famd.h"
+
+const char *const cfg_role_names[] = { "host", "dpu", "memory", NULL };
+static const char *const log_levels[] = { "err", "warning", "notice", "info",
+	"debug", NULL };
+static const char *const transports[] = { "tcp", "verbs", NULL };
+static const char *const evictions[] = { "clock", "fifo", NULL };
+static const char *const paths[] = { "direct", "dpu", NULL };
+static const char *const fallbacks[] = { "none", "direct", NULL };
+static const char *const dynamics[] = { "off", "on", "adaptive", NULL };
+
+#define ALL  CFG_ROLES_ALL
+#define HOST CFG_ROLE_BIT(ROLE_HOST)
+#define DPU  CFG_ROLE_BIT(ROLE_DPU)
+#define MEM  CFG_ROLE_BIT(ROLE_MEMORY)
+
+const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
+	[CFG_ROLE] = {
+		.section = "famd", .name = "role", .type = CFG_T_ENUM,
+		.choices = cfg_role_names, .def = NULL, .roles = ALL,
+		.help = "What this node does: host (a compute node whose "
+		    "programs use fabric-attached memory), dpu (the agent on "
+		    "a SmartNIC between hosts and memory nodes) or memory (a "
+		    "node lending its DRAM). Required.",
+	},
+	[CFG_NODE_NAME] = {
+		.section = "famd", .name = "node_name", .type = CFG_T_STRING,
+		.min = 0, .max = 63, .def = "", .roles = ALL,
+		.help = "Name this node gives its peers in the hello and shows "
+		    "in status. Empty means the host name.",
+	},
+	[CFG_ADMIN_SOCKET] = {
+		.section = "famd", .name = "admin_socket", .type = CFG_T_PATH,
+		.def = FAMD_DEFAULT_ADMIN, .roles = ALL,
+		.help = "Unix socket where famd answers famctl (JSON-RPC 2.0, "
+		    "one object per line). A lock file with the suffix .lock "
+		    "beside it keeps a second famd off a live socket.",
+	},
+	[CFG_ADMIN_GROUP] = {
+		.section = "famd", .name = "admin_group", .type = CFG_T_STRING,
+		.min = 0, .max = 63, .def = "", .reloadable = true,
+		.roles = ALL,
+		.help = "Group given the admin socket (mode 0660): its members "
+		    "may read status; only root may change anything. Empty "
+		    "means famd's own group.",
+	},
+	[CFG_ADMIN_MAX_CLIENTS] = {
+		.section = "famd", .name = "admin_max_clients",
+		.type = CFG_T_INT, .min = 1, .max = 1024, .def = "16",
+		.reloadable = true, .roles = ALL,
+		.help = "Most admin connections open at once; one more is "
+		    "answered with an error and closed.",
+	},
+	[CFG_ADMIN_IDLE_TIMEOUT] = {
+		.section = "famd", .name = "admin_idle_timeout",
+		.type = CFG_T_DURATION, .min = 100, .max = 86400000,
+		.def = "60s", .reloadable = true, .roles = ALL,
+		.help = "An admin connection that sends no complete request for "
+		    "this long is closed.",
+	},
+	[CFG_LOG_LEVEL] = {
+		.section = "famd", .name = "log_level", .type = CFG_T_ENUM,
+		.choices = log_levels, .def = "info", .reloadable = true,
+		.roles = ALL,
+		.help = "Most verbose messages logged: err, warning, notice, "
+		    "info or debug. famctl call log.level changes it at run "
+		    "time.",
+	},
+	[CFG_TRANSPORT] = {
+		.section = "famd", .name = "transport", .type = CFG_T_ENUM,
+		.choices = transports, .def = "tcp", .roles = ALL,
+		.help = "How this node reaches its peers: tcp (any network, and "
+		    "loopback for tests) or verbs (RDMA through rdma-core: "
+		    "one-sided reads and writes to memory nodes).",
+	},
+	[CFG_SECRET_FILE] = {
+		.section = "famd", .name = "secret_file", .type = CFG_T_PATH,
+		.empty_ok = true, .def = "", .roles = ALL,
+		.help = "File whose first line is the shared secret every peer "
+		    "presents in its hello (at most 64 characters; keep the file "
+		    "mode 0600). A peer with a wrong or missing secret is "
+		    "refused. Empty means no secret is sent or required.",
+	},
+	[CFG_OP_TIMEOUT] = {
+		.section = "famd", .name = "op_timeout", .type = CFG_T_DURATION,
+		.min = 100, .max = 600000, .def = "10s", .roles = ALL,
+		.help = "Deadline of every request to a peer. A peer that does not "
+		    "answer in time is disconnected and its requests fail.",
+	},
+	[CFG_MEMORY_LISTEN] = {
+		.section = "memory", .name = "listen", .type = CFG_T_ADDR,
+		.def = "0.0.0.0:7700", .example = "127.0.0.1:7700", .roles = MEM,
+		.any_port = true,
+		.help = "Address and port where hosts and dpus connect. Port 0 "
+		    "takes any free port; famctl status shows the one taken.",
+	},
+	[CFG_MEMORY_CAPACITY] = {
+		.section = "memory", .name = "capacity", .type = CFG_T_SIZE,
+		.min = 1 << 20, .max = (int64_t)1 << 50, .def = "1G",
+		.roles = MEM,
+		.help = "Most bytes of regions this node lends at once; a request "
+		    "beyond it is refused with ENOSPC.",
+	},
+	[CFG_MEMORY_PRELOAD_DIR] = {
+		.section = "memory", .name = "preload_dir", .type = CFG_T_PATH,
+		.def = "/var/lib/famd/preload", .roles = MEM,
+		.help = "Directory of the files programs may preload into regions "
+		    "(fam_alloc_file). A path that leads outside it is refused.",
+	},
+	[CFG_MEMORY_SESSION_GRACE] = {
+		.section = "memory", .name = "session_grace",
+		.type = CFG_T_DURATION, .min = 0, .max = 3600000, .def = "30s",
+		.reloadable = true, .roles = MEM,
+		.help = "How long the regions of a host whose connection dropped "
+		    "are kept for it to reconnect and resume. After that they are "
+		    "freed, unless created persistent.",
+	},
+	[CFG_DPU_LISTEN] = {
+		.section = "dpu", .name = "listen", .type = CFG_T_ADDR,
+		.def = "0.0.0.0:7701", .example = "127.0.0.1:7701", .roles = DPU,
+		.any_port = true,
+		.help = "Address and port where hosts connect to this dpu, as "
+		    "they would to a memory node. Port 0 takes any free port; "
+		    "famctl status shows the one taken.",
+	},
+	[CFG_DPU_MEMORY_NODES] = {
+		.section = "dpu", .name = "memory_nodes", .type = CFG_T_ADDRLIST,
+		.max = 16, .def = "", .empty_ok = true,
+		.example = "127.0.0.1:7700", .roles = DPU,
+		.help = "Memory nodes this dpu forwards to, as a comma-separated "
+		    "list of host:port. A region a host creates goes to the "
+		    "memory node the host names, or else to the next one in "
+		    "turn. A dpu does not start without one.",
+	},
+	[CFG_DPU_SESSION_GRACE] = {
+		.section = "dpu", .name = "session_grace",
+		.type = CFG_T_DURATION, .min = 0, .max = 3600000, .def = "30s",
+		.reloadable = true, .roles = DPU,
+		.help = "How long the regions of a host whose connection dropped "
+		    "are kept for it to reconnect and resume. After that they are "
+		    "freed on the memory nodes (a host that adopted them keeps "
+		    "them there).",
+	},
+	[CFG_DPU_AGGREGATE] = {
+		.section = "dpu", .name = "aggregate", .type = CFG_T_BOOL,
+		.def = "on", .reloadable = true, .roles = DPU,
+		.help = "Task aggregation: requests that arrive together (from "
+		    "every host) are collected into a batch and put on the "
+		    "memory-node link with one flush (one writev on tcp, one "
+		    "chain of work requests on verbs). Off: each request is "
+		    "sent on its own as it arrives.",
+	},
+	[CFG_DPU_BATCH_LIMIT] = {
+		.section = "dpu", .name = "batch_limit", .type = CFG_T_INT,
+		.min = 1, .max = 1024, .def = "64", .reloadable = true,
+		.roles = DPU,
+		.help = "Most requests in one aggregated batch; a full batch is "
+		    "sent at once.",
+	},
+	[CFG_DPU_ASYNC] = {
+		.section = "dpu", .name = "async", .type = CFG_T_BOOL,
+		.def = "on", .roles = DPU,
+		.help = "Asynchronous forwarding: the memory-node side (issuing "
+		    "requests, taking their completions, filling the cache) runs "
+		    "on a thread of its own, fed through a queue, while the "
+		    "control loop receives hosts' requests and answers them. "
+		    "Off: one loop does both. Either transport.",
+	},
+	[CFG_DPU_STATIC_REGIONS] = {
+		.section = "dpu", .name = "static_regions", .type = CFG_T_STRING,
+		.min = 0, .max = 1023, .def = "", .reloadable = true,
+		.roles = DPU,
+		.help = "Regions to cache whole in the dpu's memory (the static "
+		    "cache), as a comma-separated list of region names (a shared "
+		    "file's path, or a file's path): loaded once when a host "
+		    "creates them through this dpu, then every read of them is "
+		    "served here; writes go through to the memory node and keep "
+		    "the copy current. Programs can ask for it too "
+		    "(fam_advise(FAM_ADVISE_STATIC)).",
+	},
+	[CFG_DPU_STATIC_SIZE] = {
+		.section = "dpu", .name = "static_size", .type = CFG_T_SIZE,
+		.min = 0, .max = (int64_t)1 << 40, .def = "256M",
+		.reloadable = true, .roles = DPU,
+		.help = "Most bytes of static copies held at once; a region that "
+		    "would go past it is not cached (and counted).",
+	},
+	[CFG_DPU_DYNAMIC_CACHE] = {
+		.section = "dpu", .name = "dynamic_cache", .type = CFG_T_ENUM,
+		.choices = dynamics, .def = "adaptive", .reloadable = true,
+		.roles = DPU,
+		.help = "The dynamic cache: entries of cache_entry_size that "
+		    "prefetch workers load off the critical path, ahead of "
+		    "sequential runs hosts read (a recent list of the last 128 "
+		    "reads feeds them), and that later reads hit. off; on; or "
+		    "adaptive: on while its hit rate over hit_window reads stays "
+		    "above bw_ratio (below it, caching costs more than it "
+		    "saves), off for probe_interval when it falls under, then "
+		    "tried again. famctl call cache.set changes it at run time.",
+	},
+	[CFG_DPU_CACHE_SIZE] = {
+		.section = "dpu", .name = "cache_size", .type = CFG_T_SIZE,
+		.min = 1 << 20, .max = (int64_t)1 << 40, .def = "256M",
+		.roles = DPU,
+		.help = "Memory of the dynamic cache: one buffer of this many "
+		    "bytes, in entries of cache_entry_size; a full cache evicts "
+		    "an entry at random (never one being served or loaded), "
+		    "preferring entries already read to prefetched ones not "
+		    "read yet.",
+	},
+	[CFG_DPU_CACHE_ENTRY_SIZE] = {
+		.section = "dpu", .name = "cache_entry_size", .type = CFG_T_SIZE,
+		.min = 4096, .max = 16 << 20, .pow2 = true, .def = "1M",
+		.roles = DPU,
+		.help = "Bytes one dynamic cache entry holds, loaded at once: a "
+		    "power of two, at least the hosts' chunk_size (a read that "
+		    "spans two entries is forwarded). Larger entries mean fewer "
+		    "and larger loads, and more bytes loaded for nothing.",
+	},
+	[CFG_DPU_PREFETCH_DEPTH] = {
+		.section = "dpu", .name = "prefetch_depth", .type = CFG_T_INT,
+		.min = 0, .max = 64, .def = "8", .reloadable = true,
+		.roles = DPU,
+		.help = "Entries loaded past the one a host read: a read in "
+		    "entry e that continues a sequential run makes the prefetch "
+		    "workers load e, e+1, ... e+prefetch_depth (those not cached "
+		    "yet), but never more than a quarter of the cache's "
+		    "entries.",
+	},
+	[CFG_DPU_PREFETCH_WORKERS] = {
+		.section = "dpu", .name = "prefetch_workers", .type = CFG_T_INT,
+		.min = 1, .max = 16, .def = "1", .roles = DPU,
+		.help = "Threads that take reads off the recent list and decide "
+		    "what to load.",
+	},
+	[CFG_DPU_BW_RATIO] = {
+		.section = "dpu", .name = "bw_ratio", .type = CFG_T_INT,
+		.min = 1, .max = 100, .def = "50", .reloadable = true,
+		.roles = DPU,
+		.help = "B_net / B_intra in percent: the bandwidth of the network "
+		    "to the memory nodes over that of the host-dpu link (50 for "
+		    "a network half as fast). Dynamic caching pays when its hit "
+		    "rate h exceeds this ratio (h > B_net / B_intra); adaptive "
+		    "turns it off below.",
+	},
+	[CFG_DPU_HIT_WINDOW] = {
+		.section = "dpu", .name = "hit_window", .type = CFG_T_INT,
+		.min = 16, .max = 1 << 20, .def = "1024", .reloadable = true,
+		.roles = DPU,
+		.help = "Reads over which the adaptive dynamic cache measures its "
+		    "hit rate before deciding.",
+	},
+	[CFG_DPU_PROBE_INTERVAL] = {
+		.section = "dpu", .name = "probe_interval",
+		.type = CFG_T_DURATION, .min = 100, .max = 3600000, .def = "10s",
+		.reloadable = true, .roles = DPU,
+		.help = "How long the adaptive dynamic cache stays off before it "
+		    "is tried again for a window.",
+	},
+	[CFG_MEMORY_PEER_MAX_BYTES] = {
+		.section = "memory", .name = "peer_max_bytes", .type = CFG_T_SIZE,
+		.min = 0, .max = (int64_t)1 << 50, .def = "0",
+		.reloadable = true, .roles = MEM,
+		.help = "Most bytes of regions one peer node (by node name) may "
+		    "have created here at once, persistent ones included; a "
+		    "request beyond it is refused with EDQUOT. Regions a dpu "
+		    "creates for its hosts count as the dpu's. 0: no limit but "
+		    "capacity.",
+	},
+	[CFG_MEMORY_PEER_MAX_REGIONS] = {
+		.section = "memory", .name = "peer_max_regions", .type = CFG_T_INT,
+		.min = 0, .max = 1 << 20, .def = "0", .reloadable = true,
+		.roles = MEM,
+		.help = "Most regions one peer node may have created here at "
+		    "once; beyond it EDQUOT. 0: no limit.",
+	},
+	[CFG_HOST_SESSION_SOCKET] = {
+		.section = "host", .name = "session_socket", .type = CFG_T_PATH,
+		.def = FAMD_DEFAULT_SESSION, .roles = HOST,
+		.help = "Unix socket where programs (libfam and libfamshim) ask "
+		    "for fabric-attached memory.",
+	},
+	[CFG_HOST_SESSION_GROUP] = {
+		.section = "host", .name = "session_group", .type = CFG_T_STRING,
+		.min = 0, .max = 63, .def = "", .roles = HOST,
+		.help = "Group whose members may use fabric-attached memory (the "
+		    "session socket gets mode 0660). Empty means every local user "
+		    "(mode 0666).",
+	},
+	[CFG_HOST_MEMORY_NODES] = {
+		.section = "host", .name = "memory_nodes", .type = CFG_T_ADDRLIST,
+		.max = 16, .def = NULL, .example = "127.0.0.1:7700",
+		.roles = HOST,
+		.help = "Memory nodes this host uses, as a comma-separated list of "
+		    "host:port. With more than one, each region is striped across "
+		    "all of them chunk by chunk. Required.",
+	},
+	[CFG_HOST_BUFFER_SIZE] = {
+		.section = "host", .name = "buffer_size", .type = CFG_T_SIZE,
+		.min = 1 << 20, .max = (int64_t)1 << 40, .def = "1G",
+		.roles = HOST,
+		.help = "Local memory holding the chunks programs use, shared by "
+		    "all regions of all programs on this node.",
+	},
+	[CFG_HOST_CHUNK_SIZE] = {
+		.section = "host", .name = "chunk_size", .type = CFG_T_SIZE,
+		.min = 4096, .max = 2 << 20, .pow2 = true, .def = "64K",
+		.roles = HOST,
+		.help = "Unit of data movement between this host and the memory "
+		    "nodes: a power of two from 4K to 2M.",
+	},
+	[CFG_HOST_ARENA_SIZE] = {
+		.section = "host", .name = "arena_size", .type = CFG_T_SIZE,
+		.min = 1 << 30, .max = (int64_t)1 << 46, .pow2 = true,
+		.def = "64G", .roles = HOST,
+		.help = "Address space reserved at once in a program for its "
+		    "regions (one memfd and one registered range each). A region "
+		    "larger than this gets an arena of its own.",
+	},
+	[CFG_HOST_HIGH_WATERMARK] = {
+		.section = "host", .name = "high_watermark", .type = CFG_T_INT,
+		.min = 2, .max = 100, .def = "95", .reloadable = true,
+		.roles = HOST,
+		.help = "Percent of the buffer in use above which chunks are "
+		    "evicted in the background, ahead of the faults that need "
+		    "room.",
+	},
+	[CFG_HOST_LOW_WATERMARK] = {
+		.section = "host", .name = "low_watermark", .type = CFG_T_INT,
+		.min = 1, .max = 99, .def = "85", .reloadable = true,
+		.roles = HOST,
+		.help = "Percent of the buffer in use at which background "
+		    "eviction stops. Must be below high_watermark.",
+	},
+	[CFG_HOST_PREFETCH] = {
+		.section = "host", .name = "prefetch", .type = CFG_T_INT,
+		.min = 0, .max = 256, .def = "16", .reloadable = true,
+		.roles = HOST,
+		.help = "Most chunks read ahead of a sequential run of faults; "
+		    "the window grows from 2 while the run continues. 0 turns "
+		    "prefetching off.",
+	},
+	[CFG_HOST_MAX_FETCHES] = {
+		.section = "host", .name = "max_fetches", .type = CFG_T_INT,
+		.min = 1, .max = 4096, .def = "128", .reloadable = true,
+		.roles = HOST,
+		.help = "Most chunk reads in flight to the memory nodes at once.",
+	},
+	[CFG_HOST_EVICTION] = {
+		.section = "host", .name = "eviction", .type = CFG_T_ENUM,
+		.choices = evictions, .def = "clock", .reloadable = true,
+		.roles = HOST,
+		.help = "Which chunk leaves the buffer first: clock (second "
+		    "chance for chunks faulted or written since the hand last "
+		    "passed) or fifo (oldest first).",
+	},
+	[CFG_HOST_NUMA_NODE] = {
+		.section = "host", .name = "numa_node", .type = CFG_T_INT,
+		.min = -1, .max = 1023, .auto_ok = true, .def = "auto",
+		.roles = HOST,
+		.help = "NUMA node for the buffer and staging memory: auto (the "
+		    "node of the NIC that reaches the memory nodes) or a node "
+		    "number.",
+	},
+	[CFG_HOST_DPU] = {
+		.section = "host", .name = "dpu", .type = CFG_T_ADDR,
+		.def = "", .empty_ok = true, .roles = HOST,
+		.help = "The dpu famd (host:port) this host can send its "
+		    "requests through instead of going to the memory nodes "
+		    "itself. Empty: none.",
+	},
+	[CFG_HOST_PATH] = {
+		.section = "host", .name = "path", .type = CFG_T_ENUM,
+		.choices = paths, .def = "direct", .reloadable = true,
+		.roles = HOST,
+		.help = "Where chunk reads and write-backs go: direct (to the "
+		    "memory nodes) or dpu (through the dpu, which needs [host] "
+		    "dpu). famctl call path.set changes it at run time; each "
+		    "region moves over once its requests on the old path are "
+		    "done, so no write is lost or overtaken.",
+	},
+	[CFG_HOST_FALLBACK] = {
+		.section = "host", .name = "fallback", .type = CFG_T_ENUM,
+		.choices = fallbacks, .def = "direct", .reloadable = true,
+		.roles = HOST,
+		.help = "With path = dpu, what to do while the dpu is "
+		    "unreachable: direct (go to the memory nodes, and back "
+		    "to the dpu once it returns) or none (requests wait for "
+		    "the dpu, up to op_timeout).",
+	},
+	[CFG_HOST_UID_MAX_BYTES] = {
+		.section = "host", .name = "uid_max_bytes", .type = CFG_T_SIZE,
+		.min = 0, .max = (int64_t)1 << 50, .def = "0",
+		.reloadable = true, .roles = HOST,
+		.help = "Most bytes of fabric-attached memory the programs of one "
+		    "user (uid, root included) may hold at once on this host; an "
+		    "allocation beyond it is refused with EDQUOT (the shim then "
+		    "uses libc memory). 0: no limit.",
+	},
+	[CFG_HOST_UID_MAX_REGIONS] = {
+		.section = "host", .name = "uid_max_regions", .type = CFG_T_INT,
+		.min = 0, .max = 1 << 24, .def = "0", .reloadable = true,
+		.roles = HOST,
+		.help = "Most regions (allocations) the programs of one user may "
+		    "hold at once on this host; beyond it EDQUOT. 0: no limit.",
+	},
+	[CFG_VERBS_QPS_PER_PEER] = {
+		.section = "verbs", .name = "qps_per_peer", .type = CFG_T_INT,
+		.min = 1, .max = 16, .def = "1", .roles = HOST | DPU,
+		.help = "RC queue pairs this node opens to each peer with "
+		    "transport = verbs; requests and one-sided reads and writes "
+		    "are spread over them. The passive side follows the active "
+		    "side's choice.",
+	},
+	[CFG_VERBS_INJECT_ERROR_PPM] = {
+		.section = "verbs", .name = "inject_error_ppm",
+		.type = CFG_T_INT, .min = 0, .max = 1000000, .def = "0",
+		.roles = ALL,
+		.help = "A test aid: this many work completions in a million are "
+		    "turned into errors before famd sees them, to exercise the "
+		    "paths that close a connection on a bad completion. Keep it "
+		    "0 in production.",
+	},
+};

@@ -1,0 +1,244 @@
+/*
+ * famd.c - the daemon's start, control loop and stop; control.c holds
+ * what runs once it serves (reload, uptime, shutdown).
+ *
+ * Start-up order: configuration -> log -> daemonise -> event loop ->
+ * signals -> admin socket (and its lock) -> role -> READY. Stop runs the
+ * same in reverse.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <event2/thread.h>
+
+#include "core/famd.h"
+
+static struct famd famd_state;
+static struct cfg famd_cfg;
+static int famd_ready_fd = -1; /* tells a waiting parent we started */
+
+static const struct role_ops *const famd_roles[ROLE_COUNT] = {
+	[ROLE_HOST] = &role_host_ops,
+	[ROLE_DPU] = &role_dpu_ops,
+	[ROLE_MEMORY] = &role_memory_ops,
+};
+
+/* Prints the usage message. */
+static void
+famd_usage(FILE *f)
+{
+	fprintf(f, "usage: famd [-ftV] [-c file] [-o section.key=value]...\n"
+	    "  -c file  configuration file (default %s)\n"
+	    "  -f       stay in the foreground and log to stderr\n"
+	    "  -t       check the configuration and exit\n"
+	    "  -o s.k=v override one key of the configuration\n"
+	    "  -V       print the version and exit\n", FAMD_DEFAULT_CONFIG);
+}
+
+/* Handles SIGTERM, SIGINT and SIGHUP on the control loop. */
+static void
+famd_signal_cb(evutil_socket_t sig, short what, void *arg)
+{
+	char *cause = NULL;
+
+	switch (sig) {
+	case SIGHUP:
+		if (famd_reload(&cause) < 0)
+			free(cause);
+		break;
+	case SIGTERM:
+		famd_shutdown("SIGTERM");
+		break;
+	case SIGINT:
+		famd_shutdown("SIGINT");
+		break;
+	}
+}
+
+/*
+ * Forks into the background. The parent waits until the child reports that
+ * it serves (or dies) and exits with the child's start-up status.
+ */
+static void
+famd_daemonize(void)
+{
+	int pfd[2], fd;
+	pid_t pid;
+	char c;
+
+	if (pipe2(pfd, O_CLOEXEC) < 0)
+		fatal("pipe");
+	pid = fork();
+	if (pid < 0)
+		fatal("fork");
+	if (pid > 0) {
+		close(pfd[1]);
+		if (read(pfd[0], &c, 1) == 1)
+			_exit(FAMD_EX_OK);
+		fprintf(stderr, "famd: failed to start; see the system log\n");
+		_exit(FAMD_EX_FAIL);
+	}
+	close(pfd[0]);
+	famd_ready_fd = pfd[1];
+	if (setsid() < 0)
+		fatal("setsid");
+	fd = open("/dev/null", O_RDWR);
+	if (fd >= 0) {
+		dup2(fd, STDIN_FILENO);
+		dup2(fd, STDOUT_FILENO);
+		dup2(fd, STDERR_FILENO);
+		if (fd > STDERR_FILENO)
+			close(fd);
+	}
+	if (chdir("/") < 0)
+		fatal("chdir /");
+}
+
+/* Chooses where the log goes: journald prefixes, stderr or syslog. */
+static enum log_dest
+famd_log_dest(bool foreground)
+{
+	if (getenv("NOTIFY_SOCKET") != NULL || getenv("JOURNAL_STREAM") != NULL)
+		return LOG_DEST_SYSTEMD;
+	return foreground ? LOG_DEST_STDERR : LOG_DEST_SYSLOG;
+}
+
+int
+main(int argc, char **argv)
+{
+	const char *cfg_path = FAMD_DEFAULT_CONFIG;
+	struct cfg_errors errs = { 0 };
+	struct event *sigs[3];
+	static const int signums[3] = { SIGTERM, SIGINT, SIGHUP };
+	char **overrides = NULL, *cause = NULL;
+	size_t noverrides = 0;
+	bool foreground = false, check = false;
+	int ch, level;
+
+	while ((ch = getopt(argc, argv, "c:fho:tV")) != -1) {
+		switch (ch) {
+		case 'c':
+			cfg_path = optarg;
+			break;
+		case 'f':
+			foreground = true;
+			break;
+		case 'o':
+			overrides = realloc(overrides,
+			    (noverrides + 1) * sizeof *overrides);
+			if (overrides == NULL)
+				abort();
+			overrides[noverrides++] = optarg;
+			break;
+		case 't':
+			check = true;
+			break;
+		case 'V':
+			printf("famd %s\n", PACKAGE_VERSION);
+			return FAMD_EX_OK;
+		case 'h':
+			famd_usage(stdout);
+			return FAMD_EX_OK;
+		default:
+			famd_usage(stderr);
+			return FAMD_EX_USAGE;
+		}
+	}
+	if (optind != argc) {
+		famd_usage(stderr);
+		return FAMD_EX_USAGE;
+	}
+
+	if (cfg_load(&famd_cfg, cfg_path, overrides, noverrides, &errs) < 0) {
+		for (size_t i = 0; i < errs.count; i++)
+			fprintf(stderr, "famd: %s\n", errs.msg[i]);
+		fprintf(stderr, "famd: %zu error%s in the configuration\n",
+		    errs.count, errs.count == 1 ? "" : "s");
+		cfg_errors_free(&errs);
+		cfg_free(&famd_cfg);
+		free(overrides);
+		return FAMD_EX_CONFIG;
+	}
+	if (check) {
+		printf("%s: configuration OK (role %s)\n", cfg_path,
+		    cfg_role_names[cfg_int(&famd_cfg, CFG_ROLE)]);
+		cfg_free(&famd_cfg);
+		free(overrides);
+		return FAMD_EX_OK;
+	}
+
+	famd = &famd_state;
+	famd->cfg = &famd_cfg;
+	famd->cfg_path = cfg_path;
+	famd->overrides = overrides;
+	famd->noverrides = noverrides;
+	famd->role = (enum famd_role)cfg_int(&famd_cfg, CFG_ROLE);
+	famd->ops = famd_roles[famd->role];
+
+	level = (int)cfg_int(&famd_cfg, CFG_LOG_LEVEL) + LOG_ERR;
+	log_open(famd_log_dest(foreground), level);
+	if (!foreground)
+		famd_daemonize();
+	signal(SIGPIPE, SIG_IGN);
+
+	if (evthread_use_pthreads() < 0)
+		fatalx("libevent: no pthreads support");
+	famd->base = event_base_new();
+	if (famd->base == NULL)
+		fatalx("libevent: cannot create the event loop");
+	for (int i = 0; i < 3; i++) {
+		sigs[i] = evsignal_new(famd->base, signums[i], famd_signal_cb,
+		    NULL);
+		if (sigs[i] == NULL || evsignal_add(sigs[i], NULL) < 0)
+			fatalx("libevent: cannot watch signal %d", signums[i]);
+	}
+	time(&famd->started);
+	clock_gettime(CLOCK_MONOTONIC, &famd->started_mono);
+
+	admin_cmds_register();
+	if (admin_open(famd, &cause) < 0) {
+		log_err("%s", cause);
+		free(cause);
+		return FAMD_EX_FAIL;
+	}
+	if (famd->ops->start(famd) < 0) {
+		log_err("the %s role failed to start", famd->ops->name);
+		admin_close();
+		return FAMD_EX_FAIL;
+	}
+
+	log_notice("famd %s started as %s (config %s, admin %s)",
+	    PACKAGE_VERSION, famd->ops->name, cfg_path,
+	    cfg_str(famd->cfg, CFG_ADMIN_SOCKET));
+	notify_ready();
+	notify_status("serving as %s", famd->ops->name);
+	if (famd_ready_fd >= 0) {
+		if (write(famd_ready_fd, "", 1) < 0)
+			log_warn("cannot tell the parent we started: %s",
+			    strerror(errno));
+		close(famd_ready_fd);
+	}
+
+	event_base_dispatch(famd->base);
+
+	famd->ops->stop(famd);
+	admin_close();
+	for (int i = 0; i < 3; i++)
+		event_free(sigs[i]);
+	event_base_free(famd->base);
+	cfg_free(famd->cfg);
+	free(overrides);
+	admin_unregister_all();
+	libevent_global_shutdown();
+	log_notice("stopped");
+	return FAMD_EX_OK;
+}

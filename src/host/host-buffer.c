@@ -1,0 +1,479 @@
+/*
+ * host-buffer.c - the node-wide buffer: `buffer_size` bytes of frames
+ * shared by every region of every program, and the eviction that keeps
+ * room in it.
+ *
+ * What the policy can see: a fault handler never sees hits on resident
+ * pages. famd sees a chunk's first fault (or its read-ahead) and every write
+ * to it after the hand re-protects it, so `clock` gives a second chance to
+ * chunks faulted in at random or written since the hand last passed, and
+ * re-arms write protection on dirty chunks as the hand passes them so that
+ * later writes count again. Chunks of a sequential run (read ahead, or
+ * faulted while the run lasts) get no second chance, so a stream does not
+ * push out what is used at random. Reads of a resident clean chunk are
+ * invisible: for a read-mostly working set it is FIFO with a second chance
+ * on random arrival. `fifo` evicts in arrival order, to measure against.
+ *
+ * Eviction of a clean chunk punches it out of the memfd at once (the next
+ * touch faults again). A dirty chunk is write-protected, written back from
+ * famd's own mapping, and punched when the memory node has it, unless the
+ * program wrote to it meanwhile (then it stays, dirty).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "host/host.h"
+#include "host/host-uffd.h"
+
+#define MAX_WRITEBACKS 64
+
+struct writeback {
+	struct region *r;
+	struct stripe *s;
+	uint64_t chunk;
+};
+
+/* Returns the stripe (in *stripe) and byte offset in it of chunk c. */
+uint64_t
+host_stripe_offset(const struct host *h, const struct region *r, uint64_t c,
+    unsigned *stripe)
+{
+	*stripe = (unsigned)(c % r->nstripes);
+	return (c / r->nstripes) << h->chunk_shift;
+}
+
+/*
+ * Returns the bytes of a chunk at off in stripe s that the memory node
+ * holds: a whole chunk, but for the last chunk of a file, which the memory
+ * node reserves to its page size, not to our chunk size.
+ */
+uint32_t
+host_stripe_len(const struct host *h, const struct stripe *s, uint64_t off)
+{
+	if (off >= s->remote.size)
+		return 0;
+	if (s->remote.size - off < h->chunk)
+		return (uint32_t)(s->remote.size - off);
+	return (uint32_t)h->chunk;
+}
+
+/* Allocates the frames, staging buffers and the zero chunk. */
+int
+host_buffer_init(struct host *h, uint64_t buffer_size, char **cause)
+{
+	unsigned nstaging = (unsigned)cfg_int(h->d->cfg, CFG_HOST_MAX_FETCHES);
+
+	h->nframes = buffer_size >> h->chunk_shift;
+	h->frames = calloc(h->nframes, sizeof *h->frames);
+	h->free_frames = calloc(h->nframes, sizeof *h->free_frames);
+	if (h->frames == NULL || h->free_frames == NULL) {
+		*cause = xasprintf("cannot allocate %llu frames",
+		    (unsigned long long)h->nframes);
+		return -1;
+	}
+	for (uint64_t i = 0; i < h->nframes; i++)
+		h->free_frames[i] = (uint32_t)(h->nframes - 1 - i);
+	h->nfree = h->nframes;
+
+	h->staging = host_numa_alloc(h, (size_t)nstaging * h->chunk);
+	h->staging_busy = calloc((nstaging + 63) / 64, sizeof *h->staging_busy);
+	h->zero = host_numa_alloc(h, h->chunk);
+	if (h->staging == NULL || h->staging_busy == NULL || h->zero == NULL) {
+		*cause = xasprintf("cannot allocate %u staging buffers of %llu "
+		    "bytes", nstaging, (unsigned long long)h->chunk);
+		return -1;
+	}
+	h->nstaging = h->nstaging_free = nstaging;
+	return 0;
+}
+
+/* Frees what host_buffer_init() allocated. */
+void
+host_buffer_fini(struct host *h)
+{
+	if (h->staging != NULL)
+		host_numa_free(h->staging, (size_t)h->nstaging * h->chunk);
+	if (h->zero != NULL)
+		host_numa_free(h->zero, h->chunk);
+	free(h->staging_busy);
+	free(h->frames);
+	free(h->free_frames);
+	h->staging = h->zero = NULL;
+	h->staging_busy = NULL;
+	h->frames = NULL;
+	h->free_frames = NULL;
+}
+
+/* Returns true if staging slot i is taken. */
+static bool
+staging_busy(const struct host *h, unsigned i)
+{
+	return (h->staging_busy[i / 64] >> (i % 64)) & 1;
+}
+
+/*
+ * Takes up to *n contiguous staging slots (at least one): the first run of
+ * *n free slots, else the longest shorter one; a single slot is taken from
+ * the top, so that lone reads leave the long runs below them alone. Sets
+ * *n to the slots taken; NULL when none is free.
+ */
+uint8_t *
+host_staging_get(struct host *h, unsigned *n)
+{
+	unsigned want = *n, best = 0, best_len = 0;
+
+	if (h->nstaging_free == 0 || want == 0)
+		return NULL;
+	if (want == 1) {
+		for (unsigned i = h->nstaging; i-- > 0;)
+			if (!staging_busy(h, i)) {
+				best = i;
+				best_len = 1;
+				break;
+			}
+	} else {
+		for (unsigned i = 0; i < h->nstaging && best_len < want;) {
+			unsigned j = i;
+
+			while (j < h->nstaging && j - i < want &&
+			    !staging_busy(h, j))
+				j++;
+			if (j - i > best_len) {
+				best = i;
+				best_len = j - i;
+			}
+			i = j == i ? i + 1 : j;
+		}
+	}
+	if (best_len == 0)
+		return NULL;
+	for (unsigned i = best; i < best + best_len; i++)
+		h->staging_busy[i / 64] |= (uint64_t)1 << (i % 64);
+	h->nstaging_free -= best_len;
+	*n = best_len;
+	return h->staging + ((size_t)best << h->chunk_shift);
+}
+
+/* Gives back n staging slots from p, taken by host_staging_get(). */
+void
+host_staging_put(struct host *h, uint8_t *p, unsigned n)
+{
+	unsigned first = (unsigned)((size_t)(p - h->staging) >> h->chunk_shift);
+
+	for (unsigned i = first; i < first + n; i++)
+		h->staging_busy[i / 64] &= ~((uint64_t)1 << (i % 64));
+	h->nstaging_free += n;
+}
+
+/* Takes a free frame; -1 when the buffer is full. */
+int64_t
+host_frame_get(struct host *h)
+{
+	if (h->nfree == 0)
+		return -1;
+	h->used++;
+	h->nfree--;
+	h->frames[h->free_frames[h->nfree]].gen = h->evict_gen;
+	return h->free_frames[h->nfree];
+}
+
+/* Returns a frame to the free list. */
+void
+host_frame_put(struct host *h, uint32_t frame)
+{
+	h->frames[frame].r = NULL;
+	h->free_frames[h->nfree++] = frame;
+	h->used--;
+}
+
+/* Punches n chunks of r from c out of its memfd (and the page tables). */
+static void
+chunks_punch(struct host *h, struct region *r, uint64_t c, uint64_t n)
+{
+	if (fallocate(r->ar->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+	    (off_t)(r->off + (c << h->chunk_shift)),
+	    (off_t)(n << h->chunk_shift)) < 0)
+		log_warn("pid %ld: punching chunks %llu-%llu: %s",
+		    (long)r->cl->pid, (unsigned long long)c,
+		    (unsigned long long)(c + n - 1), strerror(errno));
+}
+
+/* Punches the chunks gathered by chunk_punch() so far. */
+static void
+punch_flush(struct host *h)
+{
+	if (h->punch_n > 0)
+		chunks_punch(h, h->punch_r, h->punch_first, h->punch_n);
+	h->punch_n = 0;
+	h->punch_r = NULL;
+}
+
+/*
+ * Punches chunk c of r out of its memfd, at once, or during background
+ * eviction together with the chunks next to it evicted in the same pass
+ * (punch_flush() before the pass returns, so that no chunk is installed
+ * in between).
+ */
+static void
+chunk_punch(struct host *h, struct region *r, uint64_t c)
+{
+	if (!h->punch_batch) {
+		chunks_punch(h, r, c, 1);
+		return;
+	}
+	if (h->punch_n > 0 && h->punch_r == r &&
+	    c == h->punch_first + h->punch_n) {
+		h->punch_n++;
+		return;
+	}
+	if (h->punch_n > 0 && h->punch_r == r && c + 1 == h->punch_first) {
+		h->punch_first = c;
+		h->punch_n++;
+		return;
+	}
+	punch_flush(h);
+	h->punch_r = r;
+	h->punch_first = c;
+	h->punch_n = 1;
+}
+
+/* Removes resident chunk c of r from the buffer (it is clean or lost). */
+static void
+chunk_evict(struct host *h, struct region *r, uint64_t c)
+{
+	struct chunk *ch = &r->chunks[c];
+
+	chunk_punch(h, r, c);
+	if (ch->flags & CH_DIRTY) {
+		r->dirty--;
+		h->dirty--;
+	}
+	ch->flags &= CH_REMOTE;
+	ch->state = CH_ABSENT;
+	host_frame_put(h, ch->frame);
+	r->resident--;
+}
+
+/* Completion of a write-back. */
+static void
+writeback_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
+{
+	struct writeback *wb = ctx;
+	struct region *r = wb->r;
+	struct host *h = r->cl->h;
+	struct chunk *ch = &r->chunks[wb->chunk];
+
+	host_route_done(h, wb->s);
+	free(wb);
+	h->writebacks_inflight--;
+	r->busy--;
+	if (r->dying) {
+		host_region_idle(r);
+		host_fetch_kick(h);
+		return;
+	}
+	if (status < 0) {
+		h->stats.writeback_errors++;
+		log_info("pid %ld: writing back chunk %llu of region %llu: %s; "
+		    "it stays in the buffer", (long)r->cl->pid,
+		    (unsigned long long)(ch - r->chunks),
+		    (unsigned long long)r->handle, strerror(-status));
+		ch->state = CH_RESIDENT;
+		if (!(ch->flags & CH_DIRTY)) {
+			ch->flags |= CH_DIRTY;
+			r->dirty++;
+			h->dirty++;
+		}
+		return;
+	}
+	h->stats.writebacks++;
+	h->stats.writeback_bytes += h->chunk;
+	ch->flags |= CH_REMOTE;
+	ch->state = CH_RESIDENT;
+	if (ch->flags & CH_DIRTY) {
+		/* Written again meanwhile: it stays, and goes back later. */
+		h->stats.evictions_cancelled++;
+	} else {
+		chunk_evict(h, r, (uint64_t)(ch - r->chunks));
+		h->stats.evictions_dirty++;
+	}
+	host_fetch_kick(h);
+}
+
+/*
+ * Starts writing back dirty chunk c of r: write-protects it first, so a
+ * write during the write-back is seen and keeps the chunk.
+ */
+static int
+writeback_start(struct host *h, struct region *r, uint64_t c)
+{
+	struct chunk *ch = &r->chunks[c];
+	struct writeback *wb;
+	struct stripe *s;
+	struct fam_conn *conn;
+	struct fam_mr *mr; /* the staging buffers': not where this comes from */
+	const struct fam_remote *remote;
+	unsigned si;
+	uint64_t off = host_stripe_offset(h, r, c, &si);
+	int rc;
+
+	s = &r->stripes[si];
+	wb = malloc(sizeof *wb);
+	if (wb == NULL)
+		return -ENOMEM;
+	if (host_route(h, s, true, &conn, &mr, &remote) < 0) {
+		free(wb);
+		return -EHOSTDOWN;
+	}
+	if (ch->flags & CH_UNPROT) {
+		rc = uffd_protect(r->cl->uffd, r->ar->uaddr + r->off +
+		    (c << h->chunk_shift), h->chunk, true);
+		if (rc < 0 && rc != -ESRCH) {
+			host_route_done(h, s);
+			free(wb);
+			return rc;
+		}
+		ch->flags &= ~CH_UNPROT;
+	}
+	ch->flags &= ~CH_DIRTY;
+	r->dirty--;
+	h->dirty--;
+	ch->state = CH_EVICTING;
+	wb->r = r;
+	wb->s = s;
+	wb->chunk = c;
+	rc = fam_conn_writef(conn, remote, off, host_stripe_len(h, s, off),
+	    r->ar->local + r->off + (c << h->chunk_shift), NULL,
+	    FAM_F_BACKGROUND, writeback_done, wb);
+	if (rc < 0) {
+		host_route_done(h, s);
+		ch->state = CH_RESIDENT;
+		ch->flags |= CH_DIRTY;
+		r->dirty++;
+		h->dirty++;
+		free(wb);
+		return rc;
+	}
+	r->busy++;
+	h->writebacks_inflight++;
+	return 0;
+}
+
+/*
+ * Advances the hand to the next victim and evicts it: a clean chunk at once
+ * (returns 1), a dirty one by starting its write-back (returns 0). Returns
+ * -1 when no chunk can leave now. In the background, chunks that arrived
+ * since the last background pass are left alone: the thread that faulted
+ * on one may not have touched it yet, and evicting it would only make that
+ * thread fault again (for ever, when the dirty chunks cannot leave).
+ */
+static int
+evict_one(struct host *h, bool background)
+{
+	bool clock = cfg_int(h->d->cfg, CFG_HOST_EVICTION) == CFG_EVICTION_CLOCK;
+
+	for (uint64_t scanned = 0; scanned < 2 * h->nframes; scanned++) {
+		struct frame *fr = &h->frames[h->hand];
+		struct region *r = fr->r;
+		struct chunk *ch;
+		uint64_t c = fr->chunk;
+
+		h->hand = (h->hand + 1) % h->nframes;
+		if (r == NULL || r->dying)
+			continue;
+		if (background && fr->gen == h->evict_gen)
+			continue;
+		ch = &r->chunks[c];
+		if (ch->state != CH_RESIDENT)
+			continue;
+		if (clock && (ch->flags & CH_REF)) {
+			ch->flags &= ~CH_REF;
+			if ((ch->flags & CH_UNPROT) && uffd_protect(r->cl->uffd,
+			    r->ar->uaddr + r->off + (c << h->chunk_shift),
+			    h->chunk, true) == 0)
+				ch->flags &= ~CH_UNPROT; /* see the next write */
+			continue;
+		}
+		if (!(ch->flags & CH_DIRTY) || r->lost) {
+			h->stats.evictions_clean++;
+			chunk_evict(h, r, c);
+			return 1;
+		}
+		if (h->writebacks_inflight >= MAX_WRITEBACKS)
+			continue;
+		if (writeback_start(h, r, c) == 0)
+			return 0;
+	}
+	return -1;
+}
+
+/*
+ * Makes room for a fault: returns true when a frame was freed now; false
+ * when room will come from write-backs in flight (or cannot come).
+ */
+bool
+host_evict_for_room(struct host *h)
+{
+	for (;;) {
+		int rc = evict_one(h, false);
+
+		if (rc == 1)
+			return true;
+		if (rc < 0)
+			return false;
+		if (h->writebacks_inflight >= MAX_WRITEBACKS)
+			return false;
+	}
+}
+
+/*
+ * Background eviction: above high_watermark, evicts (and starts
+ * write-backs) until the buffer, less the write-backs in flight, is at
+ * low_watermark, so that faults rarely wait for room.
+ */
+void
+host_evict_background(struct host *h)
+{
+	uint64_t high = h->nframes * h->high_pct / 100;
+	uint64_t low = h->nframes * h->low_pct / 100;
+
+	if (h->used > high)
+		h->evicting = true;
+	h->punch_batch = true;
+	while (h->evicting) {
+		if (h->used <= low + h->writebacks_inflight) {
+			if (h->used <= low)
+				h->evicting = false;
+			break;
+		}
+		if (h->writebacks_inflight >= MAX_WRITEBACKS ||
+		    evict_one(h, true) < 0)
+			break;
+	}
+	punch_flush(h);
+	h->punch_batch = false;
+	h->evict_gen++;
+}
+
+/* Takes every chunk of a region being freed out of the buffer. */
+void
+host_region_drop_chunks(struct host *h, struct region *r)
+{
+	for (uint64_t c = 0; c < r->nchunks; c++) {
+		struct chunk *ch = &r->chunks[c];
+
+		if (ch->state == CH_RESIDENT || ch->state == CH_EVICTING) {
+			host_frame_put(h, ch->frame);
+			if (ch->flags & CH_DIRTY)
+				h->dirty--;
+			ch->state = CH_ABSENT;
+		}
+	}
+	r->resident = 0;
+	r->dirty = 0;
+}

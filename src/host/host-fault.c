@@ -1,0 +1,716 @@
+/*
+ * host-fault.c - serves the page faults of programs: reads fault messages
+ * in batches, brings each chunk in once however many threads fault on it
+ * (zero-filled locally if it was never written, else read from its memory
+ * node), reads ahead of sequential runs, and sends SIGBUS to a thread whose
+ * fault cannot be served. A fault never gets wrong data.
+ *
+ * Fetches wait in two queues (faults first, then read-ahead) for a buffer
+ * frame, a staging buffer and a slot under max_fetches; a fetch whose
+ * memory node is unreachable is parked until the node returns or its
+ * deadline (op_timeout) passes. Fetches queued one after the other for
+ * chunks that follow each other on one memory node go out as one read (up
+ * to FETCH_RUN_BYTES) into adjacent staging buffers, and are installed
+ * with one UFFDIO_COPY when they are adjacent in the program too; each
+ * chunk still succeeds or fails on its own, and a read that fails fails
+ * (or parks) every chunk of it. Such a read is routed once, like a read
+ * of one chunk (host-path.c: to the memory node, or through the dpu), and
+ * holds its stripe on that path until it completes; when it fails, its
+ * chunks are parked one by one (a read the dpu failed gets a new deadline
+ * to go direct) and go out again on whatever path is right by then.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "host/host.h"
+#include "host/host-uffd.h"
+
+#define FAULT_BATCH     64
+#define PAGE            4096u
+#define FETCH_RUN_BYTES (1u << 20) /* most bytes read at once */
+
+_Static_assert(FETCH_RUN_BYTES <= FAM_RW_MAX, "a run is one READ");
+
+/* Returns the program's address of chunk c of r. */
+static uint64_t
+chunk_uaddr(const struct host *h, const struct region *r, uint64_t c)
+{
+	return r->ar->uaddr + r->off + (c << h->chunk_shift);
+}
+
+/* Probes the kernel's userfaultfd and chooses the features famd asks for. */
+int
+host_uffd_probe(struct host *h, char **cause)
+{
+	uint64_t have = uffd_kernel_features(cause);
+	uint64_t need = UFFD_FEATURE_MISSING_SHMEM | UFFD_FEATURE_THREAD_ID |
+	    UFFD_FEATURE_PAGEFAULT_FLAG_WP | UFFD_FEATURE_WP_HUGETLBFS_SHMEM;
+
+	if (have == 0)
+		return -1;
+	if ((have & need) != need) {
+		*cause = xasprintf("this kernel's userfaultfd lacks features "
+		    "famd needs (have %#llx, need %#llx: shmem missing faults, "
+		    "thread ids and write protection of shmem, Linux 5.19 or "
+		    "later)", (unsigned long long)have,
+		    (unsigned long long)need);
+		return -1;
+	}
+	h->uffd_features = need;
+	h->wp_ok = true;
+	log_info("userfaultfd: kernel features %#llx; using %#llx",
+	    (unsigned long long)have, (unsigned long long)need);
+	return 0;
+}
+
+/* Does the API handshake on a program's userfaultfd. */
+int
+host_uffd_setup(struct host *h, int uffd, char **cause)
+{
+	int rc = uffd_api(uffd, h->uffd_features);
+
+	if (rc < 0) {
+		*cause = xasprintf("UFFDIO_API on the program's userfaultfd: %s",
+		    strerror(-rc));
+		return -1;
+	}
+	if (fd_set_nonblock(uffd) < 0) {
+		*cause = xasprintf("userfaultfd: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* Sends SIGBUS to a thread whose fault famd cannot serve, and says why. */
+void
+host_sigbus(struct host *h, struct host_client *cl, pid_t tid,
+    const char *why)
+{
+	h->stats.sigbus++;
+	log_warn("pid %ld thread %ld: SIGBUS: %s", (long)cl->pid, (long)tid,
+	    why);
+	if (tid > 0) {
+		if (syscall(SYS_tgkill, cl->pid, tid, SIGBUS) == 0)
+			return;
+	}
+	kill(cl->pid, SIGBUS);
+}
+
+/* Records a fault service time in the log2-microseconds histogram. */
+static void
+fault_latency(struct host *h, uint64_t ns)
+{
+	uint64_t us = ns / 1000;
+	unsigned b = 0;
+
+	while (us > 1 && b < 31) {
+		us >>= 1;
+		b++;
+	}
+	h->stats.lat_hist[b]++;
+	h->stats.lat_count++;
+}
+
+/* Appends f to a queue. */
+static void
+queue_push(struct fetch **head, struct fetch **tail, struct fetch *f)
+{
+	f->next = NULL;
+	if (*tail != NULL)
+		(*tail)->next = f;
+	else
+		*head = f;
+	*tail = f;
+}
+
+/* Finishes a fetch: installs the chunk or fails its waiters. */
+static void
+fetch_complete(struct host *h, struct fetch *f, int status)
+{
+	struct region *r = f->r;
+	struct host_client *cl = r->cl;
+	struct chunk *ch = &r->chunks[f->chunk];
+
+	if (r->dying || cl->dead) {
+		if (f->frame >= 0)
+			host_frame_put(h, (uint32_t)f->frame);
+		goto out;
+	}
+	if (status == 0 && !f->installed) {
+		const void *src = f->zero ? h->zero : f->staging;
+
+		status = uffd_copy(cl->uffd, chunk_uaddr(h, r, f->chunk), src,
+		    h->chunk, true);
+	}
+	if (status == 0) {
+		ch->state = CH_RESIDENT;
+		ch->frame = (uint32_t)f->frame;
+		ch->fetch = NULL;
+		/*
+		 * Scan resistance: a chunk brought in by a sequential run
+		 * (read ahead, or faulted while the run's window is open)
+		 * gets no second chance, so a stream does not push out the
+		 * chunks used at random.
+		 */
+		if (f->prefetch && f->nwaiters == 0)
+			ch->flags |= CH_PREFETCH;
+		else if (r->ra_window == 0)
+			ch->flags |= CH_REF;
+		r->resident++;
+		if (f->fault_ns != 0)
+			fault_latency(h, mono_ns() - f->fault_ns);
+		goto out;
+	}
+	/* Not served: the chunk stays absent; waiting threads get SIGBUS. */
+	ch->state = CH_ABSENT;
+	ch->fetch = NULL;
+	if (f->frame >= 0)
+		host_frame_put(h, (uint32_t)f->frame);
+	if (status != -ESRCH) {
+		char why[160];
+
+		h->stats.fetch_errors += !f->zero && status != -ENOSPC;
+		snprintf(why, sizeof why, "cannot bring in chunk %llu of region "
+		    "%llu: %s", (unsigned long long)f->chunk,
+		    (unsigned long long)r->handle, strerror(-status));
+		for (unsigned i = 0; i < f->nwaiters; i++)
+			host_sigbus(h, cl, f->waiters[i], why);
+		if (f->nwaiters == 0 && status != -ENOSPC)
+			log_info("pid %ld: read-ahead failed: %s",
+			    (long)cl->pid, why);
+	}
+out:
+	r->busy--;
+	host_region_idle(r);
+	free(f);
+}
+
+/*
+ * Returns true if a failed read of f should wait for its node to return.
+ * A read the dpu failed (its link lost or timed out) gets one new deadline
+ * when the host may go around the dpu (fallback = direct).
+ */
+static bool
+fetch_may_park(struct host *h, struct fetch *f, int status)
+{
+	uint64_t limit = (uint64_t)cfg_int(h->d->cfg, CFG_OP_TIMEOUT) * 1000000u;
+
+	if (f->r->dying || f->r->lost || f->r->cl->dead)
+		return false;
+	if (f->via_dpu && !f->retried && h->fallback == CFG_FALLBACK_DIRECT &&
+	    (status == -ECONNRESET || status == -ETIMEDOUT ||
+	    status == -EHOSTDOWN || status == -ENOTCONN)) {
+		f->retried = true;
+		f->start_ns = mono_ns();
+		return true;
+	}
+	return (status == -ECONNRESET || status == -EHOSTDOWN ||
+	    status == -ENOTCONN) && mono_ns() - f->start_ns < limit;
+}
+
+/* Fails, or parks until its node returns, each chunk of a read. */
+static void
+fetch_run_failed(struct host *h, struct fetch *f, int status)
+{
+	while (f != NULL) {
+		struct fetch *next = f->run;
+
+		f->run = NULL;
+		f->nrun = 0;
+		f->staging = NULL;
+		if (fetch_may_park(h, f, status))
+			queue_push(&h->parked, &h->parked_tail, f);
+		else
+			fetch_complete(h, f, status);
+		f = next;
+	}
+}
+
+/* Completion of a read of one or more chunks from a memory node. */
+static void
+fetch_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
+{
+	struct fetch *f = ctx, *next;
+	struct region *r = f->r;
+	struct host *h = r->cl->h;
+	uint8_t *staging = f->staging;
+	unsigned n = f->nrun;
+
+	h->inflight -= n;
+	if (f->s != NULL) {
+		/* the read was routed once, for all its chunks */
+		host_route_done(h, f->s);
+		f->s = NULL;
+	}
+	if (status < 0) {
+		host_staging_put(h, staging, n);
+		fetch_run_failed(h, f, status);
+		host_fetch_kick(h);
+		return;
+	}
+	/*
+	 * Chunks adjacent in the program (one stripe) go in with one
+	 * UFFDIO_COPY and one wake-up; should it fail, each chunk is tried
+	 * on its own (pages already in place are skipped).
+	 */
+	if (n > 1 && r->nstripes == 1 && !r->dying && !r->cl->dead &&
+	    uffd_copy(r->cl->uffd, chunk_uaddr(h, r, f->chunk), staging,
+	    (uint64_t)n << h->chunk_shift, true) == 0)
+		for (struct fetch *g = f; g != NULL; g = g->run)
+			g->installed = true;
+	for (; f != NULL; f = next) {
+		next = f->run;
+		if (f->prefetch && f->nwaiters == 0) {
+			h->stats.prefetches++;
+			h->stats.prefetch_bytes += h->chunk;
+		} else {
+			h->stats.fetches++;
+			h->stats.fetch_bytes += h->chunk;
+		}
+		fetch_complete(h, f, 0);
+	}
+	host_staging_put(h, staging, n);
+	host_fetch_kick(h);
+}
+
+/*
+ * Returns how many chunks to read with f, at most room (and at least 1):
+ * f and the fetches queued right after it that continue it on the same
+ * memory node, whole chunks each, given a frame here (without evicting).
+ * f is at foff of its stripe. Through the dpu (via_dpu) a read does not
+ * cross a multiple of FETCH_RUN_BYTES of the region there: the dpu's
+ * caches hold aligned pieces (the static copy's DPU_STATIC_PIECE, the
+ * dynamic cache's cache_entry_size, 1 MiB by default) and forward a read
+ * that spans two of them to the memory node, uncached.
+ */
+static unsigned
+fetch_run_len(struct host *h, struct fetch *f, uint64_t foff, bool via_dpu,
+    unsigned room)
+{
+	unsigned limit = FETCH_RUN_BYTES >> h->chunk_shift, n = 1;
+	struct fetch *last = f;
+
+	if (via_dpu)
+		limit -= (unsigned)((foff & (FETCH_RUN_BYTES - 1)) >>
+		    h->chunk_shift);
+	if (limit > room)
+		limit = room;
+	for (struct fetch *g = f->next; g != NULL && n < limit; g = g->next) {
+		unsigned si;
+		uint64_t off;
+
+		if (g->r != f->r || g->zero ||
+		    g->chunk != last->chunk + f->r->nstripes)
+			break;
+		off = host_stripe_offset(h, g->r, g->chunk, &si);
+		if (host_stripe_len(h, &g->r->stripes[si], off) != h->chunk)
+			break;
+		if (g->frame < 0) {
+			int64_t fr = host_frame_get(h);
+
+			if (fr < 0)
+				break;
+			g->frame = fr;
+			h->frames[fr].r = g->r;
+			h->frames[fr].chunk = g->chunk;
+		}
+		last = g;
+		n++;
+	}
+	return n;
+}
+
+/* Takes the fetch at the head of a queue off it. */
+static struct fetch *
+queue_pop(struct fetch **head, struct fetch **tail)
+{
+	struct fetch *f = *head;
+
+	if ((*head = f->next) == NULL)
+		*tail = NULL;
+	f->next = NULL;
+	return f;
+}
+
+/*
+ * Starts what the queues allow: frames for waiting fetches (evicting for
+ * faults, never for read-ahead), zero-fills at once, reads up to
+ * max_fetches. A fault that waited op_timeout for room fails.
+ */
+void
+host_fetch_kick(struct host *h)
+{
+	unsigned max = (unsigned)cfg_int(h->d->cfg, CFG_HOST_MAX_FETCHES);
+	uint64_t limit = (uint64_t)cfg_int(h->d->cfg, CFG_OP_TIMEOUT) * 1000000u;
+
+	if (max > h->nstaging)
+		max = h->nstaging;
+	for (;;) {
+		struct fetch *f;
+		bool demand = h->demandq != NULL, urgent;
+		int status = 0;
+		struct stripe *s;
+		struct fam_conn *conn;
+		const struct fam_remote *remote;
+		struct fam_mr *mr;
+		struct fetch *last;
+		unsigned si, n;
+		uint64_t off;
+		uint32_t len;
+		bool via_dpu;
+		int rc;
+
+		f = demand ? h->demandq : h->prefetchq;
+		if (f == NULL)
+			return;
+		urgent = demand || f->nwaiters > 0; /* a thread waits for it */
+		if (f->r->dying || f->r->cl->dead) {
+			goto dequeue_complete;
+		}
+		if (f->frame < 0) {
+			int64_t fr = host_frame_get(h);
+
+			if (fr < 0 && !urgent) {
+				status = -ENOSPC; /* no room to read ahead */
+				goto dequeue_complete;
+			}
+			while (fr < 0 && host_evict_for_room(h))
+				fr = host_frame_get(h);
+			if (fr < 0 && mono_ns() - f->start_ns >= limit) {
+				/*
+				 * The buffer is full of dirty chunks that
+				 * could not be written back in op_timeout
+				 * (their memory node is unreachable).
+				 */
+				status = -ENOBUFS;
+				goto dequeue_complete;
+			}
+			if (fr < 0) {
+				if (!f->counted_wait) {
+					h->stats.fault_waits_for_room++;
+					f->counted_wait = true;
+				}
+				return; /* a write-back will make room */
+			}
+			f->frame = fr;
+			h->frames[fr].r = f->r;
+			h->frames[fr].chunk = f->chunk;
+		}
+		if (f->zero) {
+			if (urgent)
+				h->stats.zero_fills++;
+			else
+				h->stats.prefetch_zero++;
+			goto dequeue_complete;
+		}
+		if (h->inflight >= max || h->nstaging_free == 0)
+			return;
+		off = host_stripe_offset(h, f->r, f->chunk, &si);
+		s = &f->r->stripes[si];
+		rc = host_route(h, s, !urgent, &conn, &mr, &remote);
+		if (rc < 0) {
+			if (demand ? (h->demandq = f->next) == NULL :
+			    (h->prefetchq = f->next) == NULL) {
+				if (demand)
+					h->demandq_tail = NULL;
+				else
+					h->prefetchq_tail = NULL;
+			}
+			if (rc == -EIO)
+				fetch_complete(h, f, -EIO);
+			else
+				queue_push(&h->parked, &h->parked_tail, f);
+			continue;
+		}
+		via_dpu = h->has_dpu && (conn == h->dpu.conn ||
+		    conn == h->dpu.bg);
+		len = host_stripe_len(h, s, off);
+		n = len == h->chunk ? fetch_run_len(h, f, off, via_dpu,
+		    max - h->inflight) : 1;
+		f->staging = host_staging_get(h, &n);
+		/*
+		 * f and the n - 1 fetches after it in its queue (the same
+		 * stripe): one read, on the route just taken for f.
+		 */
+		last = f;
+		for (unsigned i = 0; i < n; i++) {
+			struct fetch *g = demand ?
+			    queue_pop(&h->demandq, &h->demandq_tail) :
+			    queue_pop(&h->prefetchq, &h->prefetchq_tail);
+
+			g->staging = f->staging + ((size_t)i << h->chunk_shift);
+			g->via_dpu = via_dpu;
+			last->run = g == f ? NULL : g;
+			last = g;
+		}
+		last->run = NULL;
+		f->nrun = n;
+		f->s = s;
+		if (len < h->chunk) /* the end of a file: zeros after it */
+			memset(f->staging + len, 0, h->chunk - len);
+		rc = fam_conn_readf(conn, remote, off,
+		    (uint32_t)(((uint64_t)(n - 1) << h->chunk_shift) + len),
+		    f->staging, mr, urgent ? 0 : FAM_F_BACKGROUND, fetch_done, f);
+		if (rc < 0) {
+			f->s = NULL;
+			host_route_done(h, s);
+			host_staging_put(h, f->staging, n);
+			fetch_run_failed(h, f, rc);
+			continue;
+		}
+		h->inflight += n;
+		h->stats.reads++;
+		h->stats.reads_coalesced += n > 1;
+		continue;
+dequeue_complete:
+		if (demand) {
+			if ((h->demandq = f->next) == NULL)
+				h->demandq_tail = NULL;
+		} else if ((h->prefetchq = f->next) == NULL)
+			h->prefetchq_tail = NULL;
+		fetch_complete(h, f, status);
+	}
+}
+
+/*
+ * Moves parked fetches whose node is back to the queues and fails those
+ * past their deadline.
+ */
+void
+host_fetch_unpark(struct host *h)
+{
+	struct fetch *f = h->parked, *next;
+	uint64_t limit = (uint64_t)cfg_int(h->d->cfg, CFG_OP_TIMEOUT) * 1000000u;
+	uint64_t now = mono_ns();
+
+	h->parked = h->parked_tail = NULL;
+	/* Those that still cannot go are parked again by host_fetch_kick(). */
+	for (; f != NULL; f = next) {
+		next = f->next;
+		if (f->r->dying || f->r->cl->dead)
+			fetch_complete(h, f, 0);
+		else if (f->r->lost)
+			fetch_complete(h, f, -EIO);
+		else if (now - f->start_ns >= limit)
+			fetch_complete(h, f, -ETIMEDOUT);
+		else
+			queue_push(f->nwaiters > 0 ? &h->demandq : &h->prefetchq,
+			    f->nwaiters > 0 ? &h->demandq_tail :
+			    &h->prefetchq_tail, f);
+	}
+	host_fetch_kick(h);
+}
+
+/* Queues the fetch of absent chunk c of r; tid > 0 for a fault. */
+static void
+fetch_start(struct host *h, struct region *r, uint64_t c, bool prefetch,
+    pid_t tid)
+{
+	struct chunk *ch = &r->chunks[c];
+	struct fetch *f = calloc(1, sizeof *f);
+
+	if (f == NULL) {
+		if (tid > 0)
+			host_sigbus(h, r->cl, tid, "out of memory");
+		return;
+	}
+	f->r = r;
+	f->chunk = c;
+	f->frame = -1;
+	f->prefetch = prefetch;
+	f->zero = !(ch->flags & CH_REMOTE);
+	f->start_ns = mono_ns();
+	if (tid > 0) {
+		f->fault_ns = f->start_ns;
+		f->waiters[f->nwaiters++] = tid;
+	}
+	ch->state = CH_FETCHING;
+	ch->fetch = f;
+	r->busy++;
+	if (prefetch)
+		queue_push(&h->prefetchq, &h->prefetchq_tail, f);
+	else
+		queue_push(&h->demandq, &h->demandq_tail, f);
+}
+
+/*
+ * Reads ahead of a sequential run of faults: the window doubles from 2 up
+ * to `prefetch` chunks while faults keep landing just past the last one.
+ * Once the window is whole, it is topped up only when a run of chunks to
+ * read together (FETCH_RUN_BYTES, at most half the window) is missing from
+ * it, not one chunk per fault.
+ */
+static void
+prefetch(struct host *h, struct region *r, uint64_t c)
+{
+	unsigned max = (unsigned)cfg_int(h->d->cfg, CFG_HOST_PREFETCH);
+	unsigned run = FETCH_RUN_BYTES >> h->chunk_shift;
+	uint64_t high = h->nframes * h->high_pct / 100, end;
+
+	if (max == 0)
+		return;
+	if (run > max / 2)
+		run = max / 2;
+	if (r->last_fault != UINT64_MAX && c > r->last_fault &&
+	    c <= (r->ra_next > r->last_fault + 1 ? r->ra_next :
+	    r->last_fault + 1)) {
+		r->ra_window = r->ra_window == 0 ? 2 : r->ra_window * 2;
+		if (r->ra_window > max)
+			r->ra_window = max;
+	} else {
+		r->ra_window = 0;
+		r->ra_next = c + 1;
+	}
+	r->last_fault = c;
+	if (r->ra_window == 0)
+		return;
+	if (r->ra_next < c + 1)
+		r->ra_next = c + 1;
+	if (r->ra_window == max && r->ra_next - (c + 1) + run > max)
+		return;
+	end = c + 1 + r->ra_window;
+	if (end > r->nchunks)
+		end = r->nchunks;
+	for (; r->ra_next < end; r->ra_next++) {
+		struct chunk *ch = &r->chunks[r->ra_next];
+
+		if (h->used >= high)
+			break;
+		if (ch->state == CH_ABSENT)
+			fetch_start(h, r, r->ra_next, true, 0);
+	}
+}
+
+/* Serves one fault message. */
+static void
+fault(struct host_client *cl, uint64_t addr, uint64_t flags, pid_t tid)
+{
+	struct host *h = cl->h;
+	struct arena *ar;
+	struct region *r = host_region_find(cl, addr, &ar);
+	struct chunk *ch;
+	uint64_t c;
+
+	if (r == NULL) {
+		char why[96];
+
+		h->stats.faults_invalid++;
+		snprintf(why, sizeof why, "address %#llx is in no region "
+		    "(freed or never allocated)", (unsigned long long)addr);
+		host_sigbus(h, cl, tid, why);
+		return;
+	}
+	c = (addr - ar->uaddr - r->off) >> h->chunk_shift;
+	ch = &r->chunks[c];
+
+	/*
+	 * A write-protect fault on a chunk that is not resident: when a
+	 * write-protected page is punched out, the kernel keeps a uffd-wp
+	 * marker in its page table entry, and a write there reports WP, not
+	 * MISSING. Serve it as the missing fault it is.
+	 */
+	if ((flags & UFFD_PAGEFAULT_FLAG_WP) &&
+	    (ch->state == CH_RESIDENT || ch->state == CH_EVICTING)) {
+		unsigned si;
+		uint64_t off = host_stripe_offset(h, r, c, &si);
+		uint64_t held = host_stripe_len(h, &r->stripes[si], off);
+
+		h->stats.faults_wp++;
+		if (r->flags & FAM_S_ALLOC_SHARED) {
+			host_sigbus(h, cl, tid, "write to a read-only shared "
+			    "region");
+			return;
+		}
+		/*
+		 * The last chunk of a file may extend past what the memory
+		 * node holds: what is written there could not be written
+		 * back, so that part stays write-protected.
+		 */
+		if (addr - chunk_uaddr(h, r, c) >= held) {
+			host_sigbus(h, cl, tid, "write past the end of a "
+			    "file's copy on the memory node");
+			return;
+		}
+		if (!(ch->flags & CH_DIRTY)) {
+			ch->flags |= CH_DIRTY;
+			r->dirty++;
+			h->dirty++;
+		}
+		ch->flags |= CH_REF | CH_UNPROT;
+		ch->flags &= ~CH_PREFETCH;
+		if (uffd_protect(cl->uffd, chunk_uaddr(h, r, c),
+		    (held + PAGE - 1) & ~(uint64_t)(PAGE - 1), false) < 0)
+			uffd_wake(cl->uffd, addr & ~(uint64_t)(PAGE - 1), PAGE);
+		return;
+	}
+
+	h->stats.faults_missing++;
+	switch (ch->state) {
+	case CH_FETCHING: {
+		struct fetch *f = ch->fetch;
+		bool known = false;
+
+		for (unsigned i = 0; i < f->nwaiters; i++)
+			known |= f->waiters[i] == tid;
+		if (!known && f->nwaiters < nitems(f->waiters))
+			f->waiters[f->nwaiters++] = tid;
+		if (f->fault_ns == 0)
+			f->fault_ns = mono_ns();
+		prefetch(h, r, c);
+		return;
+	}
+	case CH_RESIDENT:
+	case CH_EVICTING:
+		h->stats.faults_stale++;
+		uffd_wake(cl->uffd, addr & ~(uint64_t)(PAGE - 1), PAGE);
+		return;
+	default:
+		break;
+	}
+	if (r->lost) {
+		host_sigbus(h, cl, tid, "the memory node holding this region "
+		    "restarted and its data is gone");
+		return;
+	}
+	fetch_start(h, r, c, false, tid);
+	prefetch(h, r, c);
+}
+
+/* Reads a program's fault messages in batches and serves them. */
+void
+host_uffd_cb(int fd, short what, void *arg)
+{
+	struct host_client *cl = arg;
+	struct host *h = cl->h;
+	struct uffd_msg msgs[FAULT_BATCH];
+
+	for (int round = 0; round < 8 && !cl->dead; round++) {
+		ssize_t n = read(fd, msgs, sizeof msgs);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN)
+				log_warn("pid %ld: reading faults: %s",
+				    (long)cl->pid, strerror(errno));
+			break;
+		}
+		for (size_t i = 0; i < (size_t)n / sizeof msgs[0]; i++)
+			if (msgs[i].event == UFFD_EVENT_PAGEFAULT)
+				fault(cl, msgs[i].arg.pagefault.address,
+				    msgs[i].arg.pagefault.flags,
+				    (pid_t)msgs[i].arg.pagefault.feat.ptid);
+		if ((size_t)n < sizeof msgs)
+			break;
+	}
+	host_fetch_kick(h);
+	host_evict_background(h);
+}

@@ -1,0 +1,1161 @@
+/*
+ * host-session.c - the host role's side of wire/session.h: programs connect
+ * to `session_socket`, hand over their userfaultfd, and ask for regions,
+ * which famd carves out of arenas (memfds the program maps once each) and
+ * reserves on the memory nodes.
+ *
+ * A program waits for each reply, so a session has at most one request in
+ * service; requests that need the memory nodes are answered from the
+ * completion of the last REGION_CREATE.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/userfaultfd.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "host/host.h"
+#include "host/host-uffd.h"
+
+static void session_resume(struct host_client *cl);
+
+/* Sends a reply to the program, with a descriptor when fd >= 0. */
+static int
+session_reply(struct host_client *cl, int status, uint32_t flags, uint64_t a,
+    uint64_t b, uint64_t c, uint64_t d, int fd)
+{
+	struct fam_smsg m = {
+		.magic = FAM_SESSION_MAGIC,
+		.version = FAM_SESSION_VERSION,
+		.type = cl->req.type,
+		.status = status,
+		.flags = flags,
+		.seq = cl->req.seq,
+		.a = a, .b = b, .c = c, .d = d,
+	};
+	struct iovec iov = { &m, sizeof m };
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} u;
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	ssize_t n;
+
+	if (fd >= 0) {
+		struct cmsghdr *cm;
+
+		memset(&u, 0, sizeof u);
+		mh.msg_control = u.buf;
+		mh.msg_controllen = sizeof u.buf;
+		cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &fd, sizeof fd);
+	}
+	cl->busy = false;
+	do
+		n = sendmsg(cl->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	if (n != (ssize_t)sizeof m) {
+		/* The program does not read its replies: end the session. */
+		log_info("session pid %ld: cannot reply: %s", (long)cl->pid,
+		    n < 0 ? strerror(errno) : "short write");
+		return -EPIPE;
+	}
+	return 0;
+}
+
+/* Replies with an error status only. */
+static int
+session_fail(struct host_client *cl, int err)
+{
+	return session_reply(cl, err, 0, 0, 0, 0, 0, -1);
+}
+
+/* Returns the arena called id, or NULL. */
+static struct arena *
+arena_find(struct host_client *cl, uint32_t id)
+{
+	for (struct arena *ar = cl->arenas; ar != NULL; ar = ar->next)
+		if (ar->id == id)
+			return ar;
+	return NULL;
+}
+
+/* Creates an arena of size bytes: a memfd that famd maps too. */
+static struct arena *
+arena_new(struct host_client *cl, uint64_t size)
+{
+	struct host *h = cl->h;
+	struct arena *ar = calloc(1, sizeof *ar);
+	char name[32];
+
+	if (ar == NULL)
+		return NULL;
+	snprintf(name, sizeof name, "famd-arena-%ld", (long)cl->pid);
+	ar->memfd = memfd_create(name, MFD_CLOEXEC);
+	if (ar->memfd < 0 || ftruncate(ar->memfd, (off_t)size) < 0)
+		goto fail;
+	ar->local = mmap(NULL, size, PROT_READ | PROT_WRITE,
+	    MAP_SHARED | MAP_NORESERVE, ar->memfd, 0);
+	if (ar->local == MAP_FAILED) {
+		ar->local = NULL;
+		goto fail;
+	}
+	host_numa_bind(h, ar->local, size);
+	ar->free = calloc(1, sizeof *ar->free);
+	if (ar->free == NULL)
+		goto fail;
+	ar->free->off = 0;
+	ar->free->len = size >> h->chunk_shift;
+	ar->cl = cl;
+	ar->size = size;
+	ar->id = ++cl->next_arena;
+	ar->next = cl->arenas;
+	cl->arenas = ar;
+	return ar;
+fail:
+	log_warn("session pid %ld: cannot create an arena of %llu bytes: %s",
+	    (long)cl->pid, (unsigned long long)size, strerror(errno));
+	if (ar->local != NULL)
+		munmap(ar->local, size);
+	if (ar->memfd >= 0)
+		close(ar->memfd);
+	free(ar);
+	return NULL;
+}
+
+/* Frees an arena famd no longer needs (its regions are gone). */
+static void
+arena_free(struct host *h, struct arena *ar)
+{
+	host_extent_free(&ar->free);
+	if (ar->local != NULL)
+		munmap(ar->local, ar->size);
+	if (ar->memfd >= 0)
+		close(ar->memfd);
+	free(ar->regions);
+	free(ar);
+}
+
+/* Adds r to its arena's sorted region table. */
+static int
+arena_add_region(struct arena *ar, struct region *r)
+{
+	size_t i;
+
+	if (ar->nregions == ar->cap) {
+		size_t cap = ar->cap ? ar->cap * 2 : 16;
+		struct region **n = realloc(ar->regions, cap * sizeof *n);
+
+		if (n == NULL)
+			return -ENOMEM;
+		ar->regions = n;
+		ar->cap = cap;
+	}
+	for (i = ar->nregions; i > 0 && ar->regions[i - 1]->off > r->off; i--)
+		ar->regions[i] = ar->regions[i - 1];
+	ar->regions[i] = r;
+	ar->nregions++;
+	return 0;
+}
+
+/* Removes r from its arena's region table. */
+static void
+arena_del_region(struct arena *ar, struct region *r)
+{
+	for (size_t i = 0; i < ar->nregions; i++)
+		if (ar->regions[i] == r) {
+			memmove(&ar->regions[i], &ar->regions[i + 1],
+			    (ar->nregions - i - 1) * sizeof *ar->regions);
+			ar->nregions--;
+			return;
+		}
+}
+
+/* Finds the region holding the program's address uaddr. */
+struct region *
+host_region_find(struct host_client *cl, uint64_t uaddr, struct arena **arp)
+{
+	for (struct arena *ar = cl->arenas; ar != NULL; ar = ar->next) {
+		size_t lo = 0, hi;
+		uint64_t off;
+
+		if (ar->uaddr == 0 || uaddr < ar->uaddr ||
+		    uaddr >= ar->uaddr + ar->size)
+			continue;
+		off = uaddr - ar->uaddr;
+		hi = ar->nregions;
+		while (lo < hi) {
+			size_t mid = (lo + hi) / 2;
+			struct region *r = ar->regions[mid];
+
+			if (off < r->off)
+				hi = mid;
+			else if (off >= r->off + r->size)
+				lo = mid + 1;
+			else {
+				if (arp != NULL)
+					*arp = ar;
+				return r->dying ? NULL : r;
+			}
+		}
+		return NULL;
+	}
+	return NULL;
+}
+
+static void region_free_remote(struct host *h, struct region *r);
+
+/*
+ * Frees a region struct once nothing is in flight for it, and only then
+ * its stripes on the memory nodes, so that no read or write of it (on
+ * either connection) can arrive after the free.
+ */
+static void
+region_destroy(struct region *r)
+{
+	struct host_client *cl = r->cl;
+
+	region_free_remote(cl->h, r);
+	free(r->chunks);
+	free(r);
+	host_client_put(cl);
+}
+
+/* Allocates a region struct for cl, reserved nowhere yet. */
+static struct region *
+region_new(struct host_client *cl)
+{
+	struct region *r = calloc(1, sizeof *r);
+
+	if (r == NULL)
+		return NULL;
+	r->cl = cl;
+	r->handle = ++cl->h->next_handle;
+	r->last_fault = UINT64_MAX;
+	cl->refs++;
+	return r;
+}
+
+/* Asks each memory node to free its stripe of r (now or once it is back). */
+static void
+region_free_remote(struct host *h, struct region *r)
+{
+	for (unsigned i = 0; i < r->nstripes; i++) {
+		struct stripe *s = &r->stripes[i];
+
+		if (s->remote.size == 0)
+			continue;
+		host_stripe_free(h, s);
+		s->remote.size = 0;
+	}
+}
+
+/*
+ * Frees a region: its chunks leave the buffer and the program's page tables
+ * now, its arena space is reusable now, the memory nodes are told, and the
+ * struct goes when its last operation in flight completes.
+ */
+void
+host_region_free(struct region *r)
+{
+	struct host *h = r->cl->h;
+	struct host_client *cl = r->cl;
+	struct region **pp;
+
+	if (r->dying)
+		return;
+	r->dying = true;
+	if (r->ar != NULL) {
+		host_region_drop_chunks(h, r);
+		if (fallocate(r->ar->memfd, FALLOC_FL_PUNCH_HOLE |
+		    FALLOC_FL_KEEP_SIZE, (off_t)r->off, (off_t)r->size) < 0)
+			log_warn("session pid %ld: punching a freed region: %s",
+			    (long)cl->pid, strerror(errno));
+		arena_del_region(r->ar, r);
+		if (host_extent_give(&r->ar->free, r->off >> h->chunk_shift,
+		    r->size >> h->chunk_shift) < 0)
+			log_err("out of memory returning arena space; it is "
+			    "leaked");
+	}
+	if (r->listed) {
+		for (pp = &cl->regions; *pp != NULL; pp = &(*pp)->next)
+			if (*pp == r) {
+				*pp = r->next;
+				break;
+			}
+		cl->nregions--;
+		cl->bytes -= r->size;
+		r->listed = false;
+	}
+	if (r->busy == 0)
+		region_destroy(r);
+}
+
+/* Called when the last operation of a dying region completes. */
+void
+host_region_idle(struct region *r)
+{
+	if (r->dying && r->busy == 0)
+		region_destroy(r);
+}
+
+/* Drops a reference to a client; frees it with the last one. */
+void
+host_client_put(struct host_client *cl)
+{
+	struct arena *ar, *next;
+
+	if (--cl->refs > 0)
+		return;
+	for (ar = cl->arenas; ar != NULL; ar = next) {
+		next = ar->next;
+		arena_free(cl->h, ar);
+	}
+	free(cl);
+}
+
+/* Ends a session: frees its regions everywhere and closes its descriptors. */
+void
+host_client_release(struct host_client *cl)
+{
+	struct host *h = cl->h;
+	struct host_client **pp;
+
+	if (cl->dead)
+		return;
+	cl->dead = true;
+	log_info("session pid %ld ended: %llu regions, %llu bytes released",
+	    (long)cl->pid, (unsigned long long)cl->nregions,
+	    (unsigned long long)cl->bytes);
+	if (cl->pending_region != NULL)
+		host_region_free(cl->pending_region);
+	while (cl->regions != NULL)
+		host_region_free(cl->regions);
+	if (cl->sock_ev != NULL)
+		event_free(cl->sock_ev);
+	if (cl->uffd_ev != NULL)
+		event_free(cl->uffd_ev);
+	close(cl->fd);
+	if (cl->uffd >= 0)
+		close(cl->uffd);
+	if (cl->pending_fd >= 0)
+		close(cl->pending_fd);
+	cl->uffd = cl->pending_fd = cl->fd = -1;
+	for (pp = &h->clients; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == cl) {
+			*pp = cl->next;
+			break;
+		}
+	host_client_put(cl);
+}
+
+/* HELLO: the program says who it is; we offer /dev/userfaultfd. */
+static int
+session_hello(struct host_client *cl)
+{
+	struct host *h = cl->h;
+	int devfd = -1, rc;
+
+	if (cl->req.a != FAM_SESSION_VERSION)
+		return session_fail(cl, EPROTONOSUPPORT);
+	devfd = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+	rc = session_reply(cl, 0, devfd >= 0 ? FAM_S_FEAT_DEVFD : 0, h->chunk,
+	    h->arena_size, devfd >= 0 ? FAM_S_FEAT_DEVFD : 0, 0, devfd);
+	if (devfd >= 0)
+		close(devfd);
+	return rc;
+}
+
+/* UFFD: the program's userfaultfd arrives; famd does the API handshake. */
+static int
+session_uffd(struct host_client *cl)
+{
+	struct host *h = cl->h;
+	char *cause = NULL;
+	int fd = cl->pending_fd;
+
+	if (fd < 0)
+		return session_fail(cl, EBADF);
+	if (cl->uffd >= 0)
+		return session_fail(cl, EEXIST);
+	cl->pending_fd = -1;
+	if (host_uffd_setup(h, fd, &cause) < 0) {
+		log_warn("session pid %ld: %s", (long)cl->pid, cause);
+		free(cause);
+		close(fd);
+		return session_fail(cl, EINVAL);
+	}
+	cl->uffd = fd;
+	cl->uffd_ev = event_new(h->base, fd, EV_READ | EV_PERSIST,
+	    host_uffd_cb, cl);
+	if (cl->uffd_ev == NULL || event_add(cl->uffd_ev, NULL) < 0)
+		return session_fail(cl, ENOMEM);
+	return session_reply(cl, 0, 0, 0, 0, 0, 0, -1);
+}
+
+/* Places a reserved region in an arena (a new one if need be). */
+static int
+region_place(struct host_client *cl, struct region *r, uint64_t align,
+    struct arena **new_arena)
+{
+	struct host *h = cl->h;
+	uint64_t len = r->size >> h->chunk_shift;
+	uint64_t al = align > h->chunk ? align >> h->chunk_shift : 1;
+	struct arena *ar;
+	int64_t off = -1;
+
+	*new_arena = NULL;
+	for (ar = cl->arenas; ar != NULL; ar = ar->next)
+		if (ar->uaddr != 0 &&
+		    (off = host_extent_take(&ar->free, len, al)) >= 0)
+			break;
+	if (ar == NULL) {
+		uint64_t size = r->size > h->arena_size ? r->size : h->arena_size;
+
+		ar = arena_new(cl, size);
+		if (ar == NULL)
+			return -ENOMEM;
+		off = host_extent_take(&ar->free, len, al);
+		if (off < 0)
+			return -ENOMEM;
+		*new_arena = ar;
+	}
+	r->ar = ar;
+	r->off = (uint64_t)off << h->chunk_shift;
+	r->nchunks = len;
+	r->chunks = calloc(len, sizeof *r->chunks);
+	if (r->chunks == NULL || arena_add_region(ar, r) < 0) {
+		if (host_extent_give(&ar->free, (uint64_t)off, len) < 0)
+			log_err("out of memory returning arena space; it is "
+			    "leaked");
+		r->ar = NULL;
+		return -ENOMEM;
+	}
+	if (r->flags & FAM_S_ALLOC_FILE)
+		for (uint64_t c = 0; c < len; c++)
+			r->chunks[c].flags = CH_REMOTE;
+	return 0;
+}
+
+/*
+ * Checks uid's quota (uid_max_bytes, uid_max_regions) for one more region
+ * of size bytes (0: not known yet); returns 0 or EDQUOT. Regions being
+ * created count. except: a region not to count (the one being finished).
+ */
+static int
+uid_quota(struct host *h, uid_t uid, uint64_t size, pid_t pid,
+    const struct region *except)
+{
+	uint64_t max_bytes = (uint64_t)cfg_int(h->d->cfg, CFG_HOST_UID_MAX_BYTES);
+	uint64_t max_regions = (uint64_t)cfg_int(h->d->cfg,
+	    CFG_HOST_UID_MAX_REGIONS);
+	uint64_t bytes = 0, regions = 0;
+
+	if (max_bytes == 0 && max_regions == 0)
+		return 0;
+	for (struct host_client *cl = h->clients; cl != NULL; cl = cl->next) {
+		if (cl->uid != uid || cl->dead)
+			continue;
+		bytes += cl->bytes;
+		regions += cl->nregions;
+		if (cl->pending_region != NULL && cl->pending_region != except) {
+			bytes += cl->pending_region->size;
+			regions++;
+		}
+	}
+	if ((max_regions == 0 || regions + 1 <= max_regions) &&
+	    (max_bytes == 0 || (size <= max_bytes && bytes <= max_bytes - size)))
+		return 0;
+	h->stats.quota_refusals++;
+	log_info("session pid %ld uid %ld: over the user's quota: %llu "
+	    "regions and %llu bytes held, %llu more asked; the limits are %llu "
+	    "regions and %llu bytes (0: none)", (long)pid, (long)uid,
+	    (unsigned long long)regions, (unsigned long long)bytes,
+	    (unsigned long long)size, (unsigned long long)max_regions,
+	    (unsigned long long)max_bytes);
+	return EDQUOT;
+}
+
+/* Answers the pending ALLOC once every stripe is reserved (or one failed). */
+static void
+alloc_finish(struct host_client *cl)
+{
+	struct region *r = cl->pending_region;
+	struct host *h = cl->h;
+	struct arena *ar = NULL;
+	int err = cl->pending_err;
+
+	cl->pending_region = NULL;
+	if (err == 0) {
+		uint64_t size = r->stripes[0].remote.size;
+
+		if (r->flags & FAM_S_ALLOC_FILE)
+			r->size = (size + h->chunk - 1) & ~(h->chunk - 1);
+		if (r->size == 0)
+			err = EINVAL;
+		else if (r->flags & FAM_S_ALLOC_FILE)
+			err = uid_quota(h, cl->uid, r->size, cl->pid, r);
+		if (err == 0)
+			err = -region_place(cl, r, cl->req.c, &ar);
+	}
+	if (err != 0) {
+		h->stats.alloc_errors++;
+		host_region_free(r);
+		if (session_fail(cl, err) < 0)
+			host_client_release(cl);
+		return;
+	}
+	for (unsigned i = 0; i < r->nstripes; i++)
+		host_stripe_adopt(h, &r->stripes[i]);
+	r->next = cl->regions;
+	cl->regions = r;
+	r->listed = true;
+	cl->nregions++;
+	cl->bytes += r->size;
+	h->stats.allocs++;
+	log_debug("session pid %ld: region %llu of %llu bytes at +%llu in "
+	    "arena %u", (long)cl->pid, (unsigned long long)r->handle,
+	    (unsigned long long)r->size, (unsigned long long)r->off,
+	    r->ar->id);
+	/* For a file the program learns the file's length. */
+	if (session_reply(cl, 0, ar != NULL ? FAM_S_NEW_ARENA : 0, r->ar->id,
+	    r->off, (r->flags & FAM_S_ALLOC_FILE) ? r->length : r->size,
+	    r->handle, ar != NULL ? ar->memfd : -1) < 0)
+		host_client_release(cl);
+}
+
+static int session_alloc(struct host_client *cl);
+
+/* Returns true when err (positive) says the connection went away. */
+static bool
+conn_lost(int err)
+{
+	return err == ECONNRESET || err == ENOTCONN || err == ECONNABORTED ||
+	    err == EPIPE || err == ESHUTDOWN;
+}
+
+/*
+ * The dpu went away under the pending ALLOC: drop what was made and serve
+ * the ALLOC again, as the path now says (waiting for the dpu, or direct).
+ */
+static void
+alloc_redo(struct host_client *cl)
+{
+	struct region *r = cl->pending_region;
+
+	cl->pending_redo = false;
+	cl->pending_region = NULL;
+	host_region_free(r);
+	cl->h->stats.allocs_redone++;
+	cl->refs++; /* the session may end */
+	cl->busy = false;
+	if (session_alloc(cl) < 0)
+		host_client_release(cl);
+	else if (!cl->busy)
+		session_resume(cl);
+	host_client_put(cl);
+}
+
+/* Completion of REGION_CREATE for one stripe of the pending region. */
+static void
+alloc_stripe_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
+{
+	struct stripe *s = ctx;
+	struct region *r = s->r;
+	struct host_client *cl = r->cl;
+	struct fam_region_info info;
+
+	if (status == 0 && proto_get_region_info(payload, len, &info) < 0)
+		status = -EPROTO;
+	if (status < 0 && s->path == SP_DPU && conn_lost(-status)) {
+		/*
+		 * The dpu went away with the request: ask again, as the path
+		 * now says (the dpu once back, or direct). A region it made
+		 * meanwhile ends with its session on the memory node.
+		 */
+		cl->pending_redo = true;
+		if (!cl->dead)
+			log_info("session pid %ld: the dpu went away during an "
+			    "allocation (%s); asking again", (long)cl->pid,
+			    strerror(-status));
+	} else if (status < 0) {
+		if (cl->pending_err == 0)
+			cl->pending_err = -status;
+		if (!cl->dead)
+			log_info("session pid %ld: memory node %s refused a "
+			    "region: %s", (long)cl->pid, s->node->addr,
+			    strerror(-status));
+	} else if (s->path == SP_DPU && info.mem_instance != 0) {
+		/* Through our dpu: it says where the region lives. */
+		struct host *h = cl->h;
+
+		s->dremote.region = info.region;
+		s->dremote.size = info.size;
+		s->dinstance = h->dpu.instance;
+		/* Our own lease there comes with the adoption. */
+		s->remote.region = info.mem_region;
+		s->remote.rkey = 0;
+		s->remote.addr = 0;
+		s->remote.size = info.size;
+		s->key = info.mem_key;
+		s->instance = info.mem_instance;
+		s->node = host_node_by_instance(h, info.mem_instance);
+		s->path = SP_DPU;
+		s->owned = false;
+		if (s == &r->stripes[0])
+			r->length = info.length;
+	} else {
+		s->remote.region = info.region;
+		s->remote.rkey = info.rkey;
+		s->remote.addr = info.addr;
+		s->remote.size = info.size;
+		s->key = info.key;
+		s->path = SP_DIRECT;
+		s->owned = true;
+		if (s == &r->stripes[0])
+			r->length = info.length;
+	}
+	r->busy--;
+	if (--cl->pending_calls > 0)
+		return;
+	if (cl->dead || r->dying) {
+		/* The session ended meanwhile: give the stripes back. */
+		cl->pending_region = NULL;
+		cl->pending_redo = false;
+		r->dying = false;
+		host_region_free(r);
+		return;
+	}
+	if (cl->pending_redo && cl->pending_err == 0) {
+		alloc_redo(cl);
+		return;
+	}
+	cl->pending_redo = false;
+	cl->refs++; /* alloc_finish() may end the session */
+	alloc_finish(cl);
+	session_resume(cl);
+	host_client_put(cl);
+}
+
+/*
+ * The pending ALLOC waits for the dpu, as reads and writes do: served
+ * again at each tick (host_session_retry), op_timeout at most since it
+ * began to wait (waited: it already was); then EHOSTDOWN.
+ */
+static int
+alloc_wait_dpu(struct host_client *cl, bool waited)
+{
+	uint64_t limit = (uint64_t)cfg_int(cl->h->d->cfg, CFG_OP_TIMEOUT) *
+	    1000000u;
+
+	if (!waited)
+		cl->wait_since = mono_ns();
+	if (mono_ns() - cl->wait_since < limit) {
+		cl->waits_dpu = true;
+		cl->busy = true;
+		return 0;
+	}
+	cl->waits_dpu = false;
+	cl->busy = false;
+	return session_fail(cl, EHOSTDOWN);
+}
+
+/*
+ * ALLOC: reserve the region's stripes on the memory nodes; the reply comes
+ * from the last completion.
+ */
+static int
+session_alloc(struct host_client *cl)
+{
+	struct host *h = cl->h;
+	struct fam_smsg *m = &cl->req;
+	struct region *r;
+	uint8_t buf[FAM_REGION_CREATE_MIN + FAM_NAME_MAX + FAM_PATH_MAX];
+	unsigned nstripes;
+	uint64_t chunks, size;
+	bool via_dpu = h->has_dpu && h->path == CFG_PATH_DPU &&
+	    host_dpu_usable(h);
+	bool waited;
+	int err;
+
+	if (cl->uffd < 0)
+		return session_fail(cl, EBADF);
+	err = fam_smsg_check_alloc(m, h->arena_size);
+	if (err != 0)
+		return session_fail(cl, err);
+	size = (m->a + h->chunk - 1) & ~(h->chunk - 1);
+	chunks = size >> h->chunk_shift;
+	/* A file lives whole on the first memory node; the rest is striped. */
+	nstripes = (m->b & FAM_S_ALLOC_FILE) ? 1 :
+	    (chunks < h->nnodes ? (unsigned)chunks : h->nnodes);
+	if (h->has_dpu && h->path == CFG_PATH_DPU && !via_dpu &&
+	    h->fallback == CFG_FALLBACK_NONE)
+		return alloc_wait_dpu(cl, cl->waits_dpu);
+	waited = cl->waits_dpu;
+	cl->waits_dpu = false;
+	for (unsigned i = 0; i < nstripes && !via_dpu; i++)
+		if (h->nodes[i].state != MN_UP)
+			return session_fail(cl, EHOSTDOWN);
+	/* A file's size is known once a memory node has opened it. */
+	if (uid_quota(h, cl->uid, (m->b & FAM_S_ALLOC_FILE) ? 0 : size,
+	    cl->pid, NULL) != 0)
+		return session_fail(cl, EDQUOT);
+
+	r = region_new(cl);
+	if (r == NULL)
+		return session_fail(cl, ENOMEM);
+	r->flags = (uint32_t)m->b;
+	r->size = (m->b & FAM_S_ALLOC_FILE) ? 0 : size;
+	r->nstripes = nstripes;
+	cl->pending_region = r;
+	cl->pending_err = 0;
+	cl->pending_calls = 0;
+	cl->busy = true;
+	for (unsigned i = 0; i < nstripes; i++) {
+		struct fam_region_create rc = { 0 };
+		struct stripe *s = &r->stripes[i];
+		uint64_t n = chunks / nstripes + (i < chunks % nstripes);
+		size_t len;
+		int rc2;
+
+		s->r = r;
+		s->node = &h->nodes[i];
+		s->instance = s->node->instance;
+		s->path = via_dpu ? SP_DPU : SP_DIRECT;
+		if (via_dpu && s->node->state == MN_UP)
+			rc.place = s->node->instance;
+		rc.size = n << h->chunk_shift;
+		if (m->b & FAM_S_ALLOC_FILE) {
+			rc.size = 0;
+			rc.flags = FAM_RF_FILE;
+			if (m->b & FAM_S_ALLOC_SHARED) {
+				rc.flags |= FAM_RF_SHARED;
+				snprintf(rc.name, sizeof rc.name, "%.*s",
+				    (int)FAM_NAME_MAX, cl->data);
+			}
+			snprintf(rc.path, sizeof rc.path, "%s", cl->data);
+		}
+		len = proto_put_region_create(buf, sizeof buf, &rc);
+		rc2 = fam_conn_call(via_dpu ? h->dpu.conn : s->node->conn,
+		    FAM_MSG_REGION_CREATE, buf, (uint32_t)len,
+		    alloc_stripe_done, s);
+		if (rc2 < 0 && via_dpu && conn_lost(-rc2)) {
+			cl->pending_redo = true;
+			break;
+		}
+		if (rc2 < 0) {
+			if (cl->pending_err == 0)
+				cl->pending_err = -rc2;
+			break;
+		}
+		r->busy++;
+		cl->pending_calls++;
+	}
+	if (cl->pending_calls == 0 && cl->pending_redo &&
+	    cl->pending_err == 0) {
+		/*
+		 * The dpu looked up but its connection is gone: ask again
+		 * at the next tick, when its state says so.
+		 */
+		cl->pending_redo = false;
+		cl->pending_region = NULL;
+		host_region_free(r);
+		return alloc_wait_dpu(cl, waited);
+	}
+	cl->pending_redo = false;
+	if (cl->pending_calls == 0)
+		alloc_finish(cl);
+	return 0;
+}
+
+/* Serves again the ALLOCs that wait for the dpu (it is back, or time). */
+void
+host_session_retry(struct host *h)
+{
+	struct host_client *cl, *next;
+
+	for (cl = h->clients; cl != NULL; cl = next) {
+		next = cl->next;
+		if (!cl->waits_dpu || cl->dead || cl->pending_region != NULL)
+			continue;
+		cl->busy = false;
+		cl->refs++; /* the session may end */
+		if (session_alloc(cl) < 0)
+			host_client_release(cl);
+		else if (!cl->busy)
+			session_resume(cl); /* answered: what came meanwhile */
+		host_client_put(cl);
+	}
+}
+
+/* MAP: the program mapped a new arena; register it for faults. */
+static int
+session_map(struct host_client *cl)
+{
+	struct host *h = cl->h;
+	struct arena *ar = arena_find(cl, (uint32_t)cl->req.a);
+	uint64_t addr = cl->req.b;
+	int rc;
+
+	if (ar == NULL || ar->uaddr != 0)
+		return session_fail(cl, ENOENT);
+	if (fam_smsg_check_map(addr, ar->size) != 0)
+		return session_fail(cl, EINVAL);
+	rc = uffd_register(cl->uffd, addr, ar->size, h->wp_ok);
+	if (rc < 0) {
+		log_warn("session pid %ld: cannot register arena %u at %#llx: "
+		    "%s", (long)cl->pid, ar->id, (unsigned long long)addr,
+		    strerror(-rc));
+		return session_fail(cl, -rc);
+	}
+	ar->uaddr = addr;
+	return session_reply(cl, 0, 0, 0, 0, 0, 0, -1);
+}
+
+/* FREE: the program releases a region. */
+static int
+session_free(struct host_client *cl)
+{
+	for (struct region *r = cl->regions; r != NULL; r = r->next)
+		if (r->handle == cl->req.a) {
+			host_region_free(r);
+			cl->h->stats.frees++;
+			return session_reply(cl, 0, 0, 0, 0, 0, 0, -1);
+		}
+	return session_fail(cl, ENOENT);
+}
+
+/* STAT: describes the region holding an address. */
+static int
+session_stat(struct host_client *cl)
+{
+	struct region *r = host_region_find(cl, cl->req.a, NULL);
+
+	if (r == NULL)
+		return session_fail(cl, ENOENT);
+	return session_reply(cl, 0, r->flags, r->handle, r->size,
+	    r->resident << cl->h->chunk_shift, r->dirty << cl->h->chunk_shift,
+	    -1);
+}
+
+/* ADVISE: how the program uses a region; passed on to the dpu. */
+static int
+session_advise(struct host_client *cl)
+{
+	struct region *r = host_region_find(cl, cl->req.a, NULL);
+
+	if (r == NULL)
+		return session_fail(cl, ENOENT);
+	if (cl->req.b > FAM_ADVICE_MAX)
+		return session_fail(cl, EINVAL);
+	r->advice = (uint32_t)cl->req.b;
+	host_region_advise(cl->h, r);
+	return session_reply(cl, 0, 0, 0, 0, 0, 0, -1);
+}
+
+/* Validates one request and serves it; returns -1 to end the session. */
+static int
+session_dispatch(struct host_client *cl)
+{
+	struct fam_smsg *m = &cl->req;
+	int rc;
+
+	if (fam_smsg_check_request(m, cl->uffd >= 0) < 0) {
+		cl->h->stats.bad_messages++;
+		log_info("session pid %ld: malformed message (type %u); ending "
+		    "the session", (long)cl->pid, m->type);
+		return -1;
+	}
+	if (m->type != FAM_S_UFFD && cl->pending_fd >= 0) {
+		close(cl->pending_fd);
+		cl->pending_fd = -1;
+	}
+	switch (m->type) {
+	case FAM_S_HELLO: rc = session_hello(cl); break;
+	case FAM_S_UFFD: rc = session_uffd(cl); break;
+	case FAM_S_ALLOC: rc = session_alloc(cl); break;
+	case FAM_S_MAP: rc = session_map(cl); break;
+	case FAM_S_FREE: rc = session_free(cl); break;
+	case FAM_S_STAT: rc = session_stat(cl); break;
+	case FAM_S_ADVISE: rc = session_advise(cl); break;
+	default: rc = -1; break;
+	}
+	return rc < 0 ? -1 : 0;
+}
+
+/*
+ * Serves the complete requests received, in order, until one waits for the
+ * memory nodes (the rest are served when it is answered). May end the
+ * session.
+ */
+static void
+session_drain(struct host_client *cl)
+{
+	while (!cl->dead && !cl->busy) {
+		size_t need = fam_smsg_take(cl->inbuf, cl->inlen, &cl->req,
+		    cl->data);
+
+		if (need == 0)
+			break;
+		memmove(cl->inbuf, cl->inbuf + need, cl->inlen - need);
+		cl->inlen -= need;
+		if (session_dispatch(cl) < 0) {
+			host_client_release(cl);
+			return;
+		}
+	}
+}
+
+/*
+ * After an asynchronous request is answered: serves what the program sent
+ * meanwhile and listens to it again.
+ */
+static void
+session_resume(struct host_client *cl)
+{
+	if (cl->dead || cl->busy)
+		return;
+	if (event_add(cl->sock_ev, NULL) < 0) {
+		log_warn("session pid %ld: cannot watch the session socket; "
+		    "ending the session", (long)cl->pid);
+		host_client_release(cl);
+		return;
+	}
+	session_drain(cl);
+}
+
+/* Reads requests (and a passed descriptor) from a program. */
+static void
+session_read_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct host_client *cl = arg;
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(4 * sizeof(int))];
+	} u;
+	struct iovec iov;
+	struct msghdr mh;
+	ssize_t n;
+
+	if (cl->busy) {
+		/*
+		 * The program sent more before its reply: stop watching
+		 * (a level-triggered event would spin) until the reply.
+		 */
+		event_del(cl->sock_ev);
+		return;
+	}
+	iov.iov_base = cl->inbuf + cl->inlen;
+	iov.iov_len = sizeof cl->inbuf - cl->inlen;
+	memset(&mh, 0, sizeof mh);
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = u.buf;
+	mh.msg_controllen = sizeof u.buf;
+	n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); n > 0 && cm != NULL;
+	    cm = CMSG_NXTHDR(&mh, cm)) {
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		for (size_t i = 0; i < (cm->cmsg_len - CMSG_LEN(0)) /
+		    sizeof(int); i++) {
+			int pfd;
+
+			memcpy(&pfd, CMSG_DATA(cm) + i * sizeof(int), sizeof pfd);
+			if (cl->pending_fd >= 0)
+				close(cl->pending_fd);
+			cl->pending_fd = pfd;
+		}
+	}
+	if (n <= 0 || (mh.msg_flags & MSG_CTRUNC)) {
+		if (mh.msg_flags & MSG_CTRUNC) {
+			cl->h->stats.bad_messages++;
+			log_info("session pid %ld: too many descriptors on one "
+			    "message; ending the session", (long)cl->pid);
+		} else if (n == 0 && cl->inlen > 0) {
+			cl->h->stats.bad_messages++;
+			log_info("session pid %ld: closed in the middle of a "
+			    "message (%zu bytes of it came)", (long)cl->pid,
+			    cl->inlen);
+		}
+		host_client_release(cl);
+		return;
+	}
+	cl->inlen += (size_t)n;
+	session_drain(cl);
+}
+
+/* Accepts a program's connection. */
+static void
+session_accept_cb(evutil_socket_t lfd, short what, void *arg)
+{
+	struct host *h = arg;
+	struct ucred cred;
+	socklen_t clen = sizeof cred;
+	struct host_client *cl;
+	int fd;
+
+	fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (fd < 0) {
+		if (errno == EMFILE || errno == ENFILE)
+			log_warn("session socket: accept: %s", strerror(errno));
+		return;
+	}
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
+		close(fd);
+		return;
+	}
+	cl = calloc(1, sizeof *cl);
+	if (cl == NULL) {
+		close(fd);
+		return;
+	}
+	cl->h = h;
+	cl->fd = fd;
+	cl->pid = cred.pid;
+	cl->uid = cred.uid;
+	cl->uffd = -1;
+	cl->pending_fd = -1;
+	cl->refs = 1;
+	cl->sock_ev = event_new(h->base, fd, EV_READ | EV_PERSIST,
+	    session_read_cb, cl);
+	if (cl->sock_ev == NULL || event_add(cl->sock_ev, NULL) < 0) {
+		if (cl->sock_ev != NULL)
+			event_free(cl->sock_ev);
+		close(fd);
+		free(cl);
+		return;
+	}
+	cl->next = h->clients;
+	h->clients = cl;
+	h->stats.sessions++;
+	log_info("session pid %ld uid %ld started", (long)cl->pid,
+	    (long)cl->uid);
+}
+
+/* Opens the session socket for programs. */
+int
+host_session_open(struct host *h, char **cause)
+{
+	const char *path = cfg_str(h->d->cfg, CFG_HOST_SESSION_SOCKET);
+	const char *group = cfg_str(h->d->cfg, CFG_HOST_SESSION_GROUP);
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	mode_t mode = 0666;
+	int fd;
+
+	if (strlen(path) >= sizeof sun.sun_path) {
+		*cause = xasprintf("session_socket %s: path too long", path);
+		return -1;
+	}
+	strcpy(sun.sun_path, path);
+	if (mkdir_parent(path) < 0) {
+		*cause = xasprintf("cannot create the directory of %s: %s", path,
+		    strerror(errno));
+		return -1;
+	}
+	h->session_lock = admin_lock(path, cause);
+	if (h->session_lock < 0)
+		return -1;
+	if (unlink(path) < 0 && errno != ENOENT) {
+		*cause = xasprintf("cannot remove %s: %s", path,
+		    strerror(errno));
+		return -1;
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sun, sizeof sun) < 0 ||
+	    listen(fd, 128) < 0) {
+		*cause = xasprintf("session socket %s: %s", path,
+		    strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	if (*group != '\0') {
+		struct group *gr = getgrnam(group);
+
+		if (gr == NULL || chown(path, (uid_t)-1, gr->gr_gid) < 0) {
+			*cause = xasprintf("session_group %s: %s", group,
+			    gr == NULL ? "no such group" : strerror(errno));
+			close(fd);
+			unlink(path);
+			return -1;
+		}
+		mode = 0660;
+	}
+	if (chmod(path, mode) < 0) {
+		*cause = xasprintf("chmod %s: %s", path, strerror(errno));
+		close(fd);
+		unlink(path);
+		return -1;
+	}
+	h->listen_fd = fd;
+	h->session_path = strdup(path);
+	h->listen_ev = event_new(h->base, fd, EV_READ | EV_PERSIST,
+	    session_accept_cb, h);
+	if (h->listen_ev == NULL || event_add(h->listen_ev, NULL) < 0) {
+		*cause = xasprintf("session socket: cannot watch it");
+		return -1;
+	}
+	return 0;
+}
+
+/* Ends every session and removes the session socket. */
+void
+host_session_close(struct host *h)
+{
+	while (h->clients != NULL)
+		host_client_release(h->clients);
+	if (h->listen_ev != NULL)
+		event_free(h->listen_ev);
+	if (h->listen_fd >= 0)
+		close(h->listen_fd);
+	if (h->session_path != NULL)
+		unlink(h->session_path);
+	if (h->session_lock >= 0)
+		close(h->session_lock);
+	h->session_lock = -1;
+	free(h->session_path);
+	h->listen_ev = NULL;
+	h->listen_fd = -1;
+	h->session_path = NULL;
+}
+
+/* Describes every program: pid, regions, bytes, resident and dirty. */
+json_t *
+host_clients_json(struct host *h)
+{
+	json_t *a = json_array();
+
+	for (struct host_client *cl = h->clients; cl != NULL; cl = cl->next) {
+		uint64_t res = 0, dirty = 0;
+
+		for (struct region *r = cl->regions; r != NULL; r = r->next) {
+			res += r->resident;
+			dirty += r->dirty;
+		}
+		json_array_append_new(a, json_pack("{s:i,s:i,s:I,s:I,s:I,s:I}",
+		    "pid", (int)cl->pid, "uid", (int)cl->uid,
+		    "regions", (json_int_t)cl->nregions,
+		    "bytes", (json_int_t)cl->bytes,
+		    "resident_bytes", (json_int_t)(res << h->chunk_shift),
+		    "dirty_bytes", (json_int_t)(dirty << h->chunk_shift)));
+	}
+	return a;
+}

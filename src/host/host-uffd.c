@@ -1,0 +1,152 @@
+/*
+ * host-uffd.c - userfaultfd wrappers: feature probing, registration, installs
+ * that cope with partly present ranges, wake-ups and write protection.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "core/famd.h"
+#include "host/host-uffd.h"
+
+#define PAGE 4096u
+
+/*
+ * Returns the features the running kernel offers, from a throw-away
+ * userfaultfd asked for none (asking for one the kernel lacks would fail
+ * the whole handshake). Returns 0 with *cause when there is no userfaultfd.
+ */
+uint64_t
+uffd_kernel_features(char **cause)
+{
+	struct uffdio_api api = { .api = UFFD_API, .features = 0 };
+	int fd;
+
+	fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK |
+		    UFFD_USER_MODE_ONLY);
+	if (fd < 0) {
+		int dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+
+		if (dev >= 0) {
+			fd = ioctl(dev, USERFAULTFD_IOC_NEW, O_CLOEXEC |
+			    O_NONBLOCK);
+			close(dev);
+		}
+	}
+	if (fd < 0) {
+		*cause = xasprintf("userfaultfd: %s", strerror(errno));
+		return 0;
+	}
+	if (ioctl(fd, UFFDIO_API, &api) < 0) {
+		*cause = xasprintf("UFFDIO_API: %s", strerror(errno));
+		close(fd);
+		return 0;
+	}
+	close(fd);
+	return api.features;
+}
+
+/* Performs the API handshake on a program's userfaultfd. */
+int
+uffd_api(int uffd, uint64_t features)
+{
+	struct uffdio_api api = { .api = UFFD_API, .features = features };
+
+	if (ioctl(uffd, UFFDIO_API, &api) < 0)
+		return -errno;
+	return 0;
+}
+
+/* Registers [addr, addr + len) for missing (and write-protect) faults. */
+int
+uffd_register(int uffd, uint64_t addr, uint64_t len, bool wp)
+{
+	struct uffdio_register reg = {
+		.range = { .start = addr, .len = len },
+		.mode = UFFDIO_REGISTER_MODE_MISSING |
+		    (wp ? UFFDIO_REGISTER_MODE_WP : 0),
+	};
+
+	if (ioctl(uffd, UFFDIO_REGISTER, &reg) < 0)
+		return -errno;
+	if (!(reg.ioctls & ((uint64_t)1 << _UFFDIO_COPY)))
+		return -EOPNOTSUPP;
+	return 0;
+}
+
+/*
+ * Installs len bytes from src at the program's dst, write-protected when
+ * wp. Pages already present are skipped (EEXIST); a partial copy (EAGAIN)
+ * goes on from where it stopped. Threads waiting anywhere in the range are
+ * woken. Returns 0 or -errno (ESRCH: the program is gone).
+ */
+int
+uffd_copy(int uffd, uint64_t dst, const void *src, uint64_t len, bool wp)
+{
+	uint64_t done = 0;
+	bool skipped = false;
+	unsigned retries = 0;
+
+	while (done < len) {
+		struct uffdio_copy cp = {
+			.dst = dst + done,
+			.src = (uint64_t)(uintptr_t)src + done,
+			.len = len - done,
+			.mode = wp ? UFFDIO_COPY_MODE_WP : 0,
+		};
+
+		if (ioctl(uffd, UFFDIO_COPY, &cp) == 0) {
+			done = len;
+			break;
+		}
+		if (errno == EAGAIN && cp.copy > 0) {
+			done += (uint64_t)cp.copy;
+			continue;
+		}
+		if (errno == EEXIST || (errno == EAGAIN && cp.copy == -EEXIST)) {
+			done += PAGE;
+			skipped = true;
+			continue;
+		}
+		if (errno == EAGAIN && ++retries < 1000) {
+			/* The program's address space changed: retry. */
+			continue;
+		}
+		return -errno;
+	}
+	if (skipped)
+		return uffd_wake(uffd, dst, len);
+	return 0;
+}
+
+/* Wakes threads waiting on faults in [addr, addr + len). */
+int
+uffd_wake(int uffd, uint64_t addr, uint64_t len)
+{
+	struct uffdio_range r = { .start = addr, .len = len };
+
+	if (ioctl(uffd, UFFDIO_WAKE, &r) < 0)
+		return -errno;
+	return 0;
+}
+
+/* Sets (wp) or lifts write protection on a range, waking writers. */
+int
+uffd_protect(int uffd, uint64_t addr, uint64_t len, bool wp)
+{
+	struct uffdio_writeprotect w = {
+		.range = { .start = addr, .len = len },
+		.mode = wp ? UFFDIO_WRITEPROTECT_MODE_WP : 0,
+	};
+
+	if (ioctl(uffd, UFFDIO_WRITEPROTECT, &w) < 0)
+		return -errno;
+	return 0;
+}

@@ -1,0 +1,33 @@
+/*
+ * host-uffd.h - userfaultfd wrappers for the host role, and the constants that
+ * Debian 12's kernel headers (6.1) lack but newer kernels have.
+ */
+#ifndef FAM_UFFD_H
+#define FAM_UFFD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <linux/userfaultfd.h>
+
+#ifndef UFFD_FEATURE_WP_UNPOPULATED
+#define UFFD_FEATURE_WP_UNPOPULATED (1 << 13)
+#endif
+#ifndef UFFD_FEATURE_POISON
+#define UFFD_FEATURE_POISON (1 << 14)
+#endif
+#ifndef UFFD_USER_MODE_ONLY
+#define UFFD_USER_MODE_ONLY 1
+#endif
+#ifndef USERFAULTFD_IOC_NEW
+#define USERFAULTFD_IOC_NEW _IO(0xAA, 0x00)
+#endif
+
+uint64_t uffd_kernel_features(char **cause);
+int uffd_api(int uffd, uint64_t features);
+int uffd_register(int uffd, uint64_t addr, uint64_t len, bool wp);
+int uffd_copy(int uffd, uint64_t dst, const void *src, uint64_t len, bool wp);
+int uffd_wake(int uffd, uint64_t addr, uint64_t len);
+int uffd_protect(int uffd, uint64_t addr, uint64_t len, bool wp);
+
+#endif /* FAM_UFFD_H */

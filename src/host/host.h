@@ -1,0 +1,378 @@
+/*
+ * host.h - the host role: serves the page faults of programs whose large
+ * allocations live on memory nodes, through one bounded buffer.
+ *
+ * Everything here runs on famd's control loop (one thread): sessions,
+ * userfaultfds, memory-node connections and the buffer are driven by
+ * events, and every chunk read or write is asynchronous, so many faults and
+ * fetches are in flight at once without locks.
+ *
+ * A program's memory: the program maps arenas (memfds, MAP_SHARED) that
+ * famd also maps; regions are carved out of arenas at chunk granularity.
+ * A chunk of a region is in one state:
+ *
+ *   ABSENT    not in the program's page tables nor in the buffer; its data
+ *             is on the memory node (CH_REMOTE) or it was never written
+ *   FETCHING  a frame is reserved and a read (or zero-fill) is in flight;
+ *             threads faulting on it wait for the install
+ *   RESIDENT  installed in the program (UFFDIO_COPY); write-protected until
+ *             its first write, which marks it CH_DIRTY
+ *   EVICTING  a dirty chunk being written back; a write to it meanwhile
+ *             marks it dirty again and cancels the eviction
+ */
+#ifndef FAM_HOST_H
+#define FAM_HOST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "wire/session.h"
+#include "core/famd.h"
+#include "transport/transport.h"
+
+struct event;
+struct host;
+struct host_client;
+
+#define HOST_MAX_NODES 16
+
+enum chunk_state {
+	CH_ABSENT = 0,
+	CH_FETCHING,
+	CH_RESIDENT,
+	CH_EVICTING,
+};
+
+#define CH_DIRTY    0x01 /* written since last written back */
+#define CH_REF      0x02 /* faulted or written since the clock hand passed */
+#define CH_REMOTE   0x04 /* the memory node holds data for it */
+#define CH_UNPROT   0x08 /* write protection lifted (the program writes) */
+#define CH_PREFETCH 0x10 /* brought in by prefetch, not yet faulted on */
+
+struct fetch;
+
+struct chunk {
+	uint8_t state;
+	uint8_t flags;
+	uint32_t frame;      /* buffer frame while RESIDENT or EVICTING */
+	struct fetch *fetch; /* while FETCHING */
+};
+
+/* A memory node this host uses, or its dpu (is_dpu). */
+struct mnode {
+	struct host *h;
+	unsigned index;
+	bool is_dpu;
+	char *addr;
+	struct fam_conn *conn;    /* faults and control */
+	struct fam_mr *mr;        /* the staging buffers, registered on conn */
+	struct fam_conn *bg;      /* read-ahead and write-back, once joined */
+	struct fam_mr *bg_mr;     /* the staging buffers, registered on bg */
+	enum { MN_DOWN, MN_CONNECTING, MN_UP } state;
+	bool bg_up;
+	struct event *bg_retry;
+	char name[FAM_NAME_MAX + 1];
+	uint64_t session;  /* token for resuming after a reconnect */
+	uint64_t instance; /* changes when the memory famd restarts */
+	struct event *retry;
+	unsigned backoff_ms;
+	uint64_t connects, disconnects;
+	char *last_error;
+	uint32_t *frees;   /* regions to free once the session is back */
+	unsigned nfrees, frees_cap;
+};
+
+/*
+ * Which way a stripe's chunk reads and write-backs go. A stripe has one
+ * path at a time; it moves to the other only when nothing of it is in
+ * flight on the old one (`inflight`), and then:
+ *   to DIRECT  the host fences the region on the memory node (REGION_ADOPT
+ *              exclusive: whatever the dpu still forwards is refused from
+ *              then on) and frees it on the dpu, whose copy may go stale;
+ *              a shared, read-only region needs no fence
+ *   to DPU     the host hands the region to the dpu (REGION_ADOPT there,
+ *              with the memory node's key): a fresh dpu region, nothing
+ *              cached from before
+ * While that request is out the stripe is SWITCHING and its requests wait.
+ */
+enum stripe_path {
+	SP_DIRECT,
+	SP_DPU,
+};
+
+/* A stripe of a region: its part on one memory node. */
+struct stripe {
+	struct region *r;
+	struct mnode *node;       /* NULL: a memory node this host does not
+	                           * know (reached through the dpu only) */
+	struct fam_remote remote; /* on the memory node: id, lease (rkey,
+	                           * addr; verbs), size */
+	uint32_t key;             /* the region's key there (REGION_ADOPT) */
+	uint64_t instance; /* of the node when the stripe was created */
+	uint8_t path;             /* enum stripe_path */
+	bool switching;           /* a fence or hand-over is out */
+	bool owned;               /* our session there holds a handle */
+	bool adopting;            /* a plain adoption is out */
+	struct fam_remote dremote; /* on the dpu: region 0 when none */
+	uint64_t dinstance;       /* of the dpu when dremote was given */
+	unsigned inflight;        /* reads and writes out on `path` */
+	bool leasing;             /* a new lease is asked for (after a
+	                           * resume) */
+};
+
+struct region {
+	struct host_client *cl;
+	struct arena *ar;
+	uint64_t handle;
+	uint64_t off;     /* byte offset in the arena */
+	uint64_t size;    /* bytes, a multiple of the chunk size */
+	uint64_t length;  /* a file region: the file's length */
+	uint64_t nchunks;
+	uint32_t flags;   /* FAM_S_ALLOC_* */
+	bool listed;      /* in the client's list (reply sent) */
+	bool dying;       /* freed; waits for its in-flight operations */
+	bool lost;        /* its data on a memory node is gone */
+	unsigned busy;    /* fetches and write-backs in flight */
+	unsigned nstripes;
+	struct stripe stripes[HOST_MAX_NODES];
+	struct chunk *chunks;
+	uint64_t resident, dirty;
+	uint32_t advice;      /* FAM_ADVICE_* the program gave */
+	uint64_t dpu_retry_ns; /* a hand-over to the dpu failed: not before */
+	uint64_t last_fault;  /* chunk of the previous fault (prefetch) */
+	uint64_t ra_next;     /* first chunk not yet read ahead */
+	unsigned ra_window;
+	struct region *next;  /* in the client's list */
+};
+
+/* A contiguous free range of an arena, in chunks. */
+struct extent {
+	uint64_t off, len;
+	struct extent *next;
+};
+
+struct arena {
+	struct host_client *cl;
+	uint32_t id;
+	int memfd;
+	uint64_t size;
+	uint8_t *local;   /* famd's own mapping */
+	uint64_t uaddr;   /* the program's mapping; 0 until MAP */
+	struct extent *free;
+	struct region **regions; /* sorted by offset */
+	size_t nregions, cap;
+	struct arena *next;
+};
+
+/* A program using fabric-attached memory (one session). */
+struct host_client {
+	struct host *h;
+	int fd;
+	pid_t pid;
+	uid_t uid;
+	int uffd;
+	struct event *sock_ev;
+	struct event *uffd_ev;
+	struct arena *arenas;
+	uint32_t next_arena;
+	struct region *regions;
+	uint64_t nregions, bytes;
+	/* the request being served (the program waits for its reply) */
+	struct fam_smsg req;
+	char data[FAM_SESSION_MAX_DATA + 1];
+	size_t inlen;
+	uint8_t inbuf[sizeof(struct fam_smsg) + FAM_SESSION_MAX_DATA];
+	int pending_fd;
+	bool busy;          /* a request is being served asynchronously */
+	bool waits_dpu;     /* an ALLOC waits for the dpu (fallback none) */
+	bool pending_redo;  /* the dpu went away under the pending ALLOC */
+	uint64_t wait_since; /* ... since */
+	struct region *pending_region;
+	unsigned pending_calls;
+	int pending_err;
+	bool dead;
+	unsigned refs;      /* in-flight operations that point at us */
+	struct host_client *next;
+};
+
+/*
+ * A chunk read in flight, or waiting for room, or parked. Chunks that lie
+ * one after the other on one memory node are read together: the first
+ * fetch of such a read holds the staging slots of all (nrun) and the
+ * stripe the read was routed on (s: one route, one host_route_done, on
+ * the memory node or through the dpu), and the others follow it on `run`,
+ * each with its own frame and waiters.
+ */
+struct fetch {
+	struct region *r;
+	struct stripe *s;  /* the first fetch of a read while it is out: the
+	                    * stripe it was routed on */
+	uint64_t chunk;
+	int64_t frame;     /* -1 until a frame is reserved */
+	bool prefetch;     /* read ahead, not (yet) faulted on */
+	bool zero;         /* never written: zero-filled locally */
+	bool counted_wait;
+	bool installed;    /* put in place by its read's one UFFDIO_COPY */
+	bool via_dpu;      /* its read went out through the dpu */
+	bool retried;      /* given a new deadline after the dpu failed */
+	uint8_t *staging;  /* its data, in its read's staging slots */
+	unsigned nrun;     /* the first fetch of a read: chunks read (>= 1) */
+	struct fetch *run; /* the next chunk of the same read */
+	uint64_t start_ns; /* queued */
+	uint64_t fault_ns; /* first fault on it (0: none) */
+	unsigned nwaiters;
+	pid_t waiters[8];  /* threads to SIGBUS if it fails */
+	struct fetch *next;
+};
+
+struct frame {
+	struct region *r; /* NULL when free */
+	uint64_t chunk;
+	uint64_t gen;     /* host.evict_gen when it was taken */
+};
+
+struct host_stats {
+	uint64_t faults_missing, faults_wp, faults_stale, faults_invalid;
+	uint64_t zero_fills, fetches, fetch_bytes, fetch_errors;
+	uint64_t prefetches, prefetch_bytes, prefetch_zero;
+	uint64_t reads, reads_coalesced; /* chunk reads sent; of several chunks */
+	uint64_t evictions_clean, evictions_dirty, writebacks;
+	uint64_t writeback_bytes, writeback_errors, evictions_cancelled;
+	uint64_t fault_waits_for_room, sigbus;
+	uint64_t sessions, sessions_refused, bad_messages;
+	uint64_t allocs, alloc_errors, allocs_redone, frees, frees_deferred;
+	uint64_t quota_refusals;
+	uint64_t ops_direct, ops_dpu;        /* reads and writes by path */
+	uint64_t path_switches, fences, handovers, adoptions;
+	uint64_t switch_errors;
+	uint64_t lat_hist[32]; /* fault service time, log2 microseconds */
+	uint64_t lat_count;
+};
+
+struct host {
+	struct famd *d;
+	struct event_base *base;
+	/* configuration */
+	uint64_t chunk;
+	unsigned chunk_shift;
+	uint64_t arena_size;
+	unsigned high_pct, low_pct;
+	unsigned prefetch_max;
+	unsigned max_fetches;
+	int eviction;
+	int numa_node;
+	char secret[FAM_SECRET_MAX + 1];
+	/* userfaultfd features we ask for on each program's uffd */
+	uint64_t uffd_features;
+	bool wp_ok;
+	/* memory nodes */
+	struct mnode nodes[HOST_MAX_NODES];
+	unsigned nnodes;
+	/* the dpu, when [host] dpu is set */
+	struct mnode dpu;
+	bool has_dpu;
+	int path;                /* enum cfg_path: where requests should go */
+	int fallback;            /* enum cfg_fallback */
+	/* programs */
+	int listen_fd;
+	int session_lock;
+	struct event *listen_ev;
+	char *session_path;
+	struct host_client *clients;
+	uint64_t next_handle;
+	/* the buffer */
+	struct frame *frames;
+	uint32_t *free_frames;
+	uint64_t nframes, nfree, used, dirty, hand;
+	bool evicting;
+	unsigned writebacks_inflight;
+	uint64_t evict_gen; /* background eviction passes so far */
+	bool punch_batch;   /* a background pass gathers adjacent punches */
+	struct region *punch_r;
+	uint64_t punch_first, punch_n; /* chunks of punch_r to punch */
+	/* chunk reads */
+	uint8_t *staging;        /* nstaging chunk-sized slots */
+	uint64_t *staging_busy;  /* a bit per slot: taken */
+	unsigned nstaging, nstaging_free;
+	unsigned inflight;       /* chunks being read */
+	struct fetch *demandq, *demandq_tail;
+	struct fetch *prefetchq, *prefetchq_tail;
+	struct fetch *parked, *parked_tail;
+	uint8_t *zero;
+	struct event *tick;
+	bool stopping;
+	struct host_stats stats;
+};
+
+/* host-role.c */
+void host_node_lost(struct host *h, struct mnode *n);
+void host_admin_register(void);
+bool host_node_usable(const struct host *h, const struct stripe *s);
+void host_node_free(struct mnode *n, uint64_t instance, uint32_t region);
+struct fam_conn *host_node_conn(const struct stripe *s, bool background,
+    struct fam_mr **mr);
+bool host_dpu_usable(const struct host *h);
+
+/* host-path.c */
+int host_route(struct host *h, struct stripe *s, bool background,
+    struct fam_conn **conn, struct fam_mr **mr,
+    const struct fam_remote **remote);
+void host_route_done(struct host *h, struct stripe *s);
+void host_stripe_adopt(struct host *h, struct stripe *s);
+void host_stripe_free(struct host *h, struct stripe *s);
+void host_path_node_up(struct host *h, struct mnode *n, bool resumed);
+void host_path_tick(struct host *h);
+void host_path_set(struct host *h, int path, const char *why);
+void host_region_advise(struct host *h, struct region *r);
+struct mnode *host_node_by_instance(struct host *h, uint64_t instance);
+json_t *host_path_json(struct host *h);
+
+/* host-session.c */
+int host_session_open(struct host *h, char **cause);
+void host_session_close(struct host *h);
+void host_client_release(struct host_client *cl);
+void host_session_retry(struct host *h);
+void host_client_put(struct host_client *cl);
+void host_region_free(struct region *r);
+void host_region_idle(struct region *r);
+struct region *host_region_find(struct host_client *cl, uint64_t uaddr,
+    struct arena **arp);
+json_t *host_clients_json(struct host *h);
+
+/* host-extent.c */
+int64_t host_extent_take(struct extent **list, uint64_t len, uint64_t align);
+int host_extent_give(struct extent **list, uint64_t off, uint64_t len);
+void host_extent_free(struct extent **list);
+
+/* host-numa.c */
+int host_numa_pick(struct host *h, const char *addr);
+void host_numa_bind(struct host *h, void *mem, size_t len);
+void *host_numa_alloc(struct host *h, size_t len);
+void host_numa_free(void *mem, size_t len);
+
+/* host-fault.c */
+void host_uffd_cb(int fd, short what, void *arg);
+void host_fetch_kick(struct host *h);
+void host_fetch_unpark(struct host *h);
+void host_sigbus(struct host *h, struct host_client *cl, pid_t tid,
+    const char *why);
+int host_uffd_probe(struct host *h, char **cause);
+int host_uffd_setup(struct host *h, int uffd, char **cause);
+
+/* host-buffer.c */
+int host_buffer_init(struct host *h, uint64_t buffer_size, char **cause);
+void host_buffer_fini(struct host *h);
+int64_t host_frame_get(struct host *h);
+void host_frame_put(struct host *h, uint32_t frame);
+void host_evict_background(struct host *h);
+bool host_evict_for_room(struct host *h);
+void host_region_drop_chunks(struct host *h, struct region *r);
+uint64_t host_stripe_offset(const struct host *h, const struct region *r,
+    uint64_t c, unsigned *stripe);
+uint32_t host_stripe_len(const struct host *h, const struct stripe *s,
+    uint64_t off);
+uint8_t *host_staging_get(struct host *h, unsigned *n);
+void host_staging_put(struct host *h, uint8_t *p, unsigned n);
+
+#endif /* FAM_HOST_H */

@@ -1,0 +1,12 @@
+# src/host: the host role.
+src_libfamdcore_la_SOURCES += \
+	src/host/host.h \
+	src/host/host-uffd.h \
+	src/host/host-role.c \
+	src/host/host-buffer.c \
+	src/host/host-extent.c \
+	src/host/host-fault.c \
+	src/host/host-numa.c \
+	src/host/host-path.c \
+	src/host/host-session.c \
+	src/host/host-uffd.c

@@ -1,0 +1,3 @@
+# src/memory: the memory role.
+src_libfamdcore_la_SOURCES += \
+	src/memory/memory-role.c

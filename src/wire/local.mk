@@ -1,0 +1,7 @@
+# src/wire: the node protocol (famd to famd) and the session protocol
+# (program to host famd). Both ends compile them.
+src_libfamdcore_la_SOURCES += \
+	src/wire/proto.h \
+	src/wire/proto.c \
+	src/wire/session.h \
+	src/wire/session.c

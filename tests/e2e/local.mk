@@ -1,0 +1,43 @@
+# End-to-end tests: real famd processes on private sockets, driven by famctl
+# and the programs of tests/tools (tests/e2e/lib.sh).
+E2E_TESTS = \
+	tests/e2e/config-check.sh \
+	tests/e2e/roles-status.sh \
+	tests/e2e/reload.sh \
+	tests/e2e/stop.sh \
+	tests/e2e/second-famd.sh \
+	tests/e2e/admin-garbage.sh \
+	tests/e2e/admin-permission.sh \
+	tests/e2e/man-lint.sh \
+	tests/e2e/shim-exports.sh \
+	tests/e2e/shim-fallback.sh \
+	tests/e2e/shim-programs.sh \
+	tests/e2e/host-killed.sh \
+	tests/e2e/host-famtest.sh \
+	tests/e2e/host-programs.sh \
+	tests/e2e/host-graph.sh \
+	tests/e2e/host-badsession.sh \
+	tests/e2e/host-memory-lost.sh \
+	tests/e2e/host-memory-stalled.sh \
+	tests/e2e/host-shared-file.sh \
+	tests/e2e/host-striping.sh \
+	tests/e2e/host-readahead.sh \
+	tests/e2e/host-client-exit.sh \
+	tests/e2e/quota.sh \
+	tests/e2e/flood.sh \
+	tests/e2e/memory-rw.sh \
+	tests/e2e/memory-badframes.sh \
+	tests/e2e/memory-capacity.sh \
+	tests/e2e/memory-preload.sh \
+	tests/e2e/memory-sessions.sh \
+	tests/e2e/memory-secret.sh \
+	tests/e2e/dpu-forward.sh \
+	tests/e2e/dpu-path.sh \
+	tests/e2e/dpu-aggregate.sh \
+	tests/e2e/dpu-static.sh \
+	tests/e2e/dpu-dynamic.sh \
+	tests/e2e/dpu-adaptive.sh \
+	tests/e2e/dpu-netns.sh
+
+TESTS += $(E2E_TESTS)
+EXTRA_DIST += $(E2E_TESTS) tests/e2e/lib.sh

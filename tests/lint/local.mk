@@ -1,0 +1,9 @@
+# Checks of the tree itself: the layers, the sizes of files and functions.
+LINT_TESTS = tests/lint/layers.sh
+EXTRA_DIST += tests/lint/sizes.sh
+TESTS += $(LINT_TESTS)
+EXTRA_DIST += $(LINT_TESTS) scripts/check-layers scripts/check-size \
+	src/base/README.md src/wire/README.md src/transport/README.md \
+	src/core/README.md src/host/README.md src/dpu/README.md \
+	src/memory/README.md src/daemon/README.md src/client/README.md \
+	src/ctl/README.md

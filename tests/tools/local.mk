@@ -1,0 +1,32 @@
+# Programs the end-to-end tests run: famtest and friends under
+# LD_PRELOAD=libfamshim.so, famclient (a client of a memory famd that also
+# sends malformed frames on purpose), famsess (a raw session client).
+TEST_TOOLS = tests/shim/shimtest tests/tools/famtest tests/tools/famlost \
+	tests/tools/famhold tests/tools/famsoak tests/tools/famclient \
+	tests/tools/famsess tests/tools/famfile
+check_PROGRAMS += $(TEST_TOOLS)
+
+# Preloaded programs cannot be sanitized: no sanitizer flags, nothing of
+# famd's linked in.
+PRELOADED_CFLAGS = -std=gnu11 $(WARN_CFLAGS) -pthread
+tests_shim_shimtest_CFLAGS = $(PRELOADED_CFLAGS)
+tests_shim_shimtest_LDFLAGS = -pthread
+tests_shim_shimtest_LDADD =
+tests_tools_famtest_CFLAGS = $(PRELOADED_CFLAGS)
+tests_tools_famtest_LDFLAGS = -pthread
+tests_tools_famtest_LDADD =
+tests_tools_famlost_CFLAGS = $(PRELOADED_CFLAGS)
+tests_tools_famlost_LDFLAGS = -pthread
+tests_tools_famlost_LDADD =
+tests_tools_famhold_CFLAGS = $(PRELOADED_CFLAGS)
+tests_tools_famhold_LDFLAGS = -pthread
+tests_tools_famhold_LDADD =
+tests_tools_famsoak_CFLAGS = $(PRELOADED_CFLAGS)
+tests_tools_famsoak_LDFLAGS = -pthread
+tests_tools_famsoak_LDADD =
+# Speaks the session protocol's structures by hand (bad messages).
+tests_tools_famsess_LDADD =
+# Linked with libfam.so, which an ASan build sanitizes like check_libfam:
+# the program must carry the sanitizer too (it is not preloaded).
+tests_tools_famfile_CFLAGS = $(AM_CFLAGS) -pthread
+tests_tools_famfile_LDADD = src/libfam.la -lpthread

@@ -1,0 +1,21 @@
+# Check suites, one per module: tests/unit/check_NAME.c, linked with
+# libfamdcore (everything of famd but main()) unless said otherwise.
+UNIT_TESTS = \
+	tests/unit/check_admin \
+	tests/unit/check_cfg \
+	tests/unit/check_extent \
+	tests/unit/check_libfam \
+	tests/unit/check_proto \
+	tests/unit/check_render \
+	tests/unit/check_secret \
+	tests/unit/check_session \
+	tests/unit/check_transport \
+	tests/unit/check_verbs
+
+check_PROGRAMS += $(UNIT_TESTS)
+TESTS += $(UNIT_TESTS)
+
+tests_unit_check_render_SOURCES = tests/unit/check_render.c src/ctl/famctl-render.c
+# libfam's API, linked as a program would.
+tests_unit_check_libfam_CFLAGS = $(AM_CFLAGS) -pthread
+tests_unit_check_libfam_LDADD = src/libfam.la $(CHECK_LIBS) -lpthread
