@@ -189,6 +189,205 @@ cfg_format_number(const struct cfg_key_def *d, int64_t v)
 	return xasprintf("%" PRId64, v);
 }
 
+/* Parses a boolean (yes|no|true|false|on|off|1|0) into *v. */
+static int
+cfg_parse_bool(const char *text, int64_t *v, char **cause)
+{
+	if (!strcasecmp(text, "yes") || !strcasecmp(text, "true") ||
+	    !strcasecmp(text, "on") || !strcmp(text, "1"))
+		*v = 1;
+	else if (!strcasecmp(text, "no") || !strcasecmp(text, "false") ||
+	    !strcasecmp(text, "off") || !strcmp(text, "0"))
+		*v = 0;
+	else {
+		*cause = xasprintf("'%s' is not a boolean (use yes or no)", text);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Parses a decimal integer into *v. */
+static int
+cfg_parse_int(const char *text, int64_t *v, char **cause)
+{
+	char *end;
+
+	errno = 0;
+	*v = strtoll(text, &end, 10);
+	if (*text == '\0' || *end != '\0' || errno != 0) {
+		*cause = xasprintf("'%s' is not an integer", text);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Parses a size (K, M, G or T suffix, powers of two) into *v bytes. */
+static int
+cfg_parse_size(const char *text, int64_t *v, char **cause)
+{
+	static const char *const units[] = { "k", "kib", "kb", "m",
+		"mib", "mb", "g", "gib", "gb", "t", "tib", "tb", "b", NULL };
+	static const int64_t mult[] = { 1 << 10, 1 << 10, 1 << 10,
+		1 << 20, 1 << 20, 1 << 20, 1 << 30, 1 << 30, 1 << 30,
+		(int64_t)1 << 40, (int64_t)1 << 40, (int64_t)1 << 40, 1 };
+
+	if (cfg_parse_scaled(text, units, mult, 1, v) < 0) {
+		*cause = xasprintf("'%s' is not a size (a number with an "
+		    "optional K, M, G or T suffix)", text);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Parses a duration (seconds, or a ms, s, m or h suffix) into *v ms. */
+static int
+cfg_parse_duration(const char *text, int64_t *v, char **cause)
+{
+	static const char *const units[] = { "ms", "s", "m", "min", "h",
+		NULL };
+	static const int64_t mult[] = { 1, 1000, 60000, 60000, 3600000 };
+
+	if (cfg_parse_scaled(text, units, mult, 1000, v) < 0) {
+		*cause = xasprintf("'%s' is not a duration (a number of "
+		    "seconds, or with a ms, s, m or h suffix)", text);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Parses one of d's choices into *v, its index. */
+static int
+cfg_parse_enum(const struct cfg_key_def *d, const char *text, int64_t *v,
+    char **cause)
+{
+	size_t n;
+	char list[256] = "";
+
+	for (n = 0; d->choices[n] != NULL; n++) {
+		if (strcmp(text, d->choices[n]) == 0)
+			break;
+		if (n > 0)
+			strncat(list, ", ", sizeof list - strlen(list) - 1);
+		strncat(list, d->choices[n], sizeof list - strlen(list) - 1);
+	}
+	if (d->choices[n] == NULL) {
+		*cause = xasprintf("'%s' is not one of: %s", text, list);
+		return -EINVAL;
+	}
+	*v = (int64_t)n;
+	return 0;
+}
+
+/* Checks free text: at most d->max characters, no control character. */
+static int
+cfg_check_string(const struct cfg_key_def *d, const char *text, char **cause)
+{
+	if ((int64_t)strlen(text) > d->max) {
+		*cause = xasprintf("longer than %" PRId64 " characters", d->max);
+		return -EINVAL;
+	}
+	for (const char *p = text; *p != '\0'; p++)
+		if (iscntrl((unsigned char)*p)) {
+			*cause = xasprintf("control character in value");
+			return -EINVAL;
+		}
+	return 0;
+}
+
+/* Checks an absolute path (or an empty one where d allows it). */
+static int
+cfg_check_path(const struct cfg_key_def *d, const char *text, char **cause)
+{
+	if (text[0] == '\0' && d->empty_ok)
+		return 0;
+	if (text[0] != '/') {
+		*cause = xasprintf("'%s' is not an absolute path", text);
+		return -EINVAL;
+	}
+	if (strlen(text) >= PATH_MAX) {
+		*cause = xasprintf("path too long");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Checks one host:port (or an empty one where d allows it). */
+static int
+cfg_check_one_addr(const struct cfg_key_def *d, const char *text, char **cause)
+{
+	const char *why;
+
+	if (text[0] == '\0' && d->empty_ok)
+		return 0;
+	why = cfg_check_addr(text, strlen(text), d->any_port);
+	if (why != NULL) {
+		*cause = xasprintf("'%s': %s", text, why);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Parses a comma-separated host:port list into *v, its length. */
+static int
+cfg_parse_addrlist(const struct cfg_key_def *d, const char *text, int64_t *v,
+    char **cause)
+{
+	const char *p = text;
+	int64_t n = 0;
+
+	if (text[0] == '\0' && d->empty_ok)
+		return 0;
+	for (;;) {
+		const char *e = strchr(p, ',');
+		size_t len = e != NULL ? (size_t)(e - p) : strlen(p);
+		const char *why;
+
+		while (len > 0 && *p == ' ') {
+			p++;
+			len--;
+		}
+		while (len > 0 && p[len - 1] == ' ')
+			len--;
+		why = cfg_check_addr(p, len, false);
+		if (why != NULL) {
+			*cause = xasprintf("'%.*s': %s", (int)len, p, why);
+			return -EINVAL;
+		}
+		n++;
+		if (e == NULL)
+			break;
+		p = e + 1;
+	}
+	if (n > d->max) {
+		*cause = xasprintf("more than %" PRId64 " addresses", d->max);
+		return -EINVAL;
+	}
+	*v = n;
+	return 0;
+}
+
+/* Checks a numeric value against d's bounds and its power-of-two rule. */
+static int
+cfg_check_range(const struct cfg_key_def *d, const char *text, int64_t v,
+    char **cause)
+{
+	if (v < d->min || v > d->max) {
+		char *lo = cfg_format_number(d, d->min);
+		char *hi = cfg_format_number(d, d->max);
+
+		*cause = xasprintf("'%s' is out of range (%s to %s)", text, lo,
+		    hi);
+		free(lo);
+		free(hi);
+		return -EINVAL;
+	}
+	if (d->pow2 && (v & (v - 1)) != 0) {
+		*cause = xasprintf("'%s' is not a power of two", text);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 /*
  * Parses text as the value of key into out. On error returns -EINVAL and
  * sets *cause to a message for the operator.
@@ -197,17 +396,10 @@ int
 cfg_parse_value(enum cfg_key key, const char *text, struct cfg_value *out,
     char **cause)
 {
-	static const char *const size_units[] = { "k", "kib", "kb", "m",
-		"mib", "mb", "g", "gib", "gb", "t", "tib", "tb", "b", NULL };
-	static const int64_t size_mult[] = { 1 << 10, 1 << 10, 1 << 10,
-		1 << 20, 1 << 20, 1 << 20, 1 << 30, 1 << 30, 1 << 30,
-		(int64_t)1 << 40, (int64_t)1 << 40, (int64_t)1 << 40, 1 };
-	static const char *const dur_units[] = { "ms", "s", "m", "min", "h",
-		NULL };
-	static const int64_t dur_mult[] = { 1, 1000, 60000, 60000, 3600000 };
 	const struct cfg_key_def *d = &cfg_keys[key];
+	bool ranged = false;
 	int64_t v = 0;
-	int rc;
+	int rc = 0;
 
 	*cause = NULL;
 	/* Values reach JSON (config.show, status) and the hello's node name. */
@@ -217,162 +409,44 @@ cfg_parse_value(enum cfg_key key, const char *text, struct cfg_value *out,
 	}
 	switch (d->type) {
 	case CFG_T_BOOL:
-		if (!strcasecmp(text, "yes") || !strcasecmp(text, "true") ||
-		    !strcasecmp(text, "on") || !strcmp(text, "1"))
-			v = 1;
-		else if (!strcasecmp(text, "no") ||
-		    !strcasecmp(text, "false") || !strcasecmp(text, "off") ||
-		    !strcmp(text, "0"))
-			v = 0;
-		else {
-			*cause = xasprintf("'%s' is not a boolean (use yes or "
-			    "no)", text);
-			return -EINVAL;
-		}
+		rc = cfg_parse_bool(text, &v, cause);
 		break;
-	case CFG_T_INT: {
-		char *end;
-
+	case CFG_T_INT:
 		if (d->auto_ok && strcmp(text, "auto") == 0) {
-			v = -1;
-			goto store;
+			v = -1; /* "auto": no bounds to check */
+			break;
 		}
-		errno = 0;
-		v = strtoll(text, &end, 10);
-		if (*text == '\0' || *end != '\0' || errno != 0) {
-			*cause = xasprintf("'%s' is not an integer", text);
-			return -EINVAL;
-		}
+		rc = cfg_parse_int(text, &v, cause);
+		ranged = true;
 		break;
-	}
 	case CFG_T_SIZE:
-		rc = cfg_parse_scaled(text, size_units, size_mult, 1, &v);
-		if (rc < 0) {
-			*cause = xasprintf("'%s' is not a size (a number with "
-			    "an optional K, M, G or T suffix)", text);
-			return -EINVAL;
-		}
+		rc = cfg_parse_size(text, &v, cause);
+		ranged = true;
 		break;
 	case CFG_T_DURATION:
-		rc = cfg_parse_scaled(text, dur_units, dur_mult, 1000, &v);
-		if (rc < 0) {
-			*cause = xasprintf("'%s' is not a duration (a number "
-			    "of seconds, or with a ms, s, m or h suffix)",
-			    text);
-			return -EINVAL;
-		}
+		rc = cfg_parse_duration(text, &v, cause);
+		ranged = true;
 		break;
-	case CFG_T_ENUM: {
-		size_t n = 0;
-		char list[256] = "";
-
-		for (n = 0; d->choices[n] != NULL; n++) {
-			if (strcmp(text, d->choices[n]) == 0)
-				break;
-			if (n > 0)
-				strncat(list, ", ", sizeof list - strlen(list) - 1);
-			strncat(list, d->choices[n], sizeof list - strlen(list) - 1);
-		}
-		if (d->choices[n] == NULL) {
-			*cause = xasprintf("'%s' is not one of: %s", text, list);
-			return -EINVAL;
-		}
-		v = (int64_t)n;
+	case CFG_T_ENUM:
+		rc = cfg_parse_enum(d, text, &v, cause);
 		break;
-	}
 	case CFG_T_STRING:
-		if ((int64_t)strlen(text) > d->max) {
-			*cause = xasprintf("longer than %" PRId64 " characters",
-			    d->max);
-			return -EINVAL;
-		}
-		for (const char *p = text; *p != '\0'; p++)
-			if (iscntrl((unsigned char)*p)) {
-				*cause = xasprintf("control character in value");
-				return -EINVAL;
-			}
+		rc = cfg_check_string(d, text, cause);
 		break;
 	case CFG_T_PATH:
-		if (text[0] == '\0' && d->empty_ok)
-			break;
-		if (text[0] != '/') {
-			*cause = xasprintf("'%s' is not an absolute path", text);
-			return -EINVAL;
-		}
-		if (strlen(text) >= PATH_MAX) {
-			*cause = xasprintf("path too long");
-			return -EINVAL;
-		}
+		rc = cfg_check_path(d, text, cause);
 		break;
-	case CFG_T_ADDR: {
-		const char *why;
-
-		if (text[0] == '\0' && d->empty_ok)
-			break;
-		why = cfg_check_addr(text, strlen(text), d->any_port);
-
-		if (why != NULL) {
-			*cause = xasprintf("'%s': %s", text, why);
-			return -EINVAL;
-		}
+	case CFG_T_ADDR:
+		rc = cfg_check_one_addr(d, text, cause);
+		break;
+	case CFG_T_ADDRLIST:
+		rc = cfg_parse_addrlist(d, text, &v, cause);
 		break;
 	}
-	case CFG_T_ADDRLIST: {
-		const char *p = text;
-		int64_t n = 0;
-
-		if (text[0] == '\0' && d->empty_ok)
-			break;
-		for (;;) {
-			const char *e = strchr(p, ',');
-			size_t len = e != NULL ? (size_t)(e - p) : strlen(p);
-			const char *why;
-
-			while (len > 0 && *p == ' ') {
-				p++;
-				len--;
-			}
-			while (len > 0 && p[len - 1] == ' ')
-				len--;
-			why = cfg_check_addr(p, len, false);
-			if (why != NULL) {
-				*cause = xasprintf("'%.*s': %s", (int)len, p,
-				    why);
-				return -EINVAL;
-			}
-			n++;
-			if (e == NULL)
-				break;
-			p = e + 1;
-		}
-		if (n > d->max) {
-			*cause = xasprintf("more than %" PRId64 " addresses",
-			    d->max);
-			return -EINVAL;
-		}
-		v = n;
-		break;
-	}
-	}
-
-	if (d->type == CFG_T_INT || d->type == CFG_T_SIZE ||
-	    d->type == CFG_T_DURATION) {
-		if (v < d->min || v > d->max) {
-			char *lo = cfg_format_number(d, d->min);
-			char *hi = cfg_format_number(d, d->max);
-
-			*cause = xasprintf("'%s' is out of range (%s to %s)",
-			    text, lo, hi);
-			free(lo);
-			free(hi);
-			return -EINVAL;
-		}
-		if (d->pow2 && (v & (v - 1)) != 0) {
-			*cause = xasprintf("'%s' is not a power of two", text);
-			return -EINVAL;
-		}
-	}
-store:
+	if (rc == 0 && ranged)
+		rc = cfg_check_range(d, text, v, cause);
+	if (rc < 0)
+		return rc;
 	free(out->s);
 	out->s = strdup(text);
 	if (out->s == NULL)

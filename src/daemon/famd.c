@@ -112,35 +112,42 @@ famd_log_dest(bool foreground)
 	return foreground ? LOG_DEST_STDERR : LOG_DEST_SYSLOG;
 }
 
-int
-main(int argc, char **argv)
-{
-	const char *cfg_path = FAMD_DEFAULT_CONFIG;
-	struct cfg_errors errs = { 0 };
-	struct event *sigs[3];
-	static const int signums[3] = { SIGTERM, SIGINT, SIGHUP };
-	char **overrides = NULL, *cause = NULL;
-	size_t noverrides = 0;
-	bool foreground = false, check = false;
-	int ch, level;
+/* What the command line asks for. */
+struct famd_opts {
+	const char *cfg_path;
+	char **overrides;
+	size_t noverrides;
+	bool foreground;
+	bool check;
+};
 
+/*
+ * Parses the command line into o. Returns -1 to go on, or the exit code
+ * when famd is done (-h, -V, a usage error).
+ */
+static int
+famd_parse_opts(int argc, char **argv, struct famd_opts *o)
+{
+	int ch;
+
+	o->cfg_path = FAMD_DEFAULT_CONFIG;
 	while ((ch = getopt(argc, argv, "c:fho:tV")) != -1) {
 		switch (ch) {
 		case 'c':
-			cfg_path = optarg;
+			o->cfg_path = optarg;
 			break;
 		case 'f':
-			foreground = true;
+			o->foreground = true;
 			break;
 		case 'o':
-			overrides = realloc(overrides,
-			    (noverrides + 1) * sizeof *overrides);
-			if (overrides == NULL)
+			o->overrides = realloc(o->overrides,
+			    (o->noverrides + 1) * sizeof *o->overrides);
+			if (o->overrides == NULL)
 				abort();
-			overrides[noverrides++] = optarg;
+			o->overrides[o->noverrides++] = optarg;
 			break;
 		case 't':
-			check = true;
+			o->check = true;
 			break;
 		case 'V':
 			printf("famd %s\n", PACKAGE_VERSION);
@@ -157,36 +164,31 @@ main(int argc, char **argv)
 		famd_usage(stderr);
 		return FAMD_EX_USAGE;
 	}
+	return -1;
+}
 
-	if (cfg_load(&famd_cfg, cfg_path, overrides, noverrides, &errs) < 0) {
-		for (size_t i = 0; i < errs.count; i++)
-			fprintf(stderr, "famd: %s\n", errs.msg[i]);
-		fprintf(stderr, "famd: %zu error%s in the configuration\n",
-		    errs.count, errs.count == 1 ? "" : "s");
-		cfg_errors_free(&errs);
-		cfg_free(&famd_cfg);
-		free(overrides);
-		return FAMD_EX_CONFIG;
-	}
-	if (check) {
-		printf("%s: configuration OK (role %s)\n", cfg_path,
-		    cfg_role_names[cfg_int(&famd_cfg, CFG_ROLE)]);
-		cfg_free(&famd_cfg);
-		free(overrides);
-		return FAMD_EX_OK;
-	}
+/*
+ * Runs the daemon from a loaded configuration: the control loop, its
+ * signals, the admin socket and the role, until a stop. Returns the exit code.
+ */
+static int
+famd_serve(const struct famd_opts *o)
+{
+	static const int signums[3] = { SIGTERM, SIGINT, SIGHUP };
+	struct event *sigs[3];
+	char *cause = NULL;
 
 	famd = &famd_state;
 	famd->cfg = &famd_cfg;
-	famd->cfg_path = cfg_path;
-	famd->overrides = overrides;
-	famd->noverrides = noverrides;
+	famd->cfg_path = o->cfg_path;
+	famd->overrides = o->overrides;
+	famd->noverrides = o->noverrides;
 	famd->role = (enum famd_role)cfg_int(&famd_cfg, CFG_ROLE);
 	famd->ops = famd_roles[famd->role];
 
-	level = (int)cfg_int(&famd_cfg, CFG_LOG_LEVEL) + LOG_ERR;
-	log_open(famd_log_dest(foreground), level);
-	if (!foreground)
+	log_open(famd_log_dest(o->foreground),
+	    (int)cfg_int(&famd_cfg, CFG_LOG_LEVEL) + LOG_ERR);
+	if (!o->foreground)
 		famd_daemonize();
 	signal(SIGPIPE, SIG_IGN);
 
@@ -217,7 +219,7 @@ main(int argc, char **argv)
 	}
 
 	log_notice("famd %s started as %s (config %s, admin %s)",
-	    PACKAGE_VERSION, famd->ops->name, cfg_path,
+	    PACKAGE_VERSION, famd->ops->name, o->cfg_path,
 	    cfg_str(famd->cfg, CFG_ADMIN_SOCKET));
 	notify_ready();
 	notify_status("serving as %s", famd->ops->name);
@@ -235,8 +237,44 @@ main(int argc, char **argv)
 	for (int i = 0; i < 3; i++)
 		event_free(sigs[i]);
 	event_base_free(famd->base);
-	cfg_free(famd->cfg);
-	free(overrides);
+	return FAMD_EX_OK;
+}
+
+/* famd: loads the configuration, then checks it (-t) or serves. */
+int
+main(int argc, char **argv)
+{
+	struct famd_opts o = { 0 };
+	struct cfg_errors errs = { 0 };
+	int rc;
+
+	if ((rc = famd_parse_opts(argc, argv, &o)) >= 0) {
+		free(o.overrides);
+		return rc;
+	}
+	if (cfg_load(&famd_cfg, o.cfg_path, o.overrides, o.noverrides,
+	    &errs) < 0) {
+		for (size_t i = 0; i < errs.count; i++)
+			fprintf(stderr, "famd: %s\n", errs.msg[i]);
+		fprintf(stderr, "famd: %zu error%s in the configuration\n",
+		    errs.count, errs.count == 1 ? "" : "s");
+		cfg_errors_free(&errs);
+		cfg_free(&famd_cfg);
+		free(o.overrides);
+		return FAMD_EX_CONFIG;
+	}
+	if (o.check) {
+		printf("%s: configuration OK (role %s)\n", o.cfg_path,
+		    cfg_role_names[cfg_int(&famd_cfg, CFG_ROLE)]);
+		cfg_free(&famd_cfg);
+		free(o.overrides);
+		return FAMD_EX_OK;
+	}
+	rc = famd_serve(&o);
+	if (rc != FAMD_EX_OK)
+		return rc;
+	cfg_free(&famd_cfg);
+	free(o.overrides);
 	admin_unregister_all();
 	libevent_global_shutdown();
 	log_notice("stopped");
