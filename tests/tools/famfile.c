@@ -37,14 +37,8 @@
 
 #include "fam.h"
 
-#define FAIL(...)                                                          \
-	do {                                                               \
-		printf("FAIL - ");                                         \
-		printf(__VA_ARGS__);                                       \
-		printf("\n");                                              \
-		fflush(stdout);                                            \
-		exit(1);                                                   \
-	} while (0)
+#include "toolutil.h"
+
 
 #define PAGE 4096u
 

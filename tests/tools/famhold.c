@@ -21,6 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "toolutil.h"
+
 /* The word that belongs at word i of block b. */
 static uint64_t
 pat(size_t b, size_t i)
@@ -30,46 +32,6 @@ pat(size_t b, size_t i)
 	return x ^ (x >> 31);
 }
 
-/* Parses a size with an optional K, M or G suffix; 0 when malformed. */
-static size_t
-parse_size(const char *s)
-{
-	char *end;
-	unsigned long long v = strtoull(s, &end, 10);
-
-	switch (*end) {
-	case 'K': case 'k': v <<= 10; end++; break;
-	case 'M': case 'm': v <<= 20; end++; break;
-	case 'G': case 'g': v <<= 30; end++; break;
-	}
-	return end == s || *end != '\0' ? 0 : (size_t)v;
-}
-
-/* Tells whether p lies in a mapping registered with userfaultfd. */
-static bool
-is_fam(const void *p)
-{
-	FILE *f = fopen("/proc/self/smaps", "r");
-	char line[512];
-	uintptr_t lo, hi, a = (uintptr_t)p;
-	bool in = false, um = false;
-
-	if (f == NULL)
-		return false;
-	while (fgets(line, sizeof line, f) != NULL) {
-		if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " ", &lo, &hi) == 2 &&
-		    strchr(line, '-') < strchr(line, ' ')) {
-			in = a >= lo && a < hi;
-			continue;
-		}
-		if (in && strncmp(line, "VmFlags:", 8) == 0) {
-			um = strstr(line, " um") != NULL;
-			break;
-		}
-	}
-	fclose(f);
-	return um;
-}
 
 /* Checks block b of n words; returns 0, or 1 after saying what is wrong. */
 static int
@@ -114,7 +76,7 @@ main(int argc, char **argv)
 	for (size_t b = 0; b < nb; b++) {
 		size_t n;
 
-		sizes[b] = parse_size(argv[optind + (int)b]);
+		sizes[b] = tool_parse_size(argv[optind + (int)b]);
 		if (sizes[b] < 8) {
 			fprintf(stderr, "famhold: bad size %s\n",
 			    argv[optind + (int)b]);
@@ -132,7 +94,7 @@ main(int argc, char **argv)
 		if (check(blocks[b], b, n) != 0)
 			return 1;
 		printf("block %zu %zu: %s\n", b, sizes[b],
-		    is_fam(blocks[b]) ? "fam" : "libc");
+		    tool_is_fam(blocks[b]) ? "fam" : "libc");
 	}
 	if (wait_s > 0) {
 		struct timespec ts = { .tv_sec = wait_s };

@@ -53,6 +53,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "toolutil.h"
+
 static size_t opt_size = (size_t)64 << 20;
 static unsigned opt_threads = 4;
 static unsigned opt_wait = 60;
@@ -158,35 +160,17 @@ writer_main(void *arg)
 	}
 }
 
-/* Parses a size with an optional K, M or G suffix. */
+/* Parses a size with an optional K, M or G suffix, or exits 2. */
 static size_t
 parse_size(const char *s)
 {
-	char *end;
-	unsigned long long v = strtoull(s, &end, 10);
+	size_t v = tool_parse_size(s);
 
-	switch (*end) {
-	case 'K':
-	case 'k':
-		v <<= 10;
-		end++;
-		break;
-	case 'M':
-	case 'm':
-		v <<= 20;
-		end++;
-		break;
-	case 'G':
-	case 'g':
-		v <<= 30;
-		end++;
-		break;
-	}
-	if (end == s || *end != '\0' || v < (1 << 20)) {
+	if (v < (1 << 20)) {
 		fprintf(stderr, "famlost: bad size %s\n", s);
 		exit(2);
 	}
-	return (size_t)v;
+	return v;
 }
 
 /* Returns CLOCK_MONOTONIC in milliseconds. */
@@ -197,35 +181,6 @@ now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/*
- * Tells whether p lies in fabric-attached memory: a mapping registered
- * with userfaultfd ("um" in /proc/self/smaps).
- */
-static bool
-is_fam(const void *p)
-{
-	FILE *f = fopen("/proc/self/smaps", "r");
-	char line[512];
-	uintptr_t lo, hi, a = (uintptr_t)p;
-	bool in = false, um = false;
-
-	if (f == NULL)
-		return false;
-	while (fgets(line, sizeof line, f) != NULL) {
-		if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " ", &lo, &hi) == 2 &&
-		    strchr(line, '-') < strchr(line, ' ')) {
-			in = a >= lo && a < hi;
-			continue;
-		}
-		if (in && strncmp(line, "VmFlags:", 8) == 0) {
-			um = strstr(line, " um") != NULL;
-			break;
-		}
-	}
-	fclose(f);
-	return um;
 }
 
 /* Allocates, fills, checks and frees a new block; fam: what it must be. */
@@ -239,7 +194,7 @@ new_block(bool fam, const char *when)
 		printf("FAIL - malloc %s: %s\n", when, strerror(errno));
 		return 1;
 	}
-	if (is_fam(p) != fam) {
+	if (tool_is_fam(p) != fam) {
 		printf("FAIL - a new block %s is %s\n", when, fam ?
 		    "libc memory, not fabric-attached" :
 		    "fabric-attached memory, not libc's");

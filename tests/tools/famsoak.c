@@ -26,6 +26,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "toolutil.h"
+
 #define MIB ((size_t)1 << 20)
 
 static unsigned opt_seconds = 60, opt_threads = 2, opt_slots = 4;
@@ -77,32 +79,6 @@ now_s(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* Tells whether p lies in a mapping registered with userfaultfd. */
-static bool
-is_fam(const void *p)
-{
-	FILE *f = fopen("/proc/self/smaps", "r");
-	char line[512];
-	uintptr_t lo, hi, a = (uintptr_t)p;
-	bool in = false, um = false;
-
-	if (f == NULL)
-		return false;
-	while (fgets(line, sizeof line, f) != NULL) {
-		if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " ", &lo, &hi) == 2 &&
-		    strchr(line, '-') < strchr(line, ' ')) {
-			in = a >= lo && a < hi;
-			continue;
-		}
-		if (in && strncmp(line, "VmFlags:", 8) == 0) {
-			um = strstr(line, " um") != NULL;
-			break;
-		}
-	}
-	fclose(f);
-	return um;
 }
 
 /*
@@ -158,7 +134,7 @@ fill(struct block *b, uint64_t *rs, uint64_t tag)
 		return false;
 	}
 	atomic_fetch_add(&n_allocs, 1);
-	if (is_fam(b->p))
+	if (tool_is_fam(b->p))
 		atomic_fetch_add(&n_fam, 1);
 	b->words = size / 8;
 	b->tag = tag;

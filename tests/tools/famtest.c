@@ -63,6 +63,8 @@
 #include <unistd.h>
 #include <sys/wait.h>
 
+#include "toolutil.h"
+
 #define CHUNK ((size_t)64 << 10) /* unit of the random and realloc tests */
 #define MIB   ((size_t)1 << 20)
 
@@ -74,14 +76,6 @@ static uint64_t opt_seed = 1;
 static int opt_expect; /* 'f', 'l' or 0 */
 static size_t large = 2 * MIB; /* above FAM_THRESHOLD's default */
 
-#define FAIL(...)                                                          \
-	do {                                                               \
-		printf("FAIL - ");                                         \
-		printf(__VA_ARGS__);                                       \
-		printf("\n");                                              \
-		fflush(stdout);                                            \
-		exit(1);                                                   \
-	} while (0)
 
 /* The word that belongs at byte offset off of a buffer. */
 static inline uint64_t
@@ -134,31 +128,15 @@ check_zero(const char *test, const void *p, size_t n)
 			FAIL("%s: byte %zu of %p should be zero", test, i, p);
 }
 
-/* Tells whether the mapping holding p has all the VmFlags in want. */
+/* Tells whether the mapping holding p has both VmFlags want0 and want1. */
 static bool
 smaps_flags(const void *p, const char *want0, const char *want1)
 {
-	FILE *f = fopen("/proc/self/smaps", "r");
-	char line[512];
-	uintptr_t lo, hi, a = (uintptr_t)p;
-	bool in = false, found = false;
+	int r = tool_vmflags(p, want0, want1);
 
-	if (f == NULL)
+	if (r < 0)
 		FAIL("cannot open /proc/self/smaps: %s", strerror(errno));
-	while (fgets(line, sizeof line, f) != NULL) {
-		if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " ", &lo, &hi) == 2 &&
-		    strchr(line, '-') < strchr(line, ' ')) {
-			in = a >= lo && a < hi;
-			continue;
-		}
-		if (in && strncmp(line, "VmFlags:", 8) == 0) {
-			found = strstr(line, want0) != NULL &&
-			    strstr(line, want1) != NULL;
-			break;
-		}
-	}
-	fclose(f);
-	return found;
+	return r == 1;
 }
 
 /* Checks that a large block is (-f) or is not (-l) fabric-attached memory. */
@@ -709,35 +687,17 @@ static const struct {
 	{ "passes", test_passes }, /* last: only when named */
 };
 
-/* Parses a size with an optional K, M or G suffix. */
+/* Parses a size with an optional K, M or G suffix, or exits 2. */
 static size_t
 parse_size(const char *s)
 {
-	char *end;
-	unsigned long long v = strtoull(s, &end, 10);
+	size_t v = tool_parse_size(s);
 
-	switch (*end) {
-	case 'K':
-	case 'k':
-		v <<= 10;
-		end++;
-		break;
-	case 'M':
-	case 'm':
-		v <<= 20;
-		end++;
-		break;
-	case 'G':
-	case 'g':
-		v <<= 30;
-		end++;
-		break;
-	}
-	if (end == s || *end != '\0' || v == 0) {
+	if (v == 0) {
 		fprintf(stderr, "famtest: bad size %s\n", s);
 		exit(2);
 	}
-	return (size_t)v;
+	return v;
 }
 
 /* Prints the usage and exits. */

@@ -9,6 +9,12 @@ check_PROGRAMS += $(TEST_TOOLS)
 # Preloaded programs cannot be sanitized: no sanitizer flags, nothing of
 # famd's linked in.
 PRELOADED_CFLAGS = -std=gnu11 $(WARN_CFLAGS) -pthread
+TOOLUTIL = tests/tools/toolutil.c tests/tools/toolutil.h
+tests_tools_famtest_SOURCES = tests/tools/famtest.c $(TOOLUTIL)
+tests_tools_famlost_SOURCES = tests/tools/famlost.c $(TOOLUTIL)
+tests_tools_famhold_SOURCES = tests/tools/famhold.c $(TOOLUTIL)
+tests_tools_famsoak_SOURCES = tests/tools/famsoak.c $(TOOLUTIL)
+tests_tools_famfile_SOURCES = tests/tools/famfile.c $(TOOLUTIL)
 tests_shim_shimtest_CFLAGS = $(PRELOADED_CFLAGS)
 tests_shim_shimtest_LDFLAGS = -pthread
 tests_shim_shimtest_LDADD =
