@@ -84,35 +84,44 @@ uffd_register(int uffd, uint64_t addr, uint64_t len, bool wp)
 /*
  * Installs len bytes from src at the program's dst, write-protected when
  * wp. Pages already present are skipped (EEXIST); a partial copy (EAGAIN)
- * goes on from where it stopped. Threads waiting anywhere in the range are
- * woken. Returns 0 or -errno (ESRCH: the program is gone).
+ * goes on from where it stopped. A range the program split into several
+ * mappings (madvise, mprotect, mlock or munmap of part of a block) fails
+ * with ENOENT as a whole: it is then copied a page at a time, and a page
+ * no registered mapping holds any more is skipped. Threads waiting
+ * anywhere in the range are woken. Returns 0 or -errno (ESRCH: the
+ * program is gone).
  */
 int
 uffd_copy(int uffd, uint64_t dst, const void *src, uint64_t len, bool wp)
 {
 	uint64_t done = 0;
-	bool skipped = false;
+	bool skipped = false, pagewise = false;
 	unsigned retries = 0;
 
 	while (done < len) {
 		struct uffdio_copy cp = {
 			.dst = dst + done,
 			.src = (uint64_t)(uintptr_t)src + done,
-			.len = len - done,
+			.len = pagewise ? PAGE : len - done,
 			.mode = wp ? UFFDIO_COPY_MODE_WP : 0,
 		};
 
 		if (ioctl(uffd, UFFDIO_COPY, &cp) == 0) {
-			done = len;
-			break;
+			done += cp.len;
+			continue;
 		}
 		if (errno == EAGAIN && cp.copy > 0) {
 			done += (uint64_t)cp.copy;
 			continue;
 		}
-		if (errno == EEXIST || (errno == EAGAIN && cp.copy == -EEXIST)) {
+		if (errno == EEXIST || (errno == EAGAIN && cp.copy == -EEXIST) ||
+		    (errno == ENOENT && pagewise)) {
 			done += PAGE;
 			skipped = true;
+			continue;
+		}
+		if (errno == ENOENT && !pagewise) {
+			pagewise = true; /* the range spans mappings */
 			continue;
 		}
 		if (errno == EAGAIN && ++retries < 1000) {

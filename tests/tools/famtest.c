@@ -29,6 +29,9 @@
  *             chunks in the middle of the runs it reads at once
  *   strided   one word per 4 KiB + 8 B of a calloc'd buffer; the rest
  *             must stay zero
+ *   advise    madvise (HUGEPAGE, NOHUGEPAGE) and mprotect split the block
+ *             into mappings at pages inside chunks; written and verified
+ *             through eviction, twice
  *   shared    THREADS threads write interleaved words of the same chunks,
  *             then each verifies all of them
  *   split     THREADS threads each write and verify their slice, and
@@ -61,12 +64,14 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 
 #include "toolutil.h"
 
 #define CHUNK ((size_t)64 << 10) /* unit of the random and realloc tests */
 #define MIB   ((size_t)1 << 20)
+#define PAGE  ((size_t)4096)
 
 static size_t opt_size = 64 * MIB;
 static unsigned opt_threads = 8;
@@ -165,6 +170,44 @@ xmalloc(const char *test, size_t n)
 	if (p == NULL)
 		FAIL("%s: malloc(%zu): %s", test, n, strerror(errno));
 	return p;
+}
+
+/*
+ * A block whose mapping the program splits at pages inside chunks:
+ * madvise HUGEPAGE and NOHUGEPAGE on ranges that start and end off chunk
+ * boundaries, and mprotect read-only then read-write of a range in the
+ * middle. The kernel then holds the block as several mappings, and a
+ * chunk may span two: every word written before and after stays right
+ * through eviction and refetch.
+ */
+static void
+test_advise(void)
+{
+	size_t n = opt_size + 12345, words = n / 8;
+	uint64_t *p = xmalloc("advise", n);
+	uintptr_t a = ((uintptr_t)p + 3 * PAGE + PAGE - 1) & ~(uintptr_t)(PAGE - 1);
+	uintptr_t e = ((uintptr_t)p + n) & ~(uintptr_t)(PAGE - 1);
+	uintptr_t m = a + ((e - a) / 3 & ~(uintptr_t)(PAGE - 1)) + 5 * PAGE;
+
+	check_kind("advise", p);
+	write_words(p, 0, words, opt_seed + 11);
+	if (madvise((void *)a, e - a, MADV_HUGEPAGE) != 0)
+		FAIL("advise: madvise HUGEPAGE: %s", strerror(errno));
+	if (madvise((void *)m, 7 * PAGE, MADV_NOHUGEPAGE) != 0)
+		FAIL("advise: madvise NOHUGEPAGE: %s", strerror(errno));
+	if (mprotect((void *)(m + 9 * PAGE), 3 * PAGE, PROT_READ) != 0)
+		FAIL("advise: mprotect read-only: %s", strerror(errno));
+	check_words("advise (after madvise and mprotect)", p, 0, words,
+	    opt_seed + 11);
+	if (mprotect((void *)(m + 9 * PAGE), 3 * PAGE,
+	    PROT_READ | PROT_WRITE) != 0)
+		FAIL("advise: mprotect read-write: %s", strerror(errno));
+	write_words(p, 0, words, opt_seed + 12);
+	check_words("advise (rewritten)", p, 0, words, opt_seed + 12);
+	free(p);
+	printf("ok - advise: %zu MiB split into mappings inside chunks by "
+	    "madvise and mprotect, written and verified twice\n",
+	    opt_size / MIB);
 }
 
 /* Sequential write, then verify. */
@@ -677,6 +720,7 @@ static const struct {
 	{ "random", test_random },
 	{ "runs", test_runs },
 	{ "strided", test_strided },
+	{ "advise", test_advise },
 	{ "shared", test_shared },
 	{ "split", test_split },
 	{ "calloc", test_calloc },
