@@ -274,7 +274,7 @@ writeback_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 	r->busy--;
 	if (r->dying) {
 		host_region_idle(r);
-		host_fetch_kick(h);
+		host_wake(h, HOST_WAKE_KICK);
 		return;
 	}
 	if (status < 0) {
@@ -302,7 +302,7 @@ writeback_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 		chunk_evict(h, r, (uint64_t)(ch - r->chunks));
 		h->stats.evictions_dirty++;
 	}
-	host_fetch_kick(h);
+	host_wake(h, HOST_WAKE_KICK);
 }
 
 /*
@@ -458,6 +458,17 @@ host_evict_background(struct host *h)
 	punch_flush(h);
 	h->punch_batch = false;
 	h->evict_gen++;
+}
+
+/*
+ * Tells the region's owner when the last operation of a dying region has
+ * completed (h->region_gone, set by the sessions).
+ */
+void
+host_region_idle(struct region *r)
+{
+	if (r->dying && r->busy == 0 && r->cl->h->region_gone != NULL)
+		r->cl->h->region_gone(r);
 }
 
 /* Takes every chunk of a region being freed out of the buffer. */

@@ -30,23 +30,6 @@
 #define PATH_RETRY_NS     (1000ull * 1000000u) /* after a failed hand-over */
 #define PATH_TICK_SWITCHES 64                  /* idle stripes moved a tick */
 
-/* Returns true when the dpu is connected. */
-bool
-host_dpu_usable(const struct host *h)
-{
-	return h->has_dpu && h->dpu.state == MN_UP && h->dpu.conn != NULL;
-}
-
-/* Returns the memory node running instance, or NULL. */
-struct mnode *
-host_node_by_instance(struct host *h, uint64_t instance)
-{
-	for (unsigned i = 0; i < h->nnodes; i++)
-		if (instance != 0 && h->nodes[i].instance == instance)
-			return &h->nodes[i];
-	return NULL;
-}
-
 /* Returns true when the stripe's memory node is up, as the stripe knew it. */
 static bool
 stripe_direct_ok(const struct host *h, const struct stripe *s)
@@ -254,7 +237,7 @@ switch_direct_done(void *ctx, int status, const uint8_t *payload,
 		    strerror(-status));
 	}
 	host_region_idle(r);
-	host_fetch_unpark(h);
+	host_wake(h, HOST_WAKE_UNPARK);
 }
 
 /* Completion of the hand-over to the dpu: the stripe goes through it. */
@@ -293,7 +276,7 @@ switch_dpu_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 		    (unsigned long long)r->handle, strerror(-status));
 	}
 	host_region_idle(r);
-	host_fetch_unpark(h);
+	host_wake(h, HOST_WAKE_UNPARK);
 }
 
 /* Starts moving an idle stripe to path `to`. */
@@ -439,7 +422,7 @@ host_path_set(struct host *h, int path, const char *why)
 	log_notice("host: path is now %s (%s)", path == CFG_PATH_DPU ? "dpu" :
 	    "direct", why);
 	host_path_tick(h);
-	host_fetch_unpark(h);
+	host_wake(h, HOST_WAKE_UNPARK);
 }
 
 /* Describes the path settings and where the stripes are. */
