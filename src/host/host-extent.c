@@ -2,7 +2,9 @@
  * host-extent.c - an arena's space: its free list (extents, ranges of
  * chunks sorted by offset, none empty, none touching the next, that
  * regions are carved from and given back to) and its regions sorted by
- * offset, by which a fault's address finds its region.
+ * offset, by which a fault's address finds its region; and
+ * host_region_idle(), by which any layer tells the sessions (through
+ * h->region_gone) that a dying region's last operation is over.
  */
 #include "config.h"
 
@@ -171,4 +173,15 @@ host_region_find(struct host_client *cl, uint64_t uaddr, struct arena **arp)
 		return NULL;
 	}
 	return NULL;
+}
+
+/*
+ * Tells the region's owner when the last operation of a dying region has
+ * completed (h->region_gone, set by the sessions).
+ */
+void
+host_region_idle(struct region *r)
+{
+	if (r->dying && r->busy == 0 && r->cl->h->region_gone != NULL)
+		r->cl->h->region_gone(r);
 }

@@ -1,23 +1,19 @@
 /*
- * host-fault.c - serves the page faults of programs: reads fault messages
- * in batches, brings each chunk in once however many threads fault on it
- * (zero-filled locally if it was never written, else read from its memory
- * node), reads ahead of sequential runs, and sends SIGBUS to a thread whose
- * fault cannot be served. A fault never gets wrong data.
+ * host-fault.c - the fault service: programs' page faults and the chunk
+ * fetches that serve them.
  *
- * Fetches wait in two queues (faults first, then read-ahead) for a buffer
- * frame, a staging buffer and a slot under max_fetches; a fetch whose
- * memory node is unreachable is parked until the node returns or its
- * deadline (op_timeout) passes. Fetches queued one after the other for
- * chunks that follow each other on one memory node go out as one read (up
- * to FETCH_RUN_BYTES) into adjacent staging buffers, and are installed
- * with one UFFDIO_COPY when they are adjacent in the program too; each
- * chunk still succeeds or fails on its own, and a read that fails fails
- * (or parks) every chunk of it. Such a read is routed once, like a read
- * of one chunk (host-path.c: to the memory node, or through the dpu), and
- * holds its stripe on that path until it completes; when it fails, its
- * chunks are parked one by one (a read the dpu failed gets a new deadline
- * to go direct) and go out again on whatever path is right by then.
+ * Owns: the fetch queues (demand, read-ahead, parked), the reads in flight
+ * (h->inflight), read-ahead windows, installs (UFFDIO_COPY), SIGBUS for a
+ * fault that cannot be served (never wrong data), and h->wake, the
+ * deferred wake-up lower layers activate (host_wake).
+ * A fetch: queued -> frame reserved -> read out (or zero-filled) ->
+ *   installed; or parked while its stripe cannot be reached, until its node
+ *   returns or op_timeout passes; or failed (its waiters get SIGBUS).
+ * Fetches of chunks that follow each other on one memory node go out as
+ * one read (up to FETCH_RUN_BYTES), routed once, and go in with one
+ * UFFDIO_COPY when adjacent in the program; each chunk succeeds or fails
+ * on its own. A read the dpu failed gets a new deadline to go direct.
+ * Locks: none; everything runs on the control loop.
  */
 #include "config.h"
 

@@ -353,6 +353,21 @@ void host_sigbus(struct host *h, struct host_client *cl, pid_t tid,
 int host_uffd_probe(struct host *h, char **cause);
 int host_uffd_setup(struct host *h, int uffd, char **cause);
 
+/* host-buffer.c */
+int host_buffer_init(struct host *h, uint64_t buffer_size, char **cause);
+void host_buffer_fini(struct host *h);
+int64_t host_frame_get(struct host *h);
+void host_frame_put(struct host *h, uint32_t frame);
+void host_evict_background(struct host *h);
+bool host_evict_for_room(struct host *h);
+void host_region_drop_chunks(struct host *h, struct region *r);
+uint64_t host_stripe_offset(const struct host *h, const struct region *r,
+    uint64_t c, unsigned *stripe);
+uint32_t host_stripe_len(const struct host *h, const struct stripe *s,
+    uint64_t off);
+uint8_t *host_staging_get(struct host *h, unsigned *n);
+void host_staging_put(struct host *h, uint8_t *p, unsigned n);
+
 /* host-path.c */
 int host_route(struct host *h, struct stripe *s, bool background,
     struct fam_conn **conn, struct fam_mr **mr,
@@ -365,22 +380,6 @@ void host_path_tick(struct host *h);
 void host_path_set(struct host *h, int path, const char *why);
 void host_region_advise(struct host *h, struct region *r);
 json_t *host_path_json(struct host *h);
-
-/* host-buffer.c */
-int host_buffer_init(struct host *h, uint64_t buffer_size, char **cause);
-void host_buffer_fini(struct host *h);
-int64_t host_frame_get(struct host *h);
-void host_frame_put(struct host *h, uint32_t frame);
-void host_evict_background(struct host *h);
-bool host_evict_for_room(struct host *h);
-void host_region_drop_chunks(struct host *h, struct region *r);
-void host_region_idle(struct region *r);
-uint64_t host_stripe_offset(const struct host *h, const struct region *r,
-    uint64_t c, unsigned *stripe);
-uint32_t host_stripe_len(const struct host *h, const struct stripe *s,
-    uint64_t off);
-uint8_t *host_staging_get(struct host *h, unsigned *n);
-void host_staging_put(struct host *h, uint8_t *p, unsigned n);
 
 /* host-node.c */
 int host_node_start(struct mnode *n);
@@ -402,6 +401,7 @@ int host_arena_add_region(struct arena *ar, struct region *r);
 void host_arena_del_region(struct arena *ar, struct region *r);
 struct region *host_region_find(struct host_client *cl, uint64_t uaddr,
     struct arena **arp);
+void host_region_idle(struct region *r);
 int host_numa_pick(struct host *h, const char *addr);
 void host_numa_bind(struct host *h, void *mem, size_t len);
 void *host_numa_alloc(struct host *h, size_t len);
