@@ -26,7 +26,8 @@ struct work {
 	uint64_t len;
 	uint64_t seed;
 	bool write;
-	uint64_t nonzero, wrong, read; /* pages not zero, not the pattern; done */
+	uint64_t nonzero, wrong; /* pages read not zero, not the pattern */
+	uint64_t read;           /* bytes read */
 };
 
 /* The pattern word at byte offset off. */

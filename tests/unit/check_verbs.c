@@ -771,11 +771,12 @@ START_TEST(test_injected_completion_errors_close_cleanly)
 			cli.r = save;
 		}
 		want_done = issued;
-		ck_assert_msg(unit_run_until(base, p_done, 30000), "%d of %d ops done",
-		    cli.ops_done, issued);
+		ck_assert_msg(unit_run_until(base, p_done, 30000),
+		    "%d of %d ops done", cli.ops_done, issued);
 	}
-	ck_assert_msg(unit_run_until(base, p_both_closed, 30000), "no clean close: "
-	    "client closed %d server closed %d", cli.closed, srv.closed);
+	ck_assert_msg(unit_run_until(base, p_both_closed, 30000),
+	    "no clean close: client closed %d server closed %d", cli.closed,
+	    srv.closed);
 	for (int i = 0; i < issued; i++) {
 		ck_assert_int_eq(cli.calls[i], 1);
 		ok += cli.status[i] == 0;
@@ -885,8 +886,8 @@ START_TEST(test_killed_peer_completes_every_op_once)
 	unit_run_until(base, p_cli_closed, 500);
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
-	ck_assert_msg(unit_run_until(base, p_cli_closed, 20000), "no close after the "
-	    "peer died");
+	ck_assert_msg(unit_run_until(base, p_cli_closed, 20000),
+	    "no close after the peer died");
 	for (int i = 1; i <= 4; i++)
 		ck_assert_int_le(cli.calls[i], 1);
 	ck_assert_uint_eq(cli.closed_calls, 1);
