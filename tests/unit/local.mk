@@ -6,6 +6,7 @@ UNIT_TESTS = \
 	tests/unit/check_extent \
 	tests/unit/check_host_buffer \
 	tests/unit/check_host_fault \
+	tests/unit/check_host_path \
 	tests/unit/check_libfam \
 	tests/unit/check_proto \
 	tests/unit/check_render \
@@ -30,6 +31,9 @@ tests_unit_check_host_buffer_LDADD = $(LDADD) -lpthread
 tests_unit_check_host_fault_SOURCES = tests/unit/check_host_fault.c $(UNIT_HARNESS)
 tests_unit_check_host_fault_CFLAGS = $(AM_CFLAGS) -pthread
 tests_unit_check_host_fault_LDADD = $(LDADD) -lpthread
+tests_unit_check_host_path_SOURCES = tests/unit/check_host_path.c $(UNIT_HARNESS)
+tests_unit_check_host_path_CFLAGS = $(AM_CFLAGS) -pthread
+tests_unit_check_host_path_LDADD = $(LDADD) -lpthread
 tests_unit_check_transport_SOURCES = tests/unit/check_transport.c $(UNIT_HARNESS)
 tests_unit_check_transport_CFLAGS = $(AM_CFLAGS) -pthread
 tests_unit_check_transport_LDADD = $(LDADD) -lpthread

@@ -392,13 +392,33 @@ unit_famds_host(struct unit_famds *u)
 	return u->host.d.role_state;
 }
 
-/* Tells whether the host's first memory node is up. */
+/* Tells whether the host's first memory node (and its dpu) are up. */
 static bool
 unit_node_up(void *arg)
 {
 	struct host *h = unit_famds_host(arg);
 
-	return h != NULL && h->nodes[0].state == MN_UP;
+	return h != NULL && h->nodes[0].state == MN_UP &&
+	    (!h->has_dpu || h->dpu.state == MN_UP);
+}
+
+/* Tells whether the dpu has its memory node (it refuses hosts before). */
+static bool
+unit_dpu_ready(void *arg)
+{
+	struct unit_famds *u = arg;
+	json_t *st = json_pack("{s:[]}", "peers"), *peer;
+	size_t i;
+	bool up = false;
+
+	u->dpu.d.ops->status(&u->dpu.d, st);
+	json_array_foreach(json_object_get(st, "peers"), i, peer)
+		if (strcmp(json_string_value(json_object_get(peer, "role")),
+		    "memory") == 0)
+			up = strcmp(json_string_value(json_object_get(peer,
+			    "state")), "up") == 0;
+	json_decref(st);
+	return up;
 }
 
 /* Returns "key = def\n" unless keys set key themselves, else "". */
@@ -416,11 +436,12 @@ unit_default(const char *keys, const char *key, const char *def)
 }
 
 /*
- * Starts a memory role on a loopback port and a host role that uses it,
- * and runs the loop until the host is connected; 0 or -1.
+ * Starts a memory role on a loopback port, a dpu role in front of it when
+ * dpu is set, and a host role that uses them, and runs the loop until the
+ * host is connected; 0 or -1.
  */
-int
-unit_famds_start(struct unit_famds *u, const char *host_keys)
+static int
+unit_famds_run(struct unit_famds *u, const char *host_keys, bool dpu)
 {
 	const char *dir = unit_dir();
 	char *text;
@@ -441,11 +462,24 @@ unit_famds_start(struct unit_famds *u, const char *host_keys)
 	if (rc < 0 || (u->mem_addr = unit_role_listen(&u->mem, "memory")) ==
 	    NULL)
 		return -1;
+	if (dpu) {
+		text = xasprintf("[famd]\nrole = dpu\nnode_name = unit-dpu\n"
+		    "secret_file = %s/secret\nop_timeout = 1s\n"
+		    "[dpu]\nlisten = 127.0.0.1:0\nmemory_nodes = %s\n", dir,
+		    u->mem_addr);
+		rc = unit_role_start(&u->dpu, u->base, ROLE_DPU, text);
+		free(text);
+		if (rc < 0 || (u->dpu_addr = unit_role_listen(&u->dpu,
+		    "dpu")) == NULL ||
+		    !unit_run_until_arg(u->base, unit_dpu_ready, u, 5000))
+			return -1;
+	}
 	snprintf(u->session, sizeof u->session, "%s/session.sock", dir);
 	text = xasprintf("[famd]\nrole = host\nnode_name = unit-host\n"
 	    "secret_file = %s/secret\nop_timeout = 1s\n"
 	    "[host]\nmemory_nodes = %s\nsession_socket = %s\n"
-	    "arena_size = 1G\n%s%s%s%s", dir, u->mem_addr, u->session,
+	    "arena_size = 1G\n%s%s%s%s%s%s%s", dir, u->mem_addr, u->session,
+	    dpu ? "dpu = " : "", dpu ? u->dpu_addr : "", dpu ? "\n" : "",
 	    unit_default(host_keys, "buffer_size", "1M"),
 	    unit_default(host_keys, "chunk_size", "64K"),
 	    unit_default(host_keys, "prefetch", "0"),
@@ -457,14 +491,30 @@ unit_famds_start(struct unit_famds *u, const char *host_keys)
 	return unit_run_until_arg(u->base, unit_node_up, u, 5000) ? 0 : -1;
 }
 
+/* Starts a memory role and a host role that uses it; 0 or -1. */
+int
+unit_famds_start(struct unit_famds *u, const char *host_keys)
+{
+	return unit_famds_run(u, host_keys, false);
+}
+
+/* Starts a memory role, a dpu before it, and a host using both; 0 or -1. */
+int
+unit_famds_start_dpu(struct unit_famds *u, const char *host_keys)
+{
+	return unit_famds_run(u, host_keys, true);
+}
+
 /* Stops the host role, then the memory role. */
 void
 unit_famds_stop(struct unit_famds *u)
 {
 	unit_role_stop(&u->host);
+	unit_role_stop(&u->dpu);
 	unit_role_stop(&u->mem);
 	free(u->mem_addr);
-	u->mem_addr = NULL;
+	free(u->dpu_addr);
+	u->mem_addr = u->dpu_addr = NULL;
 	if (u->base != NULL)
 		event_base_free(u->base);
 	u->base = NULL;

@@ -79,12 +79,14 @@ bool unit_touch_wait(struct event_base *base, struct unit_touch *t, int ms);
  */
 struct unit_famds {
 	struct event_base *base;
-	struct unit_role mem, host;
-	char *mem_addr;
+	struct unit_role mem, dpu, host;
+	char *mem_addr, *dpu_addr;
 	char session[128];
 };
 
 int unit_famds_start(struct unit_famds *u, const char *host_keys);
+/* The same with a dpu role between them (the host's [host] dpu). */
+int unit_famds_start_dpu(struct unit_famds *u, const char *host_keys);
 void unit_famds_stop(struct unit_famds *u);
 struct host *unit_famds_host(struct unit_famds *u);
 
