@@ -204,6 +204,31 @@ START_TEST(test_refault_of_evicted_chunk_is_one_read_for_all_its_pages)
 }
 END_TEST
 
+/* A lower layer's news: asks the fault service for a kick. */
+static void
+ask_kick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	bool *asked = arg;
+
+	host_wake(unit_famds_host(&u), HOST_WAKE_KICK);
+	*asked = true;
+}
+
+START_TEST(test_wake_asked_in_a_callback_runs_in_the_same_iteration)
+{
+	struct host *h = unit_famds_host(&u);
+	bool asked = false;
+	struct event *ev = event_new(u.base, -1, 0, ask_kick_cb, &asked);
+
+	ck_assert_ptr_nonnull(ev);
+	event_active(ev, EV_READ, 0);
+	event_base_loop(u.base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+	ck_assert(asked);
+	ck_assert_uint_eq(h->wake_what, 0); /* its callback ran, too */
+	event_free(ev);
+}
+END_TEST
+
 static Suite *
 host_fault_suite(void)
 {
@@ -217,6 +242,7 @@ host_fault_suite(void)
 	tcase_add_test(t, test_fault_with_memory_node_gone_gets_sigbus_not_bytes);
 	tcase_add_test(t, test_fault_in_freed_region_gets_sigbus);
 	tcase_add_test(t, test_refault_of_evicted_chunk_is_one_read_for_all_its_pages);
+	tcase_add_test(t, test_wake_asked_in_a_callback_runs_in_the_same_iteration);
 	suite_add_tcase(s, t);
 	return s;
 }
