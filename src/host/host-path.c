@@ -1,22 +1,20 @@
 /*
- * host-path.c - which way a host's chunk reads and write-backs go: straight
- * to the memory node (direct) or through the dpu, chosen by `path`, changed
- * at run time (path.set), and, with fallback = direct, around a dpu that is
- * unreachable.
+ * host-path.c - which way a host's chunk reads and write-backs go:
+ * straight to the memory node (direct) or through the dpu, chosen by
+ * `path`, changed at run time (path.set), and, with fallback = direct,
+ * around a dpu that is unreachable.
  *
- * Each stripe has one path at a time (enum stripe_path in host.h) and
- * changes it only when none of its requests is out on the old one, so a
- * chunk is never fetched on one path while its write-back is still on the
- * other. Moving to direct puts up a fence on the memory node (an exclusive
- * REGION_ADOPT: what the dpu still forwards for the region is refused from
- * then on, so an old write cannot land after a newer one) and frees the
- * region on the dpu, whose cached copy could go stale while the host
- * writes by itself; moving to the dpu hands the region over afresh
- * (REGION_ADOPT through the dpu, with the memory node's key). A region made
- * through the dpu is adopted on its memory node at once, in the
- * background, so that it outlives the dpu.
- *
- * Everything here runs on the control loop.
+ * Owns: each stripe's path, its requests in flight on it (host_route,
+ * host_route_done), its adoption on the memory node.
+ * States of a stripe: on DIRECT or DPU (enum stripe_path, host.h),
+ *   SWITCHING while a fence or hand-over is out; it moves only when none
+ *   of its requests is out on the old path, so a chunk is never fetched
+ *   on one path while its write-back is still on the other. To direct: an
+ *   exclusive REGION_ADOPT fences the region on the memory node (what the
+ *   dpu still forwards is refused) and the dpu's copy is freed. To dpu: a
+ *   fresh hand-over (REGION_ADOPT through the dpu). A region made through
+ *   the dpu is adopted on its memory node at once, so it outlives the dpu.
+ * Locks: none; everything runs on the control loop.
  */
 #include "config.h"
 
