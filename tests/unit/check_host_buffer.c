@@ -88,6 +88,7 @@ start(const char *host_keys)
 	ck_assert_uint_eq(h->nframes, FRAMES);
 }
 
+/* Ends the session and stops the roles. */
 static void
 teardown(void)
 {
@@ -219,6 +220,7 @@ START_TEST(test_occupancy_and_dirty_counters)
 }
 END_TEST
 
+/* The suite's tests. */
 static Suite *
 host_buffer_suite(void)
 {
@@ -236,6 +238,7 @@ host_buffer_suite(void)
 	return s;
 }
 
+/* Runs the suite; exits 0 when every test passed. */
 int
 main(void)
 {

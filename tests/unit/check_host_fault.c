@@ -81,6 +81,7 @@ the_region(void)
 	return h->clients->regions;
 }
 
+/* Starts the roles and opens the program's session. */
 static void
 setup(void)
 {
@@ -88,6 +89,7 @@ setup(void)
 	ck_assert_int_eq(unit_prog_open(&prog, u.base, u.session), 0);
 }
 
+/* Ends the session and stops the roles. */
 static void
 teardown(void)
 {
@@ -229,6 +231,7 @@ START_TEST(test_wake_asked_in_a_callback_runs_in_the_same_iteration)
 }
 END_TEST
 
+/* The suite's tests. */
 static Suite *
 host_fault_suite(void)
 {
@@ -247,6 +250,7 @@ host_fault_suite(void)
 	return s;
 }
 
+/* Runs the suite; exits 0 when every test passed. */
 int
 main(void)
 {

@@ -77,6 +77,7 @@ start(const char *host_keys)
 	    0);
 }
 
+/* Ends the session and stops the roles. */
 static void
 teardown(void)
 {
@@ -199,6 +200,7 @@ START_TEST(test_dpu_down_falls_back_to_direct)
 }
 END_TEST
 
+/* The suite's tests. */
 static Suite *
 host_path_suite(void)
 {
@@ -216,6 +218,7 @@ host_path_suite(void)
 	return s;
 }
 
+/* Runs the suite; exits 0 when every test passed. */
 int
 main(void)
 {
