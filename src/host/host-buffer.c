@@ -1,23 +1,20 @@
 /*
  * host-buffer.c - the node-wide buffer: `buffer_size` bytes of frames
- * shared by every region of every program, and the eviction that keeps
- * room in it.
+ * shared by every region of every program, the staging slots reads land
+ * in, and the eviction that keeps room.
  *
- * What the policy can see: a fault handler never sees hits on resident
- * pages. famd sees a chunk's first fault (or its read-ahead) and every write
- * to it after the hand re-protects it, so `clock` gives a second chance to
- * chunks faulted in at random or written since the hand last passed, and
- * re-arms write protection on dirty chunks as the hand passes them so that
- * later writes count again. Chunks of a sequential run (read ahead, or
- * faulted while the run lasts) get no second chance, so a stream does not
- * push out what is used at random. Reads of a resident clean chunk are
- * invisible: for a read-mostly working set it is FIFO with a second chance
- * on random arrival. `fifo` evicts in arrival order, to measure against.
- *
- * Eviction of a clean chunk punches it out of the memfd at once (the next
- * touch faults again). A dirty chunk is write-protected, written back from
- * famd's own mapping, and punched when the memory node has it, unless the
- * program wrote to it meanwhile (then it stays, dirty).
+ * Owns: frames (free list, hand, evict_gen), staging slots, write-backs in
+ * flight (at most MAX_WRITEBACKS), the clean/dirty counts.
+ * Chunk states it moves: RESIDENT -> ABSENT (clean: punched at once),
+ *   RESIDENT -> EVICTING -> ABSENT (dirty: write-protected, written back
+ *   from famd's mapping, punched; written again meanwhile: stays RESIDENT,
+ *   dirty).
+ * Policy: `clock` gives a second chance to chunks faulted at random or
+ * written since the hand passed (and re-protects dirty ones as it passes,
+ * so later writes count); chunks of a sequential run get none. `fifo`
+ * evicts in arrival order. Above high_watermark, background eviction runs
+ * down to low_watermark.
+ * Locks: none; everything runs on the control loop.
  */
 #include "config.h"
 
@@ -274,7 +271,7 @@ writeback_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 	r->busy--;
 	if (r->dying) {
 		host_region_idle(r);
-		host_fetch_kick(h);
+		host_wake(h, HOST_WAKE_KICK);
 		return;
 	}
 	if (status < 0) {
@@ -302,7 +299,7 @@ writeback_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 		chunk_evict(h, r, (uint64_t)(ch - r->chunks));
 		h->stats.evictions_dirty++;
 	}
-	host_fetch_kick(h);
+	host_wake(h, HOST_WAKE_KICK);
 }
 
 /*

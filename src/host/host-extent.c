@@ -1,13 +1,17 @@
 /*
- * host-extent.c - the free space of an arena: a list of extents (ranges of
- * chunks) sorted by offset, none empty, none touching the next, that
- * regions are carved from and given back to.
+ * host-extent.c - an arena's space: its free list (extents, ranges of
+ * chunks sorted by offset, none empty, none touching the next, that
+ * regions are carved from and given back to) and its regions sorted by
+ * offset, by which a fault's address finds its region; and
+ * host_region_idle(), by which any layer tells the sessions (through
+ * h->region_gone) that a dying region's last operation is over.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "host/host.h"
 
@@ -102,4 +106,82 @@ host_extent_free(struct extent **list)
 		free(e);
 	}
 	*list = NULL;
+}
+
+/* Adds r to its arena's sorted region table. */
+int
+host_arena_add_region(struct arena *ar, struct region *r)
+{
+	size_t i;
+
+	if (ar->nregions == ar->cap) {
+		size_t cap = ar->cap ? ar->cap * 2 : 16;
+		struct region **n = realloc(ar->regions, cap * sizeof *n);
+
+		if (n == NULL)
+			return -ENOMEM;
+		ar->regions = n;
+		ar->cap = cap;
+	}
+	for (i = ar->nregions; i > 0 && ar->regions[i - 1]->off > r->off; i--)
+		ar->regions[i] = ar->regions[i - 1];
+	ar->regions[i] = r;
+	ar->nregions++;
+	return 0;
+}
+
+/* Removes r from its arena's region table. */
+void
+host_arena_del_region(struct arena *ar, struct region *r)
+{
+	for (size_t i = 0; i < ar->nregions; i++)
+		if (ar->regions[i] == r) {
+			memmove(&ar->regions[i], &ar->regions[i + 1],
+			    (ar->nregions - i - 1) * sizeof *ar->regions);
+			ar->nregions--;
+			return;
+		}
+}
+
+/* Finds the region holding the program's address uaddr. */
+struct region *
+host_region_find(struct host_client *cl, uint64_t uaddr, struct arena **arp)
+{
+	for (struct arena *ar = cl->arenas; ar != NULL; ar = ar->next) {
+		size_t lo = 0, hi;
+		uint64_t off;
+
+		if (ar->uaddr == 0 || uaddr < ar->uaddr ||
+		    uaddr >= ar->uaddr + ar->size)
+			continue;
+		off = uaddr - ar->uaddr;
+		hi = ar->nregions;
+		while (lo < hi) {
+			size_t mid = (lo + hi) / 2;
+			struct region *r = ar->regions[mid];
+
+			if (off < r->off)
+				hi = mid;
+			else if (off >= r->off + r->size)
+				lo = mid + 1;
+			else {
+				if (arp != NULL)
+					*arp = ar;
+				return r->dying ? NULL : r;
+			}
+		}
+		return NULL;
+	}
+	return NULL;
+}
+
+/*
+ * Tells the region's owner when the last operation of a dying region has
+ * completed (h->region_gone, set by the sessions).
+ */
+void
+host_region_idle(struct region *r)
+{
+	if (r->dying && r->busy == 0 && r->cl->h->region_gone != NULL)
+		r->cl->h->region_gone(r);
 }

@@ -1,23 +1,19 @@
 /*
- * host-fault.c - serves the page faults of programs: reads fault messages
- * in batches, brings each chunk in once however many threads fault on it
- * (zero-filled locally if it was never written, else read from its memory
- * node), reads ahead of sequential runs, and sends SIGBUS to a thread whose
- * fault cannot be served. A fault never gets wrong data.
+ * host-fault.c - the fault service: programs' page faults and the chunk
+ * fetches that serve them.
  *
- * Fetches wait in two queues (faults first, then read-ahead) for a buffer
- * frame, a staging buffer and a slot under max_fetches; a fetch whose
- * memory node is unreachable is parked until the node returns or its
- * deadline (op_timeout) passes. Fetches queued one after the other for
- * chunks that follow each other on one memory node go out as one read (up
- * to FETCH_RUN_BYTES) into adjacent staging buffers, and are installed
- * with one UFFDIO_COPY when they are adjacent in the program too; each
- * chunk still succeeds or fails on its own, and a read that fails fails
- * (or parks) every chunk of it. Such a read is routed once, like a read
- * of one chunk (host-path.c: to the memory node, or through the dpu), and
- * holds its stripe on that path until it completes; when it fails, its
- * chunks are parked one by one (a read the dpu failed gets a new deadline
- * to go direct) and go out again on whatever path is right by then.
+ * Owns: the fetch queues (demand, read-ahead, parked), the reads in flight
+ * (h->inflight), read-ahead windows, installs (UFFDIO_COPY), SIGBUS for a
+ * fault that cannot be served (never wrong data), and h->wake, the
+ * deferred wake-up lower layers activate (host_wake).
+ * A fetch: queued -> frame reserved -> read out (or zero-filled) ->
+ *   installed; or parked while its stripe cannot be reached, until its node
+ *   returns or op_timeout passes; or failed (its waiters get SIGBUS).
+ * Fetches of chunks that follow each other on one memory node go out as
+ * one read (up to FETCH_RUN_BYTES), routed once, and go in with one
+ * UFFDIO_COPY when adjacent in the program; each chunk succeeds or fails
+ * on its own. A read the dpu failed gets a new deadline to go direct.
+ * Locks: none; everything runs on the control loop.
  */
 #include "config.h"
 
@@ -340,10 +336,119 @@ queue_pop(struct fetch **head, struct fetch **tail)
 	return f;
 }
 
+/* Takes f, the head of its queue (demand or read-ahead), off it. */
+static void
+fetch_dequeue(struct host *h, struct fetch *f, bool demand)
+{
+	if (demand) {
+		if ((h->demandq = f->next) == NULL)
+			h->demandq_tail = NULL;
+	} else if ((h->prefetchq = f->next) == NULL)
+		h->prefetchq_tail = NULL;
+}
+
 /*
- * Starts what the queues allow: frames for waiting fetches (evicting for
- * faults, never for read-ahead), zero-fills at once, reads up to
- * max_fetches. A fault that waited op_timeout for room fails.
+ * Gives f a frame (evicting for a fetch a thread waits for, never for
+ * read-ahead): 0 when it has one, -EAGAIN when it waits for a write-back
+ * to make room, or the status to fail it with: -ENOSPC (no room to read
+ * ahead), -ENOBUFS (a fault waited op_timeout for room: the buffer is
+ * full of dirty chunks whose memory node is unreachable).
+ */
+static int
+fetch_frame(struct host *h, struct fetch *f, bool urgent, uint64_t limit)
+{
+	int64_t fr;
+
+	if (f->frame >= 0)
+		return 0;
+	fr = host_frame_get(h);
+	if (fr < 0 && !urgent)
+		return -ENOSPC;
+	while (fr < 0 && host_evict_for_room(h))
+		fr = host_frame_get(h);
+	if (fr < 0 && mono_ns() - f->start_ns >= limit)
+		return -ENOBUFS;
+	if (fr < 0) {
+		if (!f->counted_wait) {
+			h->stats.fault_waits_for_room++;
+			f->counted_wait = true;
+		}
+		return -EAGAIN;
+	}
+	f->frame = fr;
+	h->frames[fr].r = f->r;
+	h->frames[fr].chunk = f->chunk;
+	return 0;
+}
+
+/*
+ * Sends the read of f, the head of its queue, and of the fetches after it
+ * that continue it on the same memory node (one read, one route), or
+ * parks or fails f when its stripe cannot be reached now.
+ */
+static void
+fetch_send(struct host *h, struct fetch *f, bool demand, bool urgent,
+    unsigned max)
+{
+	struct fam_conn *conn;
+	const struct fam_remote *remote;
+	struct fam_mr *mr;
+	struct fetch *last = f;
+	unsigned si, n;
+	uint64_t off = host_stripe_offset(h, f->r, f->chunk, &si);
+	struct stripe *s = &f->r->stripes[si];
+	uint32_t len;
+	bool via_dpu;
+	int rc = host_route(h, s, !urgent, &conn, &mr, &remote);
+
+	if (rc < 0) {
+		fetch_dequeue(h, f, demand);
+		if (rc == -EIO)
+			fetch_complete(h, f, -EIO);
+		else
+			queue_push(&h->parked, &h->parked_tail, f);
+		return;
+	}
+	via_dpu = h->has_dpu && (conn == h->dpu.conn || conn == h->dpu.bg);
+	len = host_stripe_len(h, s, off);
+	n = len == h->chunk ? fetch_run_len(h, f, off, via_dpu,
+	    max - h->inflight) : 1;
+	f->staging = host_staging_get(h, &n);
+	/* f and the n - 1 fetches after it in its queue: one read. */
+	for (unsigned i = 0; i < n; i++) {
+		struct fetch *g = demand ?
+		    queue_pop(&h->demandq, &h->demandq_tail) :
+		    queue_pop(&h->prefetchq, &h->prefetchq_tail);
+
+		g->staging = f->staging + ((size_t)i << h->chunk_shift);
+		g->via_dpu = via_dpu;
+		last->run = g == f ? NULL : g;
+		last = g;
+	}
+	last->run = NULL;
+	f->nrun = n;
+	f->s = s;
+	if (len < h->chunk) /* the end of a file: zeros after it */
+		memset(f->staging + len, 0, h->chunk - len);
+	rc = fam_conn_readf(conn, remote, off,
+	    (uint32_t)(((uint64_t)(n - 1) << h->chunk_shift) + len),
+	    f->staging, mr, urgent ? 0 : FAM_F_BACKGROUND, fetch_done, f);
+	if (rc < 0) {
+		f->s = NULL;
+		host_route_done(h, s);
+		host_staging_put(h, f->staging, n);
+		fetch_run_failed(h, f, rc);
+		return;
+	}
+	h->inflight += n;
+	h->stats.reads++;
+	h->stats.reads_coalesced += n > 1;
+}
+
+/*
+ * Starts what the queues allow: frames for waiting fetches, zero-fills at
+ * once, reads up to max_fetches. A fault that waited op_timeout for room
+ * fails.
  */
 void
 host_fetch_kick(struct host *h)
@@ -354,128 +459,29 @@ host_fetch_kick(struct host *h)
 	if (max > h->nstaging)
 		max = h->nstaging;
 	for (;;) {
-		struct fetch *f;
 		bool demand = h->demandq != NULL, urgent;
+		struct fetch *f = demand ? h->demandq : h->prefetchq;
 		int status = 0;
-		struct stripe *s;
-		struct fam_conn *conn;
-		const struct fam_remote *remote;
-		struct fam_mr *mr;
-		struct fetch *last;
-		unsigned si, n;
-		uint64_t off;
-		uint32_t len;
-		bool via_dpu;
-		int rc;
 
-		f = demand ? h->demandq : h->prefetchq;
 		if (f == NULL)
 			return;
 		urgent = demand || f->nwaiters > 0; /* a thread waits for it */
-		if (f->r->dying || f->r->cl->dead) {
-			goto dequeue_complete;
-		}
-		if (f->frame < 0) {
-			int64_t fr = host_frame_get(h);
-
-			if (fr < 0 && !urgent) {
-				status = -ENOSPC; /* no room to read ahead */
-				goto dequeue_complete;
-			}
-			while (fr < 0 && host_evict_for_room(h))
-				fr = host_frame_get(h);
-			if (fr < 0 && mono_ns() - f->start_ns >= limit) {
-				/*
-				 * The buffer is full of dirty chunks that
-				 * could not be written back in op_timeout
-				 * (their memory node is unreachable).
-				 */
-				status = -ENOBUFS;
-				goto dequeue_complete;
-			}
-			if (fr < 0) {
-				if (!f->counted_wait) {
-					h->stats.fault_waits_for_room++;
-					f->counted_wait = true;
-				}
+		if (!f->r->dying && !f->r->cl->dead) {
+			status = fetch_frame(h, f, urgent, limit);
+			if (status == -EAGAIN)
 				return; /* a write-back will make room */
+			if (status == 0 && !f->zero) {
+				if (h->inflight >= max || h->nstaging_free == 0)
+					return;
+				fetch_send(h, f, demand, urgent, max);
+				continue;
 			}
-			f->frame = fr;
-			h->frames[fr].r = f->r;
-			h->frames[fr].chunk = f->chunk;
-		}
-		if (f->zero) {
-			if (urgent)
+			if (status == 0 && urgent)
 				h->stats.zero_fills++;
-			else
+			else if (status == 0)
 				h->stats.prefetch_zero++;
-			goto dequeue_complete;
 		}
-		if (h->inflight >= max || h->nstaging_free == 0)
-			return;
-		off = host_stripe_offset(h, f->r, f->chunk, &si);
-		s = &f->r->stripes[si];
-		rc = host_route(h, s, !urgent, &conn, &mr, &remote);
-		if (rc < 0) {
-			if (demand ? (h->demandq = f->next) == NULL :
-			    (h->prefetchq = f->next) == NULL) {
-				if (demand)
-					h->demandq_tail = NULL;
-				else
-					h->prefetchq_tail = NULL;
-			}
-			if (rc == -EIO)
-				fetch_complete(h, f, -EIO);
-			else
-				queue_push(&h->parked, &h->parked_tail, f);
-			continue;
-		}
-		via_dpu = h->has_dpu && (conn == h->dpu.conn ||
-		    conn == h->dpu.bg);
-		len = host_stripe_len(h, s, off);
-		n = len == h->chunk ? fetch_run_len(h, f, off, via_dpu,
-		    max - h->inflight) : 1;
-		f->staging = host_staging_get(h, &n);
-		/*
-		 * f and the n - 1 fetches after it in its queue (the same
-		 * stripe): one read, on the route just taken for f.
-		 */
-		last = f;
-		for (unsigned i = 0; i < n; i++) {
-			struct fetch *g = demand ?
-			    queue_pop(&h->demandq, &h->demandq_tail) :
-			    queue_pop(&h->prefetchq, &h->prefetchq_tail);
-
-			g->staging = f->staging + ((size_t)i << h->chunk_shift);
-			g->via_dpu = via_dpu;
-			last->run = g == f ? NULL : g;
-			last = g;
-		}
-		last->run = NULL;
-		f->nrun = n;
-		f->s = s;
-		if (len < h->chunk) /* the end of a file: zeros after it */
-			memset(f->staging + len, 0, h->chunk - len);
-		rc = fam_conn_readf(conn, remote, off,
-		    (uint32_t)(((uint64_t)(n - 1) << h->chunk_shift) + len),
-		    f->staging, mr, urgent ? 0 : FAM_F_BACKGROUND, fetch_done, f);
-		if (rc < 0) {
-			f->s = NULL;
-			host_route_done(h, s);
-			host_staging_put(h, f->staging, n);
-			fetch_run_failed(h, f, rc);
-			continue;
-		}
-		h->inflight += n;
-		h->stats.reads++;
-		h->stats.reads_coalesced += n > 1;
-		continue;
-dequeue_complete:
-		if (demand) {
-			if ((h->demandq = f->next) == NULL)
-				h->demandq_tail = NULL;
-		} else if ((h->prefetchq = f->next) == NULL)
-			h->prefetchq_tail = NULL;
+		fetch_dequeue(h, f, demand);
 		fetch_complete(h, f, status);
 	}
 }
@@ -507,6 +513,38 @@ host_fetch_unpark(struct host *h)
 			    &h->prefetchq_tail, f);
 	}
 	host_fetch_kick(h);
+}
+
+/* The deferred wake-up: runs what lower layers asked for (host_wake). */
+static void
+fault_wake_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct host *h = arg;
+	unsigned want = h->wake_what;
+
+	h->wake_what = 0;
+	if (want & HOST_WAKE_UNPARK)
+		host_fetch_unpark(h);
+	else if (want & HOST_WAKE_KICK)
+		host_fetch_kick(h);
+}
+
+/* Creates the deferred wake-up on the host's loop; 0 or -ENOMEM. */
+int
+host_fault_init(struct host *h)
+{
+	h->wake = event_new(h->base, -1, 0, fault_wake_cb, h);
+	return h->wake != NULL ? 0 : -ENOMEM;
+}
+
+/* Frees the deferred wake-up (whatever it was still asked for is dropped). */
+void
+host_fault_fini(struct host *h)
+{
+	if (h->wake != NULL)
+		event_free(h->wake);
+	h->wake = NULL;
+	h->wake_what = 0;
 }
 
 /* Queues the fetch of absent chunk c of r; tid > 0 for a fault. */

@@ -1,22 +1,20 @@
 /*
- * host-path.c - which way a host's chunk reads and write-backs go: straight
- * to the memory node (direct) or through the dpu, chosen by `path`, changed
- * at run time (path.set), and, with fallback = direct, around a dpu that is
- * unreachable.
+ * host-path.c - which way a host's chunk reads and write-backs go:
+ * straight to the memory node (direct) or through the dpu, chosen by
+ * `path`, changed at run time (path.set), and, with fallback = direct,
+ * around a dpu that is unreachable.
  *
- * Each stripe has one path at a time (enum stripe_path in host.h) and
- * changes it only when none of its requests is out on the old one, so a
- * chunk is never fetched on one path while its write-back is still on the
- * other. Moving to direct puts up a fence on the memory node (an exclusive
- * REGION_ADOPT: what the dpu still forwards for the region is refused from
- * then on, so an old write cannot land after a newer one) and frees the
- * region on the dpu, whose cached copy could go stale while the host
- * writes by itself; moving to the dpu hands the region over afresh
- * (REGION_ADOPT through the dpu, with the memory node's key). A region made
- * through the dpu is adopted on its memory node at once, in the
- * background, so that it outlives the dpu.
- *
- * Everything here runs on the control loop.
+ * Owns: each stripe's path, its requests in flight on it (host_route,
+ * host_route_done), its adoption on the memory node.
+ * States of a stripe: on DIRECT or DPU (enum stripe_path, host.h),
+ *   SWITCHING while a fence or hand-over is out; it moves only when none
+ *   of its requests is out on the old path, so a chunk is never fetched
+ *   on one path while its write-back is still on the other. To direct: an
+ *   exclusive REGION_ADOPT fences the region on the memory node (what the
+ *   dpu still forwards is refused) and the dpu's copy is freed. To dpu: a
+ *   fresh hand-over (REGION_ADOPT through the dpu). A region made through
+ *   the dpu is adopted on its memory node at once, so it outlives the dpu.
+ * Locks: none; everything runs on the control loop.
  */
 #include "config.h"
 
@@ -29,23 +27,6 @@
 
 #define PATH_RETRY_NS     (1000ull * 1000000u) /* after a failed hand-over */
 #define PATH_TICK_SWITCHES 64                  /* idle stripes moved a tick */
-
-/* Returns true when the dpu is connected. */
-bool
-host_dpu_usable(const struct host *h)
-{
-	return h->has_dpu && h->dpu.state == MN_UP && h->dpu.conn != NULL;
-}
-
-/* Returns the memory node running instance, or NULL. */
-struct mnode *
-host_node_by_instance(struct host *h, uint64_t instance)
-{
-	for (unsigned i = 0; i < h->nnodes; i++)
-		if (instance != 0 && h->nodes[i].instance == instance)
-			return &h->nodes[i];
-	return NULL;
-}
 
 /* Returns true when the stripe's memory node is up, as the stripe knew it. */
 static bool
@@ -254,7 +235,7 @@ switch_direct_done(void *ctx, int status, const uint8_t *payload,
 		    strerror(-status));
 	}
 	host_region_idle(r);
-	host_fetch_unpark(h);
+	host_wake(h, HOST_WAKE_UNPARK);
 }
 
 /* Completion of the hand-over to the dpu: the stripe goes through it. */
@@ -293,7 +274,7 @@ switch_dpu_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 		    (unsigned long long)r->handle, strerror(-status));
 	}
 	host_region_idle(r);
-	host_fetch_unpark(h);
+	host_wake(h, HOST_WAKE_UNPARK);
 }
 
 /* Starts moving an idle stripe to path `to`. */
@@ -439,7 +420,7 @@ host_path_set(struct host *h, int path, const char *why)
 	log_notice("host: path is now %s (%s)", path == CFG_PATH_DPU ? "dpu" :
 	    "direct", why);
 	host_path_tick(h);
-	host_fetch_unpark(h);
+	host_wake(h, HOST_WAKE_UNPARK);
 }
 
 /* Describes the path settings and where the stripes are. */

@@ -151,73 +151,6 @@ arena_free(struct host *h, struct arena *ar)
 	free(ar);
 }
 
-/* Adds r to its arena's sorted region table. */
-static int
-arena_add_region(struct arena *ar, struct region *r)
-{
-	size_t i;
-
-	if (ar->nregions == ar->cap) {
-		size_t cap = ar->cap ? ar->cap * 2 : 16;
-		struct region **n = realloc(ar->regions, cap * sizeof *n);
-
-		if (n == NULL)
-			return -ENOMEM;
-		ar->regions = n;
-		ar->cap = cap;
-	}
-	for (i = ar->nregions; i > 0 && ar->regions[i - 1]->off > r->off; i--)
-		ar->regions[i] = ar->regions[i - 1];
-	ar->regions[i] = r;
-	ar->nregions++;
-	return 0;
-}
-
-/* Removes r from its arena's region table. */
-static void
-arena_del_region(struct arena *ar, struct region *r)
-{
-	for (size_t i = 0; i < ar->nregions; i++)
-		if (ar->regions[i] == r) {
-			memmove(&ar->regions[i], &ar->regions[i + 1],
-			    (ar->nregions - i - 1) * sizeof *ar->regions);
-			ar->nregions--;
-			return;
-		}
-}
-
-/* Finds the region holding the program's address uaddr. */
-struct region *
-host_region_find(struct host_client *cl, uint64_t uaddr, struct arena **arp)
-{
-	for (struct arena *ar = cl->arenas; ar != NULL; ar = ar->next) {
-		size_t lo = 0, hi;
-		uint64_t off;
-
-		if (ar->uaddr == 0 || uaddr < ar->uaddr ||
-		    uaddr >= ar->uaddr + ar->size)
-			continue;
-		off = uaddr - ar->uaddr;
-		hi = ar->nregions;
-		while (lo < hi) {
-			size_t mid = (lo + hi) / 2;
-			struct region *r = ar->regions[mid];
-
-			if (off < r->off)
-				hi = mid;
-			else if (off >= r->off + r->size)
-				lo = mid + 1;
-			else {
-				if (arp != NULL)
-					*arp = ar;
-				return r->dying ? NULL : r;
-			}
-		}
-		return NULL;
-	}
-	return NULL;
-}
-
 static void region_free_remote(struct host *h, struct region *r);
 
 /*
@@ -286,7 +219,7 @@ host_region_free(struct region *r)
 		    FALLOC_FL_KEEP_SIZE, (off_t)r->off, (off_t)r->size) < 0)
 			log_warn("session pid %ld: punching a freed region: %s",
 			    (long)cl->pid, strerror(errno));
-		arena_del_region(r->ar, r);
+		host_arena_del_region(r->ar, r);
 		if (host_extent_give(&r->ar->free, r->off >> h->chunk_shift,
 		    r->size >> h->chunk_shift) < 0)
 			log_err("out of memory returning arena space; it is "
@@ -303,14 +236,6 @@ host_region_free(struct region *r)
 		r->listed = false;
 	}
 	if (r->busy == 0)
-		region_destroy(r);
-}
-
-/* Called when the last operation of a dying region completes. */
-void
-host_region_idle(struct region *r)
-{
-	if (r->dying && r->busy == 0)
 		region_destroy(r);
 }
 
@@ -439,7 +364,7 @@ region_place(struct host_client *cl, struct region *r, uint64_t align,
 	r->off = (uint64_t)off << h->chunk_shift;
 	r->nchunks = len;
 	r->chunks = calloc(len, sizeof *r->chunks);
-	if (r->chunks == NULL || arena_add_region(ar, r) < 0) {
+	if (r->chunks == NULL || host_arena_add_region(ar, r) < 0) {
 		if (host_extent_give(&ar->free, (uint64_t)off, len) < 0)
 			log_err("out of memory returning arena space; it is "
 			    "leaked");
@@ -1060,6 +985,7 @@ host_session_open(struct host *h, char **cause)
 	mode_t mode = 0666;
 	int fd;
 
+	h->region_gone = region_destroy;
 	if (strlen(path) >= sizeof sun.sun_path) {
 		*cause = xasprintf("session_socket %s: path too long", path);
 		return -1;

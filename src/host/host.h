@@ -27,11 +27,12 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <event2/event.h>
+
 #include "wire/session.h"
 #include "core/famd.h"
 #include "transport/transport.h"
 
-struct event;
 struct host;
 struct host_client;
 
@@ -302,31 +303,35 @@ struct host {
 	uint8_t *zero;
 	struct event *tick;
 	bool stopping;
+	/* calls up, registered from above (lower layers call only these) */
+	struct event *wake;      /* the deferred wake-up (host_wake) */
+	unsigned wake_what;      /* HOST_WAKE_* asked for since it last ran */
+	void (*node_up)(struct host *h, struct mnode *n, bool resumed);
+	void (*region_gone)(struct region *r); /* dying and idle: free it */
 	struct host_stats stats;
 };
 
-/* host-role.c */
-void host_node_lost(struct host *h, struct mnode *n);
-void host_admin_register(void);
-bool host_node_usable(const struct host *h, const struct stripe *s);
-void host_node_free(struct mnode *n, uint64_t instance, uint32_t region);
-struct fam_conn *host_node_conn(const struct stripe *s, bool background,
-    struct fam_mr **mr);
-bool host_dpu_usable(const struct host *h);
+/*
+ * What the deferred wake-up does: the fault service's callback on h->wake,
+ * which lower layers activate (in the loop's current iteration) instead of
+ * calling up.
+ */
+#define HOST_WAKE_KICK   0x01 /* start what the fetch queues allow */
+#define HOST_WAKE_UNPARK 0x02 /* parked fetches back to the queues, kick */
 
-/* host-path.c */
-int host_route(struct host *h, struct stripe *s, bool background,
-    struct fam_conn **conn, struct fam_mr **mr,
-    const struct fam_remote **remote);
-void host_route_done(struct host *h, struct stripe *s);
-void host_stripe_adopt(struct host *h, struct stripe *s);
-void host_stripe_free(struct host *h, struct stripe *s);
-void host_path_node_up(struct host *h, struct mnode *n, bool resumed);
-void host_path_tick(struct host *h);
-void host_path_set(struct host *h, int path, const char *why);
-void host_region_advise(struct host *h, struct region *r);
-struct mnode *host_node_by_instance(struct host *h, uint64_t instance);
-json_t *host_path_json(struct host *h);
+/* Asks the fault service to run `what` (HOST_WAKE_*) in this iteration. */
+static inline void
+host_wake(struct host *h, unsigned what)
+{
+	h->wake_what |= what;
+	if (h->wake != NULL)
+		event_active(h->wake, EV_READ, 0);
+}
+
+/* The layers, top down: each file calls only those below it. */
+
+/* host-role.c */
+void host_admin_register(void);
 
 /* host-session.c */
 int host_session_open(struct host *h, char **cause);
@@ -335,23 +340,11 @@ void host_client_release(struct host_client *cl);
 void host_session_retry(struct host *h);
 void host_client_put(struct host_client *cl);
 void host_region_free(struct region *r);
-void host_region_idle(struct region *r);
-struct region *host_region_find(struct host_client *cl, uint64_t uaddr,
-    struct arena **arp);
 json_t *host_clients_json(struct host *h);
 
-/* host-extent.c */
-int64_t host_extent_take(struct extent **list, uint64_t len, uint64_t align);
-int host_extent_give(struct extent **list, uint64_t off, uint64_t len);
-void host_extent_free(struct extent **list);
-
-/* host-numa.c */
-int host_numa_pick(struct host *h, const char *addr);
-void host_numa_bind(struct host *h, void *mem, size_t len);
-void *host_numa_alloc(struct host *h, size_t len);
-void host_numa_free(void *mem, size_t len);
-
 /* host-fault.c */
+int host_fault_init(struct host *h);
+void host_fault_fini(struct host *h);
 void host_uffd_cb(int fd, short what, void *arg);
 void host_fetch_kick(struct host *h);
 void host_fetch_unpark(struct host *h);
@@ -374,5 +367,44 @@ uint32_t host_stripe_len(const struct host *h, const struct stripe *s,
     uint64_t off);
 uint8_t *host_staging_get(struct host *h, unsigned *n);
 void host_staging_put(struct host *h, uint8_t *p, unsigned n);
+
+/* host-path.c */
+int host_route(struct host *h, struct stripe *s, bool background,
+    struct fam_conn **conn, struct fam_mr **mr,
+    const struct fam_remote **remote);
+void host_route_done(struct host *h, struct stripe *s);
+void host_stripe_adopt(struct host *h, struct stripe *s);
+void host_stripe_free(struct host *h, struct stripe *s);
+void host_path_node_up(struct host *h, struct mnode *n, bool resumed);
+void host_path_tick(struct host *h);
+void host_path_set(struct host *h, int path, const char *why);
+void host_region_advise(struct host *h, struct region *r);
+json_t *host_path_json(struct host *h);
+
+/* host-node.c */
+int host_node_start(struct mnode *n);
+void host_node_close(struct mnode *n);
+void host_node_fini(struct mnode *n);
+bool host_nodes_open(const struct host *h);
+bool host_node_usable(const struct host *h, const struct stripe *s);
+void host_node_free(struct mnode *n, uint64_t instance, uint32_t region);
+struct fam_conn *host_node_conn(const struct stripe *s, bool background,
+    struct fam_mr **mr);
+bool host_dpu_usable(const struct host *h);
+struct mnode *host_node_by_instance(struct host *h, uint64_t instance);
+
+/* host-extent.c, host-numa.c, host-uffd.c: leaves, below every layer */
+int64_t host_extent_take(struct extent **list, uint64_t len, uint64_t align);
+int host_extent_give(struct extent **list, uint64_t off, uint64_t len);
+void host_extent_free(struct extent **list);
+int host_arena_add_region(struct arena *ar, struct region *r);
+void host_arena_del_region(struct arena *ar, struct region *r);
+struct region *host_region_find(struct host_client *cl, uint64_t uaddr,
+    struct arena **arp);
+void host_region_idle(struct region *r);
+int host_numa_pick(struct host *h, const char *addr);
+void host_numa_bind(struct host *h, void *mem, size_t len);
+void *host_numa_alloc(struct host *h, size_t len);
+void host_numa_free(void *mem, size_t len);
 
 #endif /* FAM_HOST_H */

@@ -3,6 +3,7 @@ src_libfamdcore_la_SOURCES += \
 	src/host/host.h \
 	src/host/host-uffd.h \
 	src/host/host-role.c \
+	src/host/host-node.c \
 	src/host/host-buffer.c \
 	src/host/host-extent.c \
 	src/host/host-fault.c \

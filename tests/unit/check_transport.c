@@ -20,6 +20,7 @@
 
 #include "core/famd.h"
 #include "transport/transport.h"
+#include "unit.h"
 
 #define MEM_SIZE (4u << 20)
 /*
@@ -242,21 +243,6 @@ cli_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 		cli.closed_before_ops = true;
 }
 
-/* Runs the loop until pred() holds or ms pass; returns pred(). */
-static bool
-run_until(bool (*pred)(void), int ms)
-{
-	uint64_t end = mono_ns() + (uint64_t)ms * 1000000u;
-
-	while (!pred() && mono_ns() < end) {
-		struct timeval tv = { 0, 2000 };
-
-		event_base_loopexit(base, &tv);
-		event_base_loop(base, EVLOOP_ONCE);
-	}
-	return pred();
-}
-
 static int want_done;
 
 /* True once the client's hello is answered (or it closed). */
@@ -373,7 +359,7 @@ teardown(void)
 		fam_conn_close(cli.c);
 	if (srv.c != NULL)
 		fam_conn_close(srv.c);
-	run_until(p_both_closed, T_WAIT);
+	unit_run_until(base, p_both_closed, T_WAIT);
 	if (srv.l != NULL)
 		fam_listener_free(srv.l);
 	event_base_free(base);
@@ -388,7 +374,7 @@ start_pair(uint32_t timeout_ms, uint32_t outstanding)
 {
 	start_server("s3cret", timeout_ms);
 	start_client("s3cret", timeout_ms, outstanding);
-	ck_assert(run_until(p_connected, T_WAIT));
+	ck_assert(unit_run_until(base, p_connected, T_WAIT));
 	ck_assert(cli.connected);
 }
 
@@ -471,7 +457,8 @@ static bool
 raw_recv(int fd, struct fam_hdr *h, uint8_t *payload)
 {
 	raw_fd = fd;
-	if (!run_until(p_raw_whole, T_WAIT) || raw_len < FAM_PROTO_HDR_LEN)
+	if (!unit_run_until(base, p_raw_whole, T_WAIT) ||
+	    raw_len < FAM_PROTO_HDR_LEN)
 		return false;
 	proto_get_hdr(raw_buf, h);
 	if (h->len > sizeof raw_buf - FAM_PROTO_HDR_LEN ||
@@ -513,7 +500,7 @@ START_TEST(test_hello_then_call_round_trip)
 	ck_assert_int_eq(fam_conn_call(cli.c, FAM_MSG_STATS, NULL, 0, cli_done,
 	    (void *)0), 0);
 	want_done = 1;
-	ck_assert(run_until(p_done, T_WAIT));
+	ck_assert(unit_run_until(base, p_done, T_WAIT));
 	ck_assert_int_eq(cli.status[0], 0);
 	ck_assert_str_eq(cli.payload[0], "stats/2");
 }
@@ -528,7 +515,7 @@ START_TEST(test_calls_queued_before_hello_are_sent_after_it)
 	ck_assert_int_eq(fam_conn_call(cli.c, FAM_MSG_STATS, NULL, 0, cli_done,
 	    (void *)0), 0);
 	want_done = 1;
-	ck_assert(run_until(p_done, T_WAIT));
+	ck_assert(unit_run_until(base, p_done, T_WAIT));
 	ck_assert_int_eq(cli.status[0], 0);
 	ck_assert(cli.connected);
 }
@@ -547,13 +534,13 @@ START_TEST(test_read_and_write_through_resolve)
 	ck_assert_int_eq(fam_conn_write(cli.c, &r, 4096, (uint32_t)len, src,
 	    NULL, cli_done, (void *)0), 0);
 	want_done = 1;
-	ck_assert(run_until(p_done, T_WAIT));
+	ck_assert(unit_run_until(base, p_done, T_WAIT));
 	ck_assert_int_eq(cli.status[0], 0);
 	ck_assert_mem_eq(srv.mem + 4096, src, len);
 	ck_assert_int_eq(fam_conn_read(cli.c, &r, 4096, (uint32_t)len, dst,
 	    NULL, cli_done, (void *)1), 0);
 	want_done = 2;
-	ck_assert(run_until(p_done, T_WAIT));
+	ck_assert(unit_run_until(base, p_done, T_WAIT));
 	ck_assert_int_eq(cli.status[1], 0);
 	ck_assert_mem_eq(dst, src, len);
 	ck_assert_uint_eq(srv.resolves, 2);
@@ -580,7 +567,7 @@ START_TEST(test_largest_chunks_round_trip)
 	ck_assert_int_eq(fam_conn_read(cli.c, &r, MEM_SIZE - FAM_RW_MAX,
 	    FAM_RW_MAX, dst, NULL, cli_done, (void *)1), 0);
 	want_done = 2;
-	ck_assert(run_until(p_done, T_WAIT));
+	ck_assert(unit_run_until(base, p_done, T_WAIT));
 	ck_assert_int_eq(cli.status[0], 0);
 	ck_assert_int_eq(cli.status[1], 0);
 	ck_assert_mem_eq(dst, src, FAM_RW_MAX);
@@ -598,12 +585,12 @@ START_TEST(test_out_of_order_completion)
 		    cli_done, (void *)(intptr_t)i), 0);
 	want_done = 8;
 	want_held = 8;
-	ck_assert(run_until(p_held, T_WAIT));
+	ck_assert(unit_run_until(base, p_held, T_WAIT));
 	ck_assert_int_eq(srv.nheld, 8);
 	ck_assert_int_eq(cli.ops_done, 0);
 	for (int i = 7; i >= 0; i--)
 		srv_answer(srv.c, &srv.held[i]);
-	ck_assert(run_until(p_done, T_WAIT));
+	ck_assert(unit_run_until(base, p_done, T_WAIT));
 	for (int i = 0; i < 8; i++) {
 		char want[32];
 
@@ -626,9 +613,9 @@ START_TEST(test_max_outstanding_queues_the_excess)
 	ck_assert_uint_eq(fam_conn_stats(cli.c)->outstanding, 10);
 	for (int answered = 0; answered < 10;) {
 		want_held = 1;
-		ck_assert(run_until(p_held, T_WAIT));
+		ck_assert(unit_run_until(base, p_held, T_WAIT));
 		ck_assert(!cli.closed && !srv.closed);
-		run_until(p_done, 20);
+		unit_run_until(base, p_done, 20);
 		ck_assert_int_le(srv.nheld, 2);
 		for (int i = 0; i < srv.nheld; i++)
 			srv_answer(srv.c, &srv.held[i]);
@@ -637,7 +624,7 @@ START_TEST(test_max_outstanding_queues_the_excess)
 		if (answered < 10)
 			ck_assert_int_lt(cli.ops_done, 10);
 	}
-	ck_assert(run_until(p_done, T_WAIT));
+	ck_assert(unit_run_until(base, p_done, T_WAIT));
 	ck_assert_int_eq(srv.max_held, 2);
 	for (int i = 0; i < 10; i++)
 		ck_assert_int_eq(cli.status[i], 0);
@@ -653,14 +640,14 @@ START_TEST(test_deadline_fails_every_op_and_closes)
 		ck_assert_int_eq(fam_conn_call(cli.c, FAM_MSG_STATS, NULL, 0,
 		    cli_done, (void *)(intptr_t)i), 0);
 	want_done = 5;
-	ck_assert(run_until(p_done, T_WAIT));
+	ck_assert(unit_run_until(base, p_done, T_WAIT));
 	for (int i = 0; i < 5; i++)
 		ck_assert_int_eq(cli.status[i], -ETIMEDOUT);
-	ck_assert(run_until(p_cli_closed, T_WAIT));
+	ck_assert(unit_run_until(base, p_cli_closed, T_WAIT));
 	ck_assert_int_eq(cli.closed_err, -ETIMEDOUT);
 	ck_assert(!cli.closed_before_ops);
 	/* The server sees the connection go. */
-	ck_assert(run_until(p_srv_closed, T_WAIT));
+	ck_assert(unit_run_until(base, p_srv_closed, T_WAIT));
 }
 END_TEST
 
@@ -672,7 +659,7 @@ START_TEST(test_closed_is_never_called_inside_an_api_call)
 	    (void *)0), 0);
 	want_done = 1;
 	want_held = 1;
-	ck_assert(run_until(p_held, T_WAIT));
+	ck_assert(unit_run_until(base, p_held, T_WAIT));
 	ck_assert_int_eq(srv.nheld, 1);
 	ck_assert_int_eq(cli.ops_done, 0);
 	cli.in_api = true;
@@ -684,14 +671,14 @@ START_TEST(test_closed_is_never_called_inside_an_api_call)
 	    (void *)1), -ENOTCONN);
 	ck_assert(!fam_conn_is_open(cli.c));
 	cli.in_api = false;
-	ck_assert(run_until(p_cli_closed, T_WAIT));
+	ck_assert(unit_run_until(base, p_cli_closed, T_WAIT));
 	ck_assert(!cli.closed_inside_api);
 	ck_assert_int_eq(cli.ops_done, 1);
 	ck_assert_int_eq(cli.status[0], -ECONNRESET);
 	ck_assert_int_eq(cli.calls[1], 0);
 	ck_assert_int_eq(cli.closed_err, 0);
 	ck_assert(!cli.closed_before_ops);
-	ck_assert(run_until(p_srv_closed, T_WAIT));
+	ck_assert(unit_run_until(base, p_srv_closed, T_WAIT));
 }
 END_TEST
 
@@ -707,7 +694,7 @@ START_TEST(test_peer_loss_completes_every_op_once)
 		    cli_done, (void *)(intptr_t)i), 0);
 	want_done = 5;
 	want_held = 4;
-	ck_assert(run_until(p_held, T_WAIT));
+	ck_assert(unit_run_until(base, p_held, T_WAIT));
 	ck_assert_int_eq(srv.nheld, 4);
 	ck_assert_int_eq(cli.ops_done, 0);
 	ck_assert_ptr_nonnull(srv.c);
@@ -715,12 +702,12 @@ START_TEST(test_peer_loss_completes_every_op_once)
 	ck_assert_int_eq(fam_conn_read(cli.c, &r, 0, sizeof dst, dst, NULL,
 	    cli_done, (void *)4), 0);
 	want_done = 5;
-	ck_assert(run_until(p_done, T_WAIT));
+	ck_assert(unit_run_until(base, p_done, T_WAIT));
 	for (int i = 0; i < 5; i++) {
 		ck_assert_int_eq(cli.calls[i], 1);
 		ck_assert_int_eq(cli.status[i], -ECONNRESET);
 	}
-	ck_assert(run_until(p_cli_closed, T_WAIT));
+	ck_assert(unit_run_until(base, p_cli_closed, T_WAIT));
 	ck_assert_int_eq(cli.closed_err, -ECONNRESET);
 }
 END_TEST
@@ -731,7 +718,7 @@ START_TEST(test_wrong_secret_refused)
 	start_client("guess", T_OP, 0);
 	ck_assert_int_eq(fam_conn_call(cli.c, FAM_MSG_STATS, NULL, 0, cli_done,
 	    (void *)0), 0);
-	ck_assert(run_until(p_both_closed, T_WAIT));
+	ck_assert(unit_run_until(base, p_both_closed, T_WAIT));
 	ck_assert(!cli.connected);
 	ck_assert_int_eq(cli.closed_err, -EACCES);
 	ck_assert_int_eq(cli.status[0], -EACCES);
@@ -744,7 +731,7 @@ START_TEST(test_missing_secret_refused)
 {
 	start_server("s3cret", T_OP);
 	start_client("", T_OP, 0);
-	ck_assert(run_until(p_both_closed, T_WAIT));
+	ck_assert(unit_run_until(base, p_both_closed, T_WAIT));
 	ck_assert_int_eq(cli.closed_err, -EACCES);
 }
 END_TEST
@@ -754,7 +741,7 @@ START_TEST(test_role_refusal_reaches_the_peer)
 	srv.hello_err = -EPERM;
 	start_server("", T_OP);
 	start_client("", T_OP, 0);
-	ck_assert(run_until(p_both_closed, T_WAIT));
+	ck_assert(unit_run_until(base, p_both_closed, T_WAIT));
 	ck_assert(!cli.connected);
 	ck_assert_int_eq(cli.closed_err, -EPERM);
 	ck_assert_int_eq(srv.closed_err, -EPERM);
@@ -781,7 +768,7 @@ START_TEST(test_connection_refused_reported_once)
 	if (rc == 0) {
 		ck_assert_int_eq(fam_conn_call(cli.c, FAM_MSG_STATS, NULL, 0,
 		    cli_done, (void *)0), 0);
-		ck_assert(run_until(p_cli_closed, T_WAIT));
+		ck_assert(unit_run_until(base, p_cli_closed, T_WAIT));
 		ck_assert_int_eq(cli.closed_err, -ECONNREFUSED);
 		ck_assert_int_eq(cli.status[0], -ECONNREFUSED);
 	} else {
@@ -805,7 +792,7 @@ START_TEST(test_resolve_errors_answered_and_stream_stays_in_sync)
 	ck_assert_int_eq(fam_conn_write(cli.c, &r, 0, (uint32_t)len, src, NULL,
 	    cli_done, (void *)0), 0);
 	want_done = 1;
-	ck_assert(run_until(p_done, T_WAIT));
+	ck_assert(unit_run_until(base, p_done, T_WAIT));
 	ck_assert_int_eq(cli.status[0], -EROFS);
 	srv.resolve_err = 0;
 	r.region = 9;
@@ -818,7 +805,7 @@ START_TEST(test_resolve_errors_answered_and_stream_stays_in_sync)
 	ck_assert_int_eq(fam_conn_call(cli.c, FAM_MSG_STATS, NULL, 0, cli_done,
 	    (void *)3), 0);
 	want_done = 4;
-	ck_assert(run_until(p_done, T_WAIT));
+	ck_assert(unit_run_until(base, p_done, T_WAIT));
 	ck_assert_int_eq(cli.status[1], -ENOENT);
 	ck_assert_int_eq(cli.status[2], -ERANGE);
 	ck_assert_int_eq(cli.status[3], 0);
@@ -839,7 +826,7 @@ START_TEST(test_reads_and_writes_go_to_request_without_resolve)
 	ck_assert_int_eq(fam_conn_write(cli.c, &r, 0, sizeof src, src, NULL,
 	    cli_done, (void *)0), 0);
 	want_done = 1;
-	ck_assert(run_until(p_done, T_WAIT));
+	ck_assert(unit_run_until(base, p_done, T_WAIT));
 	ck_assert_int_eq(cli.status[0], 0);
 	ck_assert_uint_eq(fam_conn_stats(srv.c)->writes, 1);
 }
@@ -866,10 +853,10 @@ START_TEST(test_background_flag_reaches_the_request_handler)
 	cli.in_api = false;
 	ck_assert(!cli.closed_inside_api);
 	want_done = 1;
-	ck_assert(run_until(p_done, 2000));
+	ck_assert(unit_run_until(base, p_done, 2000));
 	ck_assert_int_eq(cli.status[0], 0);
 	want_done = 3;
-	run_until(p_done, 500);
+	unit_run_until(base, p_done, 500);
 	ck_assert_uint_eq(srv.background, 2);
 	ck_assert_uint_eq(fam_conn_stats(srv.c)->reads, 2);
 	ck_assert_uint_eq(fam_conn_stats(srv.c)->bad_frames, 0);
@@ -950,7 +937,7 @@ START_TEST(test_unknown_response_id_closes_that_connection)
 	    ntohs(sin.sin_port));
 	ck_assert_int_eq(fam_connect(base, srv_addr, &o, &cli_handlers, NULL,
 	    &cli.c, &cause), 0);
-	run_until(p_connected, 50);
+	unit_run_until(base, p_connected, 50);
 	fd = accept(lfd, NULL, NULL);
 	ck_assert(raw_recv(fd, &h, buf));
 	ck_assert_uint_eq(h.type, FAM_MSG_HELLO);
@@ -958,13 +945,13 @@ START_TEST(test_unknown_response_id_closes_that_connection)
 	proto_put_hello_resp(buf, &resp);
 	raw_send(fd, FAM_MSG_HELLO, FAM_F_RESPONSE, h.id, 0,
 	    FAM_HELLO_RESP_LEN, buf, FAM_HELLO_RESP_LEN);
-	ck_assert(run_until(p_connected, T_WAIT));
+	ck_assert(unit_run_until(base, p_connected, T_WAIT));
 	ck_assert(cli.connected);
 	ck_assert_int_eq(fam_conn_call(cli.c, FAM_MSG_STATS, NULL, 0, cli_done,
 	    (void *)0), 0);
 	raw_send(fd, FAM_MSG_STATS, FAM_F_RESPONSE, 999, 0, 0, NULL, 0);
 	want_done = 1;
-	ck_assert(run_until(p_cli_closed, T_WAIT));
+	ck_assert(unit_run_until(base, p_cli_closed, T_WAIT));
 	ck_assert_int_eq(cli.closed_err, -EPROTO);
 	ck_assert_uint_eq(cli.bad_frames, 1);
 	ck_assert_int_eq(cli.status[0], -ECONNRESET);
@@ -995,14 +982,14 @@ START_TEST(test_wrong_read_response_length_closes_that_connection)
 	    ntohs(sin.sin_port));
 	ck_assert_int_eq(fam_connect(base, srv_addr, &o, &cli_handlers, NULL,
 	    &cli.c, &cause), 0);
-	run_until(p_connected, 50);
+	unit_run_until(base, p_connected, 50);
 	fd = accept(lfd, NULL, NULL);
 	ck_assert(raw_recv(fd, &h, buf));
 	snprintf(resp.node, sizeof resp.node, "raw");
 	proto_put_hello_resp(buf, &resp);
 	raw_send(fd, FAM_MSG_HELLO, FAM_F_RESPONSE, h.id, 0,
 	    FAM_HELLO_RESP_LEN, buf, FAM_HELLO_RESP_LEN);
-	ck_assert(run_until(p_connected, T_WAIT));
+	ck_assert(unit_run_until(base, p_connected, T_WAIT));
 	ck_assert_int_eq(fam_conn_read(cli.c, &r, 0, sizeof dst, dst, NULL,
 	    cli_done, (void *)0), 0);
 	ck_assert(raw_recv(fd, &h, buf));
@@ -1011,7 +998,7 @@ START_TEST(test_wrong_read_response_length_closes_that_connection)
 	memset(buf, 0xee, sizeof buf);
 	raw_send(fd, FAM_MSG_READ, FAM_F_RESPONSE, h.id, 0, sizeof buf, buf,
 	    sizeof buf);
-	ck_assert(run_until(p_cli_closed, T_WAIT));
+	ck_assert(unit_run_until(base, p_cli_closed, T_WAIT));
 	ck_assert_int_eq(cli.closed_err, -EPROTO);
 	ck_assert_uint_eq(cli.bad_frames, 1);
 	ck_assert_int_eq(cli.status[0], -ECONNRESET);
@@ -1031,9 +1018,9 @@ START_TEST(test_truncated_header_then_close_counted)
 	fd = raw_connect();
 	raw_hello(fd, "");
 	ck_assert_int_eq(send(fd, junk, sizeof junk, 0), (ssize_t)sizeof junk);
-	run_until(p_srv_closed, 50);
+	unit_run_until(base, p_srv_closed, 50);
 	close(fd);
-	ck_assert(run_until(p_srv_closed, T_WAIT));
+	ck_assert(unit_run_until(base, p_srv_closed, T_WAIT));
 	ck_assert_int_eq(srv.closed_err, -EPROTO);
 	ck_assert_uint_eq(srv.bad_frames, 1);
 	cli.closed = true;
@@ -1055,9 +1042,9 @@ START_TEST(test_request_before_hello_refused)
 	ck_assert_uint_eq(h.id, 77);
 	ck_assert_uint_eq(h.flags, FAM_F_RESPONSE);
 	ck_assert_int_eq(h.status, EACCES);
-	ck_assert(run_until(p_raw_eof, T_WAIT));
+	ck_assert(unit_run_until(base, p_raw_eof, T_WAIT));
 	close(fd);
-	ck_assert(run_until(p_srv_closed, T_WAIT));
+	ck_assert(unit_run_until(base, p_srv_closed, T_WAIT));
 	ck_assert_uint_eq(srv.bad_frames, 1);
 	ck_assert_uint_eq(srv.resolves, 0);
 	cli.closed = true;
@@ -1076,9 +1063,9 @@ START_TEST(test_huge_length_answered_and_closed)
 	ck_assert(raw_recv(fd, &h, NULL));
 	ck_assert_uint_eq(h.id, 8);
 	ck_assert_int_eq(h.status, EMSGSIZE);
-	ck_assert(run_until(p_raw_eof, T_WAIT));
+	ck_assert(unit_run_until(base, p_raw_eof, T_WAIT));
 	close(fd);
-	ck_assert(run_until(p_srv_closed, T_WAIT));
+	ck_assert(unit_run_until(base, p_srv_closed, T_WAIT));
 	ck_assert_uint_eq(srv.bad_frames, 1);
 	cli.closed = true;
 }
@@ -1093,9 +1080,9 @@ START_TEST(test_bad_magic_dropped)
 	fd = raw_connect();
 	ck_assert_int_eq(send(fd, get, strlen(get), 0), (ssize_t)strlen(get));
 	raw_fd = fd;
-	ck_assert(run_until(p_raw_eof, T_WAIT));
+	ck_assert(unit_run_until(base, p_raw_eof, T_WAIT));
 	ck_assert_uint_eq(raw_len, 0);
-	ck_assert(run_until(p_srv_closed, T_WAIT));
+	ck_assert(unit_run_until(base, p_srv_closed, T_WAIT));
 	ck_assert_uint_eq(srv.bad_frames, 1);
 	ck_assert_int_eq(srv.closed_err, -EPROTO);
 	close(fd);
@@ -1118,9 +1105,9 @@ START_TEST(test_wrong_version_hello_refused)
 	ck_assert_int_eq(r.status, EPROTONOSUPPORT);
 	ck_assert_uint_eq(r.version, FAM_PROTO_VERSION);
 	ck_assert_uint_eq(r.id, 3);
-	ck_assert(run_until(p_raw_eof, T_WAIT));
+	ck_assert(unit_run_until(base, p_raw_eof, T_WAIT));
 	close(fd);
-	ck_assert(run_until(p_srv_closed, T_WAIT));
+	ck_assert(unit_run_until(base, p_srv_closed, T_WAIT));
 	ck_assert_int_eq(srv.closed_err, -EPROTONOSUPPORT);
 	ck_assert_uint_eq(srv.bad_frames, 0);
 	cli.closed = true;
@@ -1134,8 +1121,8 @@ START_TEST(test_silent_peer_dropped_after_deadline)
 	start_server("", 200);
 	fd = raw_connect();
 	raw_fd = fd;
-	ck_assert(run_until(p_raw_eof, T_WAIT));
-	ck_assert(run_until(p_srv_closed, T_WAIT));
+	ck_assert(unit_run_until(base, p_raw_eof, T_WAIT));
+	ck_assert(unit_run_until(base, p_srv_closed, T_WAIT));
 	ck_assert_int_eq(srv.closed_err, -ETIMEDOUT);
 	close(fd);
 	cli.closed = true;
@@ -1155,7 +1142,7 @@ START_TEST(test_stalled_write_data_dropped_and_hold_released)
 	memset(buf + FAM_WRITE_HDR_LEN, 0x5a, 100);
 	raw_send(fd, FAM_MSG_WRITE, 0, 2, 0, FAM_WRITE_HDR_LEN + 65536, buf,
 	    sizeof buf);
-	ck_assert(run_until(p_srv_closed, T_WAIT));
+	ck_assert(unit_run_until(base, p_srv_closed, T_WAIT));
 	ck_assert_int_eq(srv.closed_err, -ETIMEDOUT);
 	ck_assert_uint_eq(srv.resolves, 1);
 	ck_assert_uint_eq(srv.releases, 1);
@@ -1181,9 +1168,9 @@ START_TEST(test_second_hello_is_a_violation)
 	raw_send(fd, FAM_MSG_HELLO, 0, 2, 0, FAM_HELLO_LEN, buf, sizeof buf);
 	ck_assert(raw_recv(fd, &h, NULL));
 	ck_assert_int_eq(h.status, EPROTO);
-	ck_assert(run_until(p_raw_eof, T_WAIT));
+	ck_assert(unit_run_until(base, p_raw_eof, T_WAIT));
 	close(fd);
-	ck_assert(run_until(p_srv_closed, T_WAIT));
+	ck_assert(unit_run_until(base, p_srv_closed, T_WAIT));
 	ck_assert_uint_eq(srv.bad_frames, 1);
 	cli.closed = true;
 }
@@ -1227,19 +1214,19 @@ START_TEST(test_pipelined_reads_pause_input_until_answers_drain)
 		    FAM_READ_LEN, buf, sizeof buf);
 	/* Nobody reads the answers: the server stops taking requests. */
 	want_held = 8;
-	ck_assert(run_until(p_resolved, T_WAIT));
-	run_until(p_never, 300);
+	ck_assert(unit_run_until(base, p_resolved, T_WAIT));
+	unit_run_until(base, p_never, 300);
 	ck_assert_uint_lt(srv.resolves, (unsigned)n);
 	/* Reading them lets it go on, to the last one. */
 	raw_fd = fd;
 	drain_want = (size_t)n * (FAM_PROTO_HDR_LEN + m.len);
-	ck_assert(run_until(p_drained, T_WAIT));
+	ck_assert(unit_run_until(base, p_drained, T_WAIT));
 	ck_assert_uint_eq(drained, drain_want);
 	ck_assert_uint_eq(srv.resolves, (unsigned)n);
 	ck_assert_uint_eq(srv.releases, (unsigned)n);
 	ck_assert_uint_eq(srv.released_bytes, (uint64_t)n * m.len);
 	close(fd);
-	ck_assert(run_until(p_srv_closed, T_WAIT));
+	ck_assert(unit_run_until(base, p_srv_closed, T_WAIT));
 	ck_assert_int_eq(srv.closed_err, 0);
 	cli.closed = true;
 }

@@ -33,6 +33,7 @@
 
 #include "core/famd.h"
 #include "transport/transport-int.h"
+#include "unit.h"
 
 #define MEM_SIZE (4u << 20)
 #define MAX_OPS  512
@@ -242,21 +243,6 @@ cli_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 	}
 }
 
-/* Runs the loop until pred() holds or ms pass; returns pred(). */
-static bool
-run_until(bool (*pred)(void), int ms)
-{
-	uint64_t end = mono_ns() + (uint64_t)ms * 1000000u;
-
-	while (!pred() && mono_ns() < end) {
-		struct timeval tv = { 0, 5000 };
-
-		event_base_loopexit(base, &tv);
-		event_base_loop(base, EVLOOP_ONCE);
-	}
-	return pred();
-}
-
 static int want_done;
 
 static bool
@@ -339,7 +325,7 @@ start_pair(uint32_t timeout_ms, unsigned qps, uint32_t inject_ppm)
 
 	start_server("s3cret");
 	start_client("s3cret", timeout_ms, qps, inject_ppm);
-	ck_assert(run_until(p_connected, 10000));
+	ck_assert(unit_run_until(base, p_connected, 10000));
 	ck_assert_msg(cli.connected, "not connected: %s",
 	    strerror(-cli.closed_err));
 	ck_assert_int_eq(srv.expose_before_hello, -ENOTCONN);
@@ -347,7 +333,7 @@ start_pair(uint32_t timeout_ms, unsigned qps, uint32_t inject_ppm)
 	ck_assert_int_eq(fam_conn_call(cli.c, FAM_MSG_REGION_CREATE, buf,
 	    (uint32_t)len, cli_done, (void *)0), 0);
 	want_done = 1;
-	ck_assert(run_until(p_done, 10000));
+	ck_assert(unit_run_until(base, p_done, 10000));
 	ck_assert_int_eq(cli.status[0], 0);
 	ck_assert_int_eq(proto_get_region_info(cli.reply, cli.reply_len,
 	    &info), 0);
@@ -388,7 +374,7 @@ teardown(void)
 		fam_conn_close(cli.c);
 	if (srv.c != NULL)
 		fam_conn_close(srv.c);
-	run_until(p_both_closed, 5000);
+	unit_run_until(base, p_both_closed, 5000);
 	if (srv.l != NULL)
 		fam_listener_free(srv.l);
 	event_base_free(base);
@@ -423,7 +409,7 @@ static void
 wait_ops(int n)
 {
 	want_done = cli.ops_done + n;
-	ck_assert_msg(run_until(p_done, 30000), "%d of %d ops done",
+	ck_assert_msg(unit_run_until(base, p_done, 30000), "%d of %d ops done",
 	    cli.ops_done, want_done);
 }
 
@@ -448,7 +434,7 @@ START_TEST(test_wrong_secret_refused_before_any_exposure)
 {
 	start_server("s3cret");
 	start_client("wrong", 5000, 1, 0);
-	ck_assert(run_until(p_both_closed, 10000));
+	ck_assert(unit_run_until(base, p_both_closed, 10000));
 	ck_assert(!cli.connected);
 	ck_assert_int_eq(cli.closed_err, -EACCES);
 	ck_assert_int_eq(srv.closed_err, -EACCES);
@@ -461,7 +447,7 @@ START_TEST(test_missing_secret_refused)
 {
 	start_server("s3cret");
 	start_client("", 5000, 1, 0);
-	ck_assert(run_until(p_both_closed, 10000));
+	ck_assert(unit_run_until(base, p_both_closed, 10000));
 	ck_assert_int_eq(cli.closed_err, -EACCES);
 	ck_assert_uint_eq(srv.hellos, 0);
 }
@@ -701,7 +687,7 @@ START_TEST(test_stale_rkey_after_lease_end_reads_nothing)
 	wait_ops(1);
 	ck_assert_int_eq(cli.status[3], -EACCES);
 	ck_assert_int_ne(buf[100], 0x22);
-	ck_assert(run_until(p_both_closed, 10000));
+	ck_assert(unit_run_until(base, p_both_closed, 10000));
 	ck_assert_int_eq(cli.closed_err, -EIO);
 	ck_assert_uint_ge(cli.completion_errors, 1);
 }
@@ -714,7 +700,7 @@ START_TEST(test_deadline_fails_every_op_and_closes)
 	for (int i = 1; i <= 5; i++)
 		ck_assert_int_eq(fam_conn_call(cli.c, FAM_MSG_STATS, NULL, 0,
 		    cli_done, (void *)(intptr_t)i), 0);
-	ck_assert(run_until(p_cli_closed, 10000));
+	ck_assert(unit_run_until(base, p_cli_closed, 10000));
 	for (int i = 1; i <= 5; i++) {
 		ck_assert_int_eq(cli.calls[i], 1);
 		ck_assert_int_eq(cli.status[i], -ETIMEDOUT);
@@ -746,11 +732,11 @@ START_TEST(test_injected_completion_errors_close_cleanly)
 		o.inject_error_ppm = 20000; /* one completion in fifty */
 		ck_assert_int_eq(fam_connect(base, srv_addr, &o, &cli_handlers,
 		    NULL, &cli.c, &cause), 0);
-		ck_assert(run_until(p_connected, 10000));
+		ck_assert(unit_run_until(base, p_connected, 10000));
 		if (!cli.connected) {
 			ck_assert_int_eq(cli.closed_err, -EIO);
 			ck_assert_uint_eq(cli.closed_calls, 1);
-			run_until(p_both_closed, 5000);
+			unit_run_until(base, p_both_closed, 5000);
 		}
 	}
 	ck_assert(cli.connected);
@@ -765,7 +751,7 @@ START_TEST(test_injected_completion_errors_close_cleanly)
 		    buf, (uint32_t)blen, cli_done, (void *)0), 0);
 		issued = 1;
 		want_done = 1;
-		ck_assert(run_until(p_done, 10000));
+		ck_assert(unit_run_until(base, p_done, 10000));
 		if (cli.status[0] == 0 && proto_get_region_info(cli.reply,
 		    cli.reply_len, &info) == 0) {
 			cli.r.rkey = info.rkey;
@@ -785,11 +771,12 @@ START_TEST(test_injected_completion_errors_close_cleanly)
 			cli.r = save;
 		}
 		want_done = issued;
-		ck_assert_msg(run_until(p_done, 30000), "%d of %d ops done",
-		    cli.ops_done, issued);
+		ck_assert_msg(unit_run_until(base, p_done, 30000),
+		    "%d of %d ops done", cli.ops_done, issued);
 	}
-	ck_assert_msg(run_until(p_both_closed, 30000), "no clean close: "
-	    "client closed %d server closed %d", cli.closed, srv.closed);
+	ck_assert_msg(unit_run_until(base, p_both_closed, 30000),
+	    "no clean close: client closed %d server closed %d", cli.closed,
+	    srv.closed);
 	for (int i = 0; i < issued; i++) {
 		ck_assert_int_eq(cli.calls[i], 1);
 		ok += cli.status[i] == 0;
@@ -811,7 +798,7 @@ START_TEST(test_closed_is_never_called_inside_an_api_call)
 	fam_conn_close(cli.c);
 	cli.in_api = false;
 	ck_assert(!cli.closed);
-	ck_assert(run_until(p_cli_closed, 5000));
+	ck_assert(unit_run_until(base, p_cli_closed, 5000));
 	ck_assert_int_eq(cli.calls[1], 1);
 	ck_assert_int_eq(cli.status[1], -ECONNRESET);
 	ck_assert_int_eq(cli.closed_err, 0);
@@ -828,7 +815,7 @@ START_TEST(test_nobody_listening_is_reported_once)
 	snprintf(addr, sizeof addr, "%s:1", local_ip);
 	ck_assert_int_eq(fam_connect(base, addr, &o, &cli_handlers, NULL,
 	    &cli.c, &cause), 0);
-	ck_assert(run_until(p_cli_closed, 10000));
+	ck_assert(unit_run_until(base, p_cli_closed, 10000));
 	ck_assert_uint_eq(cli.closed_calls, 1);
 	ck_assert(!cli.connected);
 	ck_assert_int_ne(cli.closed_err, 0);
@@ -890,17 +877,17 @@ START_TEST(test_killed_peer_completes_every_op_once)
 	    (ssize_t)sizeof srv_addr);
 	close(pfd[0]);
 	start_client("s3cret", 20000, 1, 0);
-	ck_assert(run_until(p_connected, 10000));
+	ck_assert(unit_run_until(base, p_connected, 10000));
 	ck_assert(cli.connected);
 	for (int i = 1; i <= 4; i++)
 		ck_assert_int_eq(fam_conn_call(cli.c, FAM_MSG_STATS, NULL, 0,
 		    cli_done, (void *)(intptr_t)i), 0);
 	/* Let the requests reach the peer, which holds them. */
-	run_until(p_cli_closed, 500);
+	unit_run_until(base, p_cli_closed, 500);
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
-	ck_assert_msg(run_until(p_cli_closed, 20000), "no close after the "
-	    "peer died");
+	ck_assert_msg(unit_run_until(base, p_cli_closed, 20000),
+	    "no close after the peer died");
 	for (int i = 1; i <= 4; i++)
 		ck_assert_int_le(cli.calls[i], 1);
 	ck_assert_uint_eq(cli.closed_calls, 1);
@@ -1057,14 +1044,14 @@ START_TEST(test_two_loops_on_two_threads_share_the_device)
 	ck_assert_ptr_nonnull(t2.base);
 	atomic_store(&t2.done, false);
 	ck_assert_int_eq(pthread_create(&th, NULL, t2_main, NULL), 0);
-	run_until(p_t2_done, 300000);
+	unit_run_until(base, p_t2_done, 300000);
 	ck_assert_msg(p_t2_done(), "the client thread hangs");
 	pthread_join(th, NULL);
 	event_base_free(t2.base);
 	ck_assert_msg(t2.rounds == T2_ROUNDS, "%d of %d rounds: %s", t2.rounds,
 	    T2_ROUNDS, t2.why);
-	ck_assert_msg(run_until(p_srv_all_closed, 10000), "the server saw %u "
-	    "closes of %d", srv.ncloses, t2.rounds);
+	ck_assert_msg(unit_run_until(base, p_srv_all_closed, 10000),
+	    "the server saw %u closes of %d", srv.ncloses, t2.rounds);
 	ck_assert_uint_eq(srv.resolves, 0);
 }
 END_TEST

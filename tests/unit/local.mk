@@ -4,6 +4,9 @@ UNIT_TESTS = \
 	tests/unit/check_admin \
 	tests/unit/check_cfg \
 	tests/unit/check_extent \
+	tests/unit/check_host_buffer \
+	tests/unit/check_host_fault \
+	tests/unit/check_host_path \
 	tests/unit/check_libfam \
 	tests/unit/check_proto \
 	tests/unit/check_render \
@@ -19,3 +22,21 @@ tests_unit_check_render_SOURCES = tests/unit/check_render.c src/ctl/famctl-rende
 # libfam's API, linked as a program would.
 tests_unit_check_libfam_CFLAGS = $(AM_CFLAGS) -pthread
 tests_unit_check_libfam_LDADD = src/libfam.la $(CHECK_LIBS) -lpthread
+
+# Suites that run a loop, roles or programs' sessions share tests/unit/unit.c.
+UNIT_HARNESS = tests/unit/unit.c tests/unit/unit.h
+tests_unit_check_host_buffer_SOURCES = tests/unit/check_host_buffer.c $(UNIT_HARNESS)
+tests_unit_check_host_buffer_CFLAGS = $(AM_CFLAGS) -pthread
+tests_unit_check_host_buffer_LDADD = $(LDADD) -lpthread
+tests_unit_check_host_fault_SOURCES = tests/unit/check_host_fault.c $(UNIT_HARNESS)
+tests_unit_check_host_fault_CFLAGS = $(AM_CFLAGS) -pthread
+tests_unit_check_host_fault_LDADD = $(LDADD) -lpthread
+tests_unit_check_host_path_SOURCES = tests/unit/check_host_path.c $(UNIT_HARNESS)
+tests_unit_check_host_path_CFLAGS = $(AM_CFLAGS) -pthread
+tests_unit_check_host_path_LDADD = $(LDADD) -lpthread
+tests_unit_check_transport_SOURCES = tests/unit/check_transport.c $(UNIT_HARNESS)
+tests_unit_check_transport_CFLAGS = $(AM_CFLAGS) -pthread
+tests_unit_check_transport_LDADD = $(LDADD) -lpthread
+tests_unit_check_verbs_SOURCES = tests/unit/check_verbs.c $(UNIT_HARNESS)
+tests_unit_check_verbs_CFLAGS = $(AM_CFLAGS) -pthread
+tests_unit_check_verbs_LDADD = $(LDADD) -lpthread

@@ -1,0 +1,252 @@
+/*
+ * check_host_buffer.c - the host's buffer and eviction (host-buffer.c):
+ * a host role and a memory role in this process on loopback, the suite
+ * the program; a second thread takes the faults that fill the buffer, and
+ * the suite calls the eviction as the fault service does.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "host/host.h"
+#include "unit.h"
+
+#define CHUNK  (64u << 10)
+#define PAGE   4096u
+#define FRAMES 16u /* buffer_size 1M */
+
+static struct unit_famds u;
+static struct unit_prog prog;
+static struct host *h;
+static uint8_t *mem;
+
+/* A range of chunks a thread reads or writes (the first word of a page). */
+struct work {
+	volatile uint8_t *p;
+	uint64_t first, n;
+	bool write;
+	uint64_t wrong;
+};
+
+/* Reads or writes one word in every page of the work's chunks. */
+static void
+touch(void *arg)
+{
+	struct work *w = arg;
+
+	for (uint64_t off = w->first * CHUNK; off < (w->first + w->n) * CHUNK;
+	    off += PAGE) {
+		volatile uint64_t *q = (volatile uint64_t *)(w->p + off);
+
+		if (w->write)
+			*q = off + 1;
+		else if (*q != 0 && *q != off + 1)
+			w->wrong++;
+	}
+}
+
+/* Reads (or writes) chunks first.. of the region from a second thread. */
+static struct work
+chunks(uint64_t first, uint64_t n, bool write)
+{
+	struct work w = { .p = mem, .first = first, .n = n, .write = write };
+	struct unit_touch t;
+
+	ck_assert_int_eq(unit_touch_start(&t, touch, &w), 0);
+	ck_assert(unit_touch_wait(u.base, &t, 30000));
+	ck_assert(!t.sigbus);
+	return w;
+}
+
+/* Returns the state of chunk c of the region. */
+static unsigned
+state(uint64_t c)
+{
+	return h->clients->regions->chunks[c].state;
+}
+
+/* Tells whether no write-back is in flight. */
+static bool
+no_writebacks(void)
+{
+	return h->writebacks_inflight == 0;
+}
+
+/* Starts the roles with host_keys and allocates a region of 64 chunks. */
+static void
+start(const char *host_keys)
+{
+	uint64_t handle;
+
+	ck_assert_int_eq(unit_famds_start(&u, host_keys), 0);
+	h = unit_famds_host(&u);
+	ck_assert_int_eq(unit_prog_open(&prog, u.base, u.session), 0);
+	ck_assert_int_eq(unit_prog_alloc(&prog, 64 * CHUNK, &mem, &handle),
+	    0);
+	ck_assert_uint_eq(h->nframes, FRAMES);
+}
+
+/* Ends the session and stops the roles. */
+static void
+teardown(void)
+{
+	unit_prog_close(&prog);
+	unit_famds_stop(&u);
+}
+
+START_TEST(test_buffer_admits_no_more_frames_than_it_has)
+{
+	int64_t got[FRAMES];
+
+	start(NULL);
+	for (unsigned i = 0; i < FRAMES; i++) {
+		got[i] = host_frame_get(h);
+		ck_assert_int_ge(got[i], 0);
+	}
+	ck_assert_int_eq(host_frame_get(h), -1);
+	ck_assert_uint_eq(h->used, FRAMES);
+	host_frame_put(h, (uint32_t)got[3]);
+	ck_assert_int_eq(host_frame_get(h), got[3]);
+	for (unsigned i = 0; i < FRAMES; i++)
+		host_frame_put(h, (uint32_t)got[i]);
+	ck_assert_uint_eq(h->used, 0);
+	/* 40 chunks read through 16 frames: never more resident than that */
+	ck_assert_uint_eq(chunks(0, 40, false).wrong, 0);
+	ck_assert_uint_le(h->used, FRAMES);
+	ck_assert_uint_eq(h->clients->regions->resident, h->used);
+	ck_assert_uint_eq(h->stats.zero_fills, 40);
+}
+END_TEST
+
+START_TEST(test_fifo_evicts_in_arrival_order_and_writes_back_first)
+{
+	start("eviction = fifo\nhigh_watermark = 100\nlow_watermark = 99\n");
+	chunks(0, FRAMES, false);
+	ck_assert_uint_eq(h->used, FRAMES);
+	chunks(1, 1, true);
+	ck_assert_uint_eq(h->dirty, 1);
+	/* the oldest chunk leaves first */
+	ck_assert(host_evict_for_room(h));
+	ck_assert_uint_eq(state(0), CH_ABSENT);
+	ck_assert_uint_eq(state(1), CH_RESIDENT);
+	/* the next, dirty, is written back and keeps its frame meanwhile */
+	ck_assert(host_evict_for_room(h));
+	ck_assert_uint_eq(state(1), CH_EVICTING);
+	ck_assert_uint_eq(state(2), CH_ABSENT);
+	ck_assert_uint_eq(h->used, FRAMES - 2);
+	ck_assert_uint_eq(h->writebacks_inflight, 1);
+	ck_assert(unit_run_until(u.base, no_writebacks, 5000));
+	ck_assert_uint_eq(state(1), CH_ABSENT);
+	ck_assert(h->clients->regions->chunks[1].flags & CH_REMOTE);
+	ck_assert_uint_eq(h->used, FRAMES - 3);
+	ck_assert_uint_eq(h->stats.writebacks, 1);
+	ck_assert_uint_eq(h->stats.evictions_dirty, 1);
+	ck_assert_uint_eq(h->stats.evictions_clean, 2);
+	/* and what was written comes back from the memory node */
+	ck_assert_uint_eq(chunks(1, 1, false).wrong, 0);
+	ck_assert_uint_eq(h->stats.fetches, 1);
+}
+END_TEST
+
+START_TEST(test_clock_gives_a_written_chunk_a_second_chance)
+{
+	start("eviction = clock\nhigh_watermark = 100\nlow_watermark = 99\n");
+	chunks(0, FRAMES, false);
+	/* every chunk was faulted: the hand clears them all, then takes 0 */
+	ck_assert(host_evict_for_room(h));
+	ck_assert_uint_eq(state(0), CH_ABSENT);
+	chunks(1, 1, true); /* referenced again */
+	ck_assert(host_evict_for_room(h));
+	ck_assert_uint_eq(state(1), CH_RESIDENT);
+	ck_assert_uint_eq(state(2), CH_ABSENT);
+	ck_assert_uint_eq(h->writebacks_inflight, 0);
+	ck_assert_uint_eq(h->dirty, 1);
+	/* its second chance is spent: next time round it is written back */
+	for (unsigned i = 0; i < FRAMES - 3; i++)
+		ck_assert(host_evict_for_room(h));
+	ck_assert_uint_eq(state(1), CH_RESIDENT);
+	ck_assert(!host_evict_for_room(h)); /* nothing clean is left */
+	ck_assert_uint_eq(state(1), CH_EVICTING);
+}
+END_TEST
+
+START_TEST(test_background_eviction_runs_from_high_to_low_watermark)
+{
+	start("high_watermark = 100\nlow_watermark = 99\n");
+	chunks(0, 12, false);
+	unit_run_for(u.base, 200);
+	ck_assert_uint_eq(h->used, 12);
+	ck_assert_uint_eq(h->stats.evictions_clean, 0);
+	/* as a reload to high_watermark 50, low_watermark 25 does */
+	h->high_pct = 50;
+	h->low_pct = 25;
+	unit_run_for(u.base, 300); /* a few ticks */
+	ck_assert(!h->evicting);
+	ck_assert_uint_le(h->used, FRAMES * 25 / 100);
+	ck_assert_uint_eq(h->stats.evictions_clean, 12 - h->used);
+	ck_assert_uint_eq(h->stats.fault_waits_for_room, 0);
+}
+END_TEST
+
+START_TEST(test_occupancy_and_dirty_counters)
+{
+	struct fam_smsg m = { .type = FAM_S_STAT };
+	struct region *r;
+
+	start("eviction = fifo\nhigh_watermark = 100\nlow_watermark = 99\n");
+	chunks(0, 4, true);
+	chunks(4, 2, false);
+	r = h->clients->regions;
+	ck_assert_uint_eq(h->used, 6);
+	ck_assert_uint_eq(h->dirty, 4);
+	ck_assert_uint_eq(r->resident, 6);
+	ck_assert_uint_eq(r->dirty, 4);
+	m.a = (uint64_t)(uintptr_t)mem;
+	ck_assert_int_eq(unit_prog_call(&prog, &m, -1, NULL), 0);
+	ck_assert_uint_eq(m.c, 6 * CHUNK);
+	ck_assert_uint_eq(m.d, 4 * CHUNK);
+	/* the four dirty ones go to write-back, the first clean one out */
+	ck_assert(host_evict_for_room(h));
+	ck_assert_uint_eq(h->writebacks_inflight, 4);
+	ck_assert_uint_eq(h->dirty, 0);
+	ck_assert_uint_eq(h->used, 5);
+	ck_assert(unit_run_until(u.base, no_writebacks, 5000));
+	ck_assert_uint_eq(h->used, 1);
+	ck_assert_uint_eq(r->resident, 1);
+	ck_assert_uint_eq(r->dirty, 0);
+	ck_assert_uint_eq(h->stats.evictions_dirty, 4);
+}
+END_TEST
+
+/* The suite's tests. */
+static Suite *
+host_buffer_suite(void)
+{
+	Suite *s = suite_create("host_buffer");
+	TCase *t = tcase_create("buffer");
+
+	tcase_add_checked_fixture(t, NULL, teardown);
+	tcase_set_timeout(t, 60);
+	tcase_add_test(t, test_buffer_admits_no_more_frames_than_it_has);
+	tcase_add_test(t, test_fifo_evicts_in_arrival_order_and_writes_back_first);
+	tcase_add_test(t, test_clock_gives_a_written_chunk_a_second_chance);
+	tcase_add_test(t, test_background_eviction_runs_from_high_to_low_watermark);
+	tcase_add_test(t, test_occupancy_and_dirty_counters);
+	suite_add_tcase(s, t);
+	return s;
+}
+
+/* Runs the suite; exits 0 when every test passed. */
+int
+main(void)
+{
+	SRunner *sr = srunner_create(host_buffer_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? 0 : 1;
+}

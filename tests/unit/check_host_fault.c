@@ -1,0 +1,264 @@
+/*
+ * check_host_fault.c - the host's fault service (host-fault.c) on a real
+ * userfaultfd: a host role and a memory role run in this process on
+ * loopback, the suite is the program (its session, its userfaultfd, the
+ * arena memfd mapped here), and a second thread takes the faults while
+ * the loop serves them.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "host/host.h"
+#include "unit.h"
+
+#define CHUNK  (64u << 10)
+#define PAGE   4096u
+
+static struct unit_famds u;
+static struct unit_prog prog;
+
+/* What a touching thread does: a range of a region, and what it saw. */
+struct work {
+	volatile uint8_t *p;
+	uint64_t len;
+	uint64_t seed;
+	bool write;
+	uint64_t nonzero, wrong; /* pages read not zero, not the pattern */
+	uint64_t read;           /* bytes read */
+};
+
+/* The pattern word at byte offset off. */
+static uint64_t
+pattern(uint64_t seed, uint64_t off)
+{
+	return (off * 0x9e3779b97f4a7c15ull) ^ seed;
+}
+
+/* Writes the pattern to the first word of every page, or reads it back. */
+static void
+touch_pages(void *arg)
+{
+	struct work *w = arg;
+
+	for (uint64_t off = 0; off < w->len; off += PAGE) {
+		volatile uint64_t *q = (volatile uint64_t *)(w->p + off);
+
+		if (w->write) {
+			*q = pattern(w->seed, off);
+			continue;
+		}
+		if (*q != 0)
+			w->nonzero++;
+		if (*q != pattern(w->seed, off))
+			w->wrong++;
+		w->read += PAGE;
+	}
+}
+
+/* Runs work w on a second thread; the loop serves its faults. */
+static bool
+run_work(struct work *w)
+{
+	struct unit_touch t;
+
+	ck_assert_int_eq(unit_touch_start(&t, touch_pages, w), 0);
+	ck_assert_msg(unit_touch_wait(u.base, &t, 30000),
+	    "the touching thread is stuck");
+	return t.sigbus;
+}
+
+/* Returns the host's only region. */
+static struct region *
+the_region(void)
+{
+	struct host *h = unit_famds_host(&u);
+
+	ck_assert_ptr_nonnull(h->clients);
+	ck_assert_ptr_nonnull(h->clients->regions);
+	return h->clients->regions;
+}
+
+/* Starts the roles and opens the program's session. */
+static void
+setup(void)
+{
+	ck_assert_int_eq(unit_famds_start(&u, NULL), 0);
+	ck_assert_int_eq(unit_prog_open(&prog, u.base, u.session), 0);
+}
+
+/* Ends the session and stops the roles. */
+static void
+teardown(void)
+{
+	unit_prog_close(&prog);
+	unit_famds_stop(&u);
+}
+
+START_TEST(test_never_written_chunk_is_zero_filled_without_a_fetch)
+{
+	struct host *h = unit_famds_host(&u);
+	struct work w = { .len = 4 * CHUNK };
+	uint8_t *p;
+	uint64_t handle;
+
+	ck_assert_int_eq(unit_prog_alloc(&prog, 16 * CHUNK, &p, &handle), 0);
+	w.p = p;
+	ck_assert(!run_work(&w));
+	ck_assert_uint_eq(w.read, 4 * CHUNK);
+	ck_assert_uint_eq(w.nonzero, 0);
+	ck_assert_uint_eq(h->stats.zero_fills, 4);
+	ck_assert_uint_eq(h->stats.reads, 0);
+	ck_assert_uint_eq(h->stats.fetches, 0);
+	ck_assert_uint_eq(h->stats.sigbus, 0);
+	ck_assert_uint_eq(the_region()->resident, 4);
+}
+END_TEST
+
+START_TEST(test_evicted_dirty_chunk_survives_refault)
+{
+	struct host *h = unit_famds_host(&u);
+	struct work w = { .len = 64 * CHUNK, .seed = 0xfeed, .write = true };
+	struct region *r;
+	uint8_t *p;
+	uint64_t handle;
+
+	/* 4 MiB written through a buffer of 1 MiB. */
+	ck_assert_int_eq(unit_prog_alloc(&prog, 64 * CHUNK, &p, &handle), 0);
+	w.p = p;
+	ck_assert(!run_work(&w));
+	r = the_region();
+	ck_assert_uint_eq(r->chunks[0].state, CH_ABSENT);
+	ck_assert(r->chunks[0].flags & CH_REMOTE);
+	ck_assert_uint_gt(h->stats.writebacks, 0);
+	w.write = false;
+	ck_assert(!run_work(&w));
+	ck_assert_uint_eq(w.read, 64 * CHUNK);
+	ck_assert_uint_eq(w.wrong, 0);
+	ck_assert_uint_gt(h->stats.fetches, 0);
+	ck_assert_uint_eq(h->stats.fetch_errors, 0);
+	ck_assert_uint_eq(h->stats.sigbus, 0);
+}
+END_TEST
+
+START_TEST(test_fault_with_memory_node_gone_gets_sigbus_not_bytes)
+{
+	struct host *h = unit_famds_host(&u);
+	struct work w = { .len = 64 * CHUNK, .seed = 0xbad, .write = true };
+	struct work first = { .len = PAGE, .seed = 0xbad };
+	uint8_t *p;
+	uint64_t handle;
+
+	ck_assert_int_eq(unit_prog_alloc(&prog, 64 * CHUNK, &p, &handle), 0);
+	w.p = p;
+	ck_assert(!run_work(&w));
+	ck_assert_uint_eq(the_region()->chunks[0].state, CH_ABSENT);
+	unit_role_stop(&u.mem);
+	first.p = p;
+	ck_assert(run_work(&first)); /* after op_timeout (1s) */
+	ck_assert_uint_eq(first.read, 0);
+	ck_assert_uint_ge(h->stats.sigbus, 1);
+	ck_assert_uint_eq(the_region()->chunks[0].state, CH_ABSENT);
+}
+END_TEST
+
+START_TEST(test_fault_in_freed_region_gets_sigbus)
+{
+	struct host *h = unit_famds_host(&u);
+	struct work w = { .len = 2 * CHUNK, .seed = 7, .write = true };
+	struct fam_smsg m = { .type = FAM_S_FREE };
+	uint8_t *p;
+	uint64_t handle;
+
+	ck_assert_int_eq(unit_prog_alloc(&prog, 2 * CHUNK, &p, &handle), 0);
+	w.p = p;
+	ck_assert(!run_work(&w));
+	m.a = handle;
+	ck_assert_int_eq(unit_prog_call(&prog, &m, -1, NULL), 0);
+	w.write = false;
+	ck_assert(run_work(&w));
+	ck_assert_uint_eq(w.read, 0);
+	ck_assert_uint_eq(h->stats.faults_invalid, 1);
+	ck_assert_uint_eq(h->stats.sigbus, 1);
+}
+END_TEST
+
+START_TEST(test_refault_of_evicted_chunk_is_one_read_for_all_its_pages)
+{
+	struct host *h = unit_famds_host(&u);
+	struct work w = { .len = 64 * CHUNK, .seed = 3, .write = true };
+	struct work again = { .len = CHUNK, .seed = 3 };
+	uint8_t *p;
+	uint64_t handle, reads;
+
+	ck_assert_int_eq(unit_prog_alloc(&prog, 64 * CHUNK, &p, &handle), 0);
+	w.p = p;
+	ck_assert(!run_work(&w));
+	ck_assert_uint_eq(the_region()->chunks[0].state, CH_ABSENT);
+	reads = h->stats.reads;
+	again.p = p;
+	ck_assert(!run_work(&again));
+	ck_assert_uint_eq(again.wrong, 0);
+	/* 16 pages of one chunk: one read */
+	ck_assert_uint_eq(h->stats.reads - reads, 1);
+}
+END_TEST
+
+/* A lower layer's news: asks the fault service for a kick. */
+static void
+ask_kick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	bool *asked = arg;
+
+	host_wake(unit_famds_host(&u), HOST_WAKE_KICK);
+	*asked = true;
+}
+
+START_TEST(test_wake_asked_in_a_callback_runs_in_the_same_iteration)
+{
+	struct host *h = unit_famds_host(&u);
+	bool asked = false;
+	struct event *ev = event_new(u.base, -1, 0, ask_kick_cb, &asked);
+
+	ck_assert_ptr_nonnull(ev);
+	event_active(ev, EV_READ, 0);
+	event_base_loop(u.base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+	ck_assert(asked);
+	ck_assert_uint_eq(h->wake_what, 0); /* its callback ran, too */
+	event_free(ev);
+}
+END_TEST
+
+/* The suite's tests. */
+static Suite *
+host_fault_suite(void)
+{
+	Suite *s = suite_create("host_fault");
+	TCase *t = tcase_create("userfaultfd");
+
+	tcase_add_checked_fixture(t, setup, teardown);
+	tcase_set_timeout(t, 60);
+	tcase_add_test(t, test_never_written_chunk_is_zero_filled_without_a_fetch);
+	tcase_add_test(t, test_evicted_dirty_chunk_survives_refault);
+	tcase_add_test(t, test_fault_with_memory_node_gone_gets_sigbus_not_bytes);
+	tcase_add_test(t, test_fault_in_freed_region_gets_sigbus);
+	tcase_add_test(t, test_refault_of_evicted_chunk_is_one_read_for_all_its_pages);
+	tcase_add_test(t, test_wake_asked_in_a_callback_runs_in_the_same_iteration);
+	suite_add_tcase(s, t);
+	return s;
+}
+
+/* Runs the suite; exits 0 when every test passed. */
+int
+main(void)
+{
+	SRunner *sr = srunner_create(host_fault_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? 0 : 1;
+}
