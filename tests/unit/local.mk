@@ -5,6 +5,7 @@ UNIT_TESTS = \
 	tests/unit/check_cfg \
 	tests/unit/check_extent \
 	tests/unit/check_libfam \
+	tests/unit/check_memory \
 	tests/unit/check_proto \
 	tests/unit/check_render \
 	tests/unit/check_secret \
