@@ -432,6 +432,10 @@ mem_session_adopt(struct mem_session *s, const struct fam_region_adopt *req,
 	}
 	if (!fresh && !(req->flags & FAM_ADOPT_EXCLUSIVE))
 		mine->refs++;
+	/*
+	 * A host that changed path (or lost its dpu) is never overtaken by an
+	 * older write the dpu forwards late: that session's handle goes.
+	 */
 	if (req->flags & FAM_ADOPT_EXCLUSIVE)
 		revoked = mem_session_revoke_others(s, r);
 	mem.n.regions_adopted++;

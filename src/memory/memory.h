@@ -15,12 +15,16 @@
  *            handle, except a FAM_RF_PERSISTENT one whose session ended,
  *            which stays until a session opens it by name again.
  *   handle   a session's use of a region (created, opened or adopted);
- *            READ and WRITE need one, anything else is ENOENT.
+ *            READ and WRITE need one, anything else is ENOENT. A session
+ *            that presents a region's random key (REGION_ADOPT) gets one:
+ *            a dpu creates regions that its host adopts.
  *   session  a peer's hello accepted; a random token lets the peer resume
  *            it within session_grace; its handles live as long as it does.
  *   lease    a handle's region exposed on the session's primary connection
- *            (verbs: registered, address and rkey; tcp: a token); it ends
- *            with the handle or the connection.
+ *            (verbs: registered, address and rkey, so one-sided reads and
+ *            writes never reach famd; tcp: a token); it ends with the
+ *            handle or the connection, and then the old rkey reaches
+ *            nothing (a resumed session asks again with REGION_LEASE).
  *
  * States of a region: live (in the table), freed while held (unlinked,
  * unmapped when the last transfer lets go).
