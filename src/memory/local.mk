@@ -1,3 +1,7 @@
 # src/memory: the memory role.
 src_libfamdcore_la_SOURCES += \
-	src/memory/memory-role.c
+	src/memory/memory.h \
+	src/memory/memory-region.c \
+	src/memory/memory-role.c \
+	src/memory/memory-serve.c \
+	src/memory/memory-session.c

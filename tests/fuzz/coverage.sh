@@ -33,7 +33,7 @@ llvmcov=$(command -v llvm-cov || command -v llvm-cov-14)
 sources() {
 	case $1 in
 	proto) echo src/wire/proto.c ;;
-	memory) echo src/transport/transport-tcp.c src/transport/transport.c src/wire/proto.c src/memory/memory-role.c ;;
+	memory) echo src/transport/transport-tcp.c src/transport/transport.c src/wire/proto.c src/memory/memory-region.c src/memory/memory-session.c src/memory/memory-serve.c src/memory/memory-role.c ;;
 	dpu) echo src/transport/transport-tcp.c src/dpu/dpu-role.c src/dpu/dpu-forward.c src/dpu/dpu-cache.c ;;
 	client) echo src/transport/transport-tcp.c src/transport/transport.c src/wire/proto.c ;;
 	admin) echo src/core/admin.c src/core/admin.cmds.c src/daemon/control.c ;;

@@ -2,7 +2,7 @@
  * fuzz-memory.c - libFuzzer target: a memory famd's receive path, from the
  * socket to the regions: the tcp transport's framing (transport-tcp.c),
  * the decoders of proto.c and the memory role's requests, leases, reads
- * and writes (memory-role.c).
+ * and writes (src/memory/memory-*.c).
  *
  * Each input is what up to four peers send (fuzz-net.h). A memory famd is
  * started for it, as famd.c starts one (tcp on a loopback port, a secret,
