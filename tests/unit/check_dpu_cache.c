@@ -10,15 +10,21 @@
  * After each read the test waits until the cache has settled: every read
  * taken off the recent list and every load it led to complete (the
  * region record's references are back to the test's one).
+ *
+ * Two tests go through the real loads: a memory famd and a dpu famd in
+ * this process, and a host connection to the dpu.
  */
 #include "config.h"
 
 #include <check.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include <event2/event.h>
 
 #include "core/famd.h"
 #include "dpu/dpu-cache.h"
@@ -482,6 +488,347 @@ START_TEST(test_cache_set_off_empties_the_dynamic_cache)
 }
 END_TEST
 
+/* ---- through the real loads --------------------------------------------- */
+
+/*
+ * A memory famd and a dpu famd in this process, on one loop (as
+ * famd.c starts them: tcp on loopback, async = no), and a host connection
+ * to the dpu made with the transport, as a host famd makes it: the
+ * caches' loads go through the forwarding to the real memory node.
+ */
+static struct {
+	struct event_base *base;
+	struct famd mem, dpu;
+	struct cfg mem_cfg, dpu_cfg;
+	char dir[64];
+	struct fam_conn *c;
+	bool connected, closed;
+} real;
+
+/* An operation of the host, and its answer. */
+struct real_op {
+	bool done;
+	int status;
+	uint8_t resp[FAM_REGION_INFO_LEN];
+	uint32_t len;
+};
+
+/* Loads a configuration from text. */
+static void
+real_cfg(struct cfg *cfg, const char *text)
+{
+	struct cfg_errors errs = { 0 };
+	FILE *f = fmemopen((void *)text, strlen(text), "r");
+
+	ck_assert_ptr_nonnull(f);
+	ck_assert_msg(cfg_load_file(cfg, f, "check.conf", NULL, 0, &errs) == 0,
+	    "configuration: %s", errs.count ? errs.msg[0] : "?");
+	fclose(f);
+}
+
+/* Returns a value of a famd's status, by a path of keys (ints: index). */
+static json_t *
+real_status(struct famd *d, const char *const *path, unsigned n)
+{
+	json_t *st = json_pack("{s:[]}", "peers");
+	json_t *v = st, *copy;
+
+	d->ops->status(d, st);
+	for (unsigned i = 0; i < n && v != NULL; i++)
+		v = json_is_array(v) ? json_array_get(v, (size_t)atoi(path[i])) :
+		    json_object_get(v, path[i]);
+	copy = v != NULL ? json_deep_copy(v) : NULL;
+	json_decref(st);
+	return copy;
+}
+
+/* Returns a counter of the dpu's cache status: cache.KIND.KEY. */
+static json_int_t
+real_cache(const char *kind, const char *key)
+{
+	const char *path[] = { "cache", kind, key };
+	json_t *v = real_status(&real.dpu, path, 3);
+	json_int_t n;
+
+	ck_assert_ptr_nonnull(v);
+	n = json_integer_value(v);
+	json_decref(v);
+	return n;
+}
+
+/* Runs the loop a little: what is ready, then a millisecond's sleep. */
+static void
+real_pump(void)
+{
+	struct timespec ms = { 0, 1000000 };
+
+	event_base_loop(real.base, EVLOOP_NONBLOCK);
+	nanosleep(&ms, NULL);
+}
+
+/* Runs the loop until *flag, or fails after a while. */
+static void
+real_wait(const bool *flag, const char *what)
+{
+	for (int i = 0; i < T_SETTLE_S * 1000 && !*flag; i++)
+		real_pump();
+	ck_assert_msg(*flag, "timed out waiting for %s", what);
+}
+
+/* The host's connection to the dpu is up. */
+static void
+real_connected(struct fam_conn *c, const struct fam_hello_resp *resp,
+    void *arg)
+{
+	real.connected = true;
+}
+
+/* The host's connection to the dpu is gone. */
+static void
+real_closed(struct fam_conn *c, int err, void *arg)
+{
+	real.closed = true;
+	real.c = NULL;
+}
+
+static const struct fam_conn_handlers real_handlers = {
+	.connected = real_connected,
+	.closed = real_closed,
+};
+
+/* Completion of a host's operation. */
+static void
+real_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
+{
+	struct real_op *op = ctx;
+
+	op->status = status;
+	op->len = len < sizeof op->resp ? len : (uint32_t)sizeof op->resp;
+	if (payload != NULL)
+		memcpy(op->resp, payload, op->len);
+	op->done = true;
+}
+
+/* Returns the port a famd listens on (its status: SECTION.listen). */
+static unsigned
+real_port(struct famd *d, const char *section)
+{
+	const char *path[] = { section, "listen" };
+	json_t *v = real_status(d, path, 2);
+	const char *colon;
+	unsigned port;
+
+	ck_assert_ptr_nonnull(v);
+	colon = strrchr(json_string_value(v), ':');
+	ck_assert_ptr_nonnull(colon);
+	port = (unsigned)atoi(colon + 1);
+	json_decref(v);
+	return port;
+}
+
+/* Returns true once the dpu's memory node is up. */
+static bool
+real_dpu_up(void)
+{
+	const char *path[] = { "peers", "0", "state" };
+	json_t *v = real_status(&real.dpu, path, 3);
+	bool up = v != NULL && strcmp(json_string_value(v), "up") == 0;
+
+	json_decref(v);
+	return up;
+}
+
+/* Starts a memory famd, a dpu famd with [dpu] keys, and a host connection. */
+static void
+real_setup(const char *keys)
+{
+	struct fam_conn_opts o = { 0 };
+	char *text, *cause = NULL;
+	int i;
+
+	memset(&real, 0, sizeof real);
+	signal(SIGPIPE, SIG_IGN);
+	strcpy(real.dir, "/tmp/check_dpu_cache.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(real.dir));
+	real.base = event_base_new();
+	ck_assert_ptr_nonnull(real.base);
+	text = xasprintf("[famd]\nrole = memory\nnode_name = check-memory\n"
+	    "log_level = err\nop_timeout = 5s\n[memory]\n"
+	    "listen = 127.0.0.1:0\ncapacity = 16M\npreload_dir = %s\n"
+	    "session_grace = 0\n", real.dir);
+	real_cfg(&real.mem_cfg, text);
+	free(text);
+	real.mem = (struct famd){ .base = real.base, .cfg = &real.mem_cfg,
+	    .role = ROLE_MEMORY, .ops = &role_memory_ops };
+	famd = &real.mem;
+	admin_unregister_all();
+	ck_assert_int_eq(real.mem.ops->start(&real.mem), 0);
+	text = xasprintf("[famd]\nrole = dpu\nnode_name = check-dpu\n"
+	    "log_level = err\nop_timeout = 5s\n[dpu]\nlisten = 127.0.0.1:0\n"
+	    "memory_nodes = 127.0.0.1:%u\nsession_grace = 0\nasync = no\n"
+	    "cache_size = 1M\ncache_entry_size = 64K\n%s\n",
+	    real_port(&real.mem, "memory"), keys);
+	real_cfg(&real.dpu_cfg, text);
+	free(text);
+	real.dpu = (struct famd){ .base = real.base, .cfg = &real.dpu_cfg,
+	    .role = ROLE_DPU, .ops = &role_dpu_ops };
+	famd = &real.dpu;
+	admin_unregister_all();
+	ck_assert_int_eq(real.dpu.ops->start(&real.dpu), 0);
+	for (i = 0; i < T_SETTLE_S * 1000 && !real_dpu_up(); i++)
+		real_pump();
+	ck_assert_msg(real_dpu_up(), "the dpu did not reach its memory node");
+
+	o.kind = FAM_TP_TCP;
+	o.hello.role = FAM_WIRE_ROLE_HOST;
+	snprintf(o.hello.node, sizeof o.hello.node, "check-host");
+	o.op_timeout_ms = 5000;
+	o.max_outstanding = 64;
+	o.max_payload = FAM_PROTO_MAX_PAYLOAD;
+	text = xasprintf("127.0.0.1:%u", real_port(&real.dpu, "dpu"));
+	ck_assert_msg(fam_connect(real.base, text, &o, &real_handlers, NULL,
+	    &real.c, &cause) == 0, "connect: %s", cause);
+	free(text);
+	real_wait(&real.connected, "the host's hello");
+}
+
+/* Closes the host connection and stops both famds. */
+static void
+real_teardown(void)
+{
+	char *cmd;
+
+	if (real.c != NULL) {
+		fam_conn_close(real.c);
+		real_wait(&real.closed, "the host connection to close");
+	}
+	real.dpu.ops->stop(&real.dpu);
+	real.mem.ops->stop(&real.mem);
+	cfg_free(&real.dpu_cfg);
+	cfg_free(&real.mem_cfg);
+	event_base_free(real.base);
+	cmd = xasprintf("rm -rf %s", real.dir);
+	ck_assert_int_eq(system(cmd), 0);
+	free(cmd);
+}
+
+/* The host creates a region through the dpu; returns its id there. */
+static uint32_t
+real_create(const char *name, uint64_t size)
+{
+	struct fam_region_create req = { .size = size };
+	struct fam_region_info info;
+	struct real_op op = { 0 };
+	uint8_t buf[FAM_REGION_CREATE_MIN + FAM_NAME_MAX + FAM_PATH_MAX];
+	size_t len;
+
+	snprintf(req.name, sizeof req.name, "%s", name);
+	len = proto_put_region_create(buf, sizeof buf, &req);
+	ck_assert_uint_gt(len, 0);
+	ck_assert_int_eq(fam_conn_call(real.c, FAM_MSG_REGION_CREATE, buf,
+	    (uint32_t)len, real_done, &op), 0);
+	real_wait(&op.done, "REGION_CREATE");
+	ck_assert_int_eq(op.status, 0);
+	ck_assert_int_eq(proto_get_region_info(op.resp, op.len, &info), 0);
+	return info.region;
+}
+
+/* The host reads or writes [off, off + len) of region id through the dpu. */
+static void
+real_rw(uint32_t id, bool write, uint64_t off, uint32_t len, uint8_t *buf)
+{
+	struct fam_remote rem = { .region = id, .size = 1ull << 30 };
+	struct real_op op = { 0 };
+
+	if (write)
+		ck_assert_int_eq(fam_conn_write(real.c, &rem, off, len, buf, NULL,
+		    real_done, &op), 0);
+	else
+		ck_assert_int_eq(fam_conn_read(real.c, &rem, off, len, buf, NULL,
+		    real_done, &op), 0);
+	real_wait(&op.done, write ? "a WRITE" : "a READ");
+	ck_assert_int_eq(op.status, 0);
+}
+
+/* The host writes bytes of a pattern (seed) over [0, size) of region id. */
+static void
+real_fill(uint32_t id, uint64_t size, uint8_t seed, uint8_t *mem)
+{
+	for (uint64_t i = 0; i < size; i++)
+		mem[i] = (uint8_t)(i * 131 + (i >> 12) + seed);
+	for (uint64_t off = 0; off < size; off += 256 * KIB)
+		real_rw(id, true, off, 256 * KIB, mem + off);
+}
+
+/* The host reads [off, off + len) and checks it against mem. */
+static void
+real_check(uint32_t id, const uint8_t *mem, uint64_t off, uint32_t len)
+{
+	uint8_t *buf = malloc(len);
+
+	ck_assert_ptr_nonnull(buf);
+	real_rw(id, false, off, len, buf);
+	ck_assert_msg(memcmp(buf, mem + off, len) == 0, "read of %u bytes at "
+	    "%llu through the dpu is wrong", len, (unsigned long long)off);
+	free(buf);
+}
+
+START_TEST(test_real_static_copy_loads_from_the_memory_node)
+{
+	uint8_t *mem = malloc(2 * MIB);
+	struct real_op op = { 0 };
+	uint8_t buf[FAM_REGION_ADVISE_LEN];
+	uint32_t id;
+
+	ck_assert_ptr_nonnull(mem);
+	real_setup("dynamic_cache = off");
+	id = real_create("plain", 2 * MIB);
+	real_fill(id, 2 * MIB, 3, mem);
+	ck_assert_int_eq(real_cache("static", "regions"), 0);
+	/* A program's advice: the region is loaded whole from the node. */
+	proto_put_region_advise(buf, id, FAM_ADVICE_STATIC);
+	ck_assert_int_eq(fam_conn_call(real.c, FAM_MSG_REGION_ADVISE, buf,
+	    sizeof buf, real_done, &op), 0);
+	real_wait(&op.done, "REGION_ADVISE");
+	ck_assert_int_eq(op.status, 0);
+	for (int i = 0; i < T_SETTLE_S * 1000 &&
+	    real_cache("static", "loaded_bytes") < 2 * MIB; i++)
+		real_pump();
+	ck_assert_int_eq(real_cache("static", "loaded_bytes"), 2 * MIB);
+	real_check(id, mem, MIB - 8 * KIB, CHUNK);
+	ck_assert_int_eq(real_cache("static", "hits"), 1);
+	/* A write goes to the node and into the copy. */
+	memset(mem + MIB, 0x3c, 4 * KIB);
+	real_rw(id, true, MIB, 4 * KIB, mem + MIB);
+	real_check(id, mem, MIB - 8 * KIB, CHUNK);
+	ck_assert_int_eq(real_cache("static", "hits"), 2);
+	real_teardown();
+	free(mem);
+}
+END_TEST
+
+START_TEST(test_real_dynamic_prefetch_loads_from_the_memory_node)
+{
+	uint8_t *mem = malloc(2 * MIB);
+	uint32_t id;
+
+	ck_assert_ptr_nonnull(mem);
+	real_setup("dynamic_cache = on\nprefetch_depth = 4");
+	id = real_create("run", 2 * MIB);
+	real_fill(id, 2 * MIB, 5, mem);
+	for (uint64_t off = 0; off < 2 * MIB; off += CHUNK) {
+		real_check(id, mem, off, CHUNK);
+		for (int i = 0; i < 5; i++)
+			real_pump();
+	}
+	ck_assert_int_gt(real_cache("dynamic", "loads"), 0);
+	ck_assert_int_gt(real_cache("dynamic", "hits"), 2 * MIB / CHUNK / 2);
+	ck_assert_int_eq(real_cache("dynamic", "load_errors"), 0);
+	real_teardown();
+	free(mem);
+}
+END_TEST
+
 /* The suite. */
 static Suite *
 dpu_cache_suite(void)
@@ -489,9 +836,11 @@ dpu_cache_suite(void)
 	Suite *s = suite_create("dpu_cache");
 	TCase *st = tcase_create("static");
 	TCase *dy = tcase_create("dynamic");
+	TCase *re = tcase_create("real_loads");
 
 	tcase_set_timeout(st, 60);
 	tcase_set_timeout(dy, 120);
+	tcase_set_timeout(re, 120);
 	tcase_add_test(st, test_static_copy_serves_reads_once_its_pieces_are_loaded);
 	tcase_add_test(st, test_static_copy_takes_acknowledged_writes);
 	tcase_add_test(st, test_static_write_during_a_load_never_leaves_older_data);
@@ -503,8 +852,11 @@ dpu_cache_suite(void)
 	tcase_add_test(dy, test_dynamic_entries_take_acknowledged_writes);
 	tcase_add_test(dy, test_adaptive_turns_off_below_bw_ratio_and_on_after_probe);
 	tcase_add_test(dy, test_cache_set_off_empties_the_dynamic_cache);
+	tcase_add_test(re, test_real_static_copy_loads_from_the_memory_node);
+	tcase_add_test(re, test_real_dynamic_prefetch_loads_from_the_memory_node);
 	suite_add_tcase(s, st);
 	suite_add_tcase(s, dy);
+	suite_add_tcase(s, re);
 	return s;
 }
 
