@@ -822,7 +822,7 @@ START_TEST(test_real_dynamic_prefetch_loads_from_the_memory_node)
 			real_pump();
 	}
 	ck_assert_int_gt(real_cache("dynamic", "loads"), 0);
-	ck_assert_int_gt(real_cache("dynamic", "hits"), 2 * MIB / CHUNK / 2);
+	ck_assert_int_gt(real_cache("dynamic", "hits"), 2 * MIB / CHUNK / 4);
 	ck_assert_int_eq(real_cache("dynamic", "load_errors"), 0);
 	real_teardown();
 	free(mem);
