@@ -1,16 +1,18 @@
 /*
- * dpu-forward.c - the dpu's data path: a host's READ or WRITE is checked
- * against its session's regions, given a staging buffer, forwarded to the
- * memory node holding the region, and answered when the memory node has
- * answered: a read's data goes to the host from the buffer it arrived in
- * (zero-copy staging: the reply references the buffer, released when the
- * reply is sent); a write is acknowledged only once the memory node has
- * it. Control requests to memory nodes (REGION_CREATE, ...) take the same
- * way.
+ * dpu-forward.c - the dpu's data path: a host's READ or WRITE (checked by
+ * dpu-host.c against its session's regions) is answered from a cache when
+ * it can, else given a staging buffer, forwarded to the memory node
+ * holding the region, and answered when the memory node has answered: a
+ * read's data goes to the host from the buffer it arrived in (zero-copy
+ * staging: the reply references the buffer, released when the reply is
+ * sent); a write is acknowledged only once the memory node has it.
+ * Control requests to memory nodes (REGION_CREATE, ...) and cache loads
+ * take the same way.
  *
+ * Owns: struct dpu_req, the batch, the queues and the back thread.
  * Request life (struct dpu_req):
- *   front: composed (region looked up, staging buffer taken), then put in
- *          the batch (aggregate = on) or handed over at once
+ *   front: composed (staging buffer taken), then put in the batch
+ *          (aggregate = on) or handed over at once
  *   back:  issued on the memory node's connection; with aggregation, a
  *          batch is issued whole and each connection it touched flushed
  *          once (one writev for the batch); without, each request is
@@ -18,10 +20,8 @@
  *          the staging buffer)
  *   front: answered; READ data stays referenced until the reply is sent,
  *          then the buffer and the request are released
- *
- * The batch: the front collects the requests that arrive in one pass of
- * its loop (every host connection that had input), and sends them when the
- * pass is over (a deferred event) or when batch_limit is reached.
+ * The batch: the requests that arrive in one pass of the front's loop,
+ * sent when the pass is over (a deferred event) or at batch_limit.
  *
  * Asynchronous forwarding (async = on): the back runs on a thread with its
  * own event loop. The front hands it batches through the to_back queue and
@@ -32,7 +32,10 @@
  * hosts' on the front's, the memory nodes' on the back's); what the
  * verbs transport shares between loops it guards itself.
  *
- * Lock order: a queue's lock is a leaf (see dpu.h).
+ * Calls down only (dpu-cache*.c, dpu-staging.c, dpu-memlink.c); a request
+ * ends with its host connection through dpu->up.hconn_put, a control
+ * request with its own q->done.
+ * Locks: a queue's lock is a leaf (see dpu.h).
  */
 #include "config.h"
 
@@ -45,38 +48,7 @@
 
 #include <event2/event.h>
 
-#include "dpu/dpu.h"
-
-/* Staging buffers kept for reuse, by power-of-two size class. */
-#define DPU_BUF_MIN_SHIFT 12   /* 4 KiB */
-#define DPU_BUF_CLASSES   10   /* up to 2 MiB */
-#define DPU_BUF_KEEP      64   /* per class */
-
-/*
- * With verbs, staging comes first from an arena registered on every
- * memory-node connection, so that RDMA READs land in it and RDMA WRITEs
- * go from it (no bounce copy): slots of a chunk, a request taking as many
- * adjacent ones as it needs (a host's read-ahead run is up to 1 MiB). A
- * longer request, or one when no run of slots is free, gets a buffer of
- * its own, which the transport bounces. The arena is registered on each
- * host connection too (at its first READ reply), so that a READ's reply
- * is sent from the slots its data landed in, no copy.
- *
- * With async = on the arena is made before the back thread starts and not
- * moved after; its slots are taken and given back by the front alone (as
- * are the buffers kept in `bufs`), and a slot's bytes pass between the
- * sides with its request, through the queues. Each registration belongs
- * to its connection and is made on that connection's loop: the memory
- * nodes' by the back (node_connected), the hosts' by the front.
- */
-#define DPU_ARENA_SLOT    (64u << 10)
-#define DPU_ARENA_SLOTS   256u
-#define DPU_ARENA_RUN     16u  /* slots one request may take */
-
-static struct {
-	void *free[DPU_BUF_CLASSES][DPU_BUF_KEEP];
-	unsigned nfree[DPU_BUF_CLASSES];
-} bufs;
+#include "dpu/dpu-forward.h"
 
 static void dpu_complete(struct dpu *dpu, struct dpu_req *q);
 static void back_issue(struct dpu *dpu, struct dpu_req *q);
@@ -90,176 +62,6 @@ stat_max(_Atomic uint64_t *max, uint64_t v)
 	while (v > cur && !atomic_compare_exchange_weak_explicit(max, &cur, v,
 	    memory_order_relaxed, memory_order_relaxed))
 		;
-}
-
-/* Returns the size class of a buffer of len bytes, or -1 if none fits. */
-static int
-buf_class(uint32_t len)
-{
-	int c = 0;
-
-	while (c < DPU_BUF_CLASSES && ((size_t)1 << (c + DPU_BUF_MIN_SHIFT)) <
-	    len)
-		c++;
-	return c < DPU_BUF_CLASSES ? c : -1;
-}
-
-/* Returns true when p is a slot of the registered arena. */
-static bool
-arena_has(const struct dpu *dpu, const uint8_t *p)
-{
-	return dpu->arena != NULL && p >= dpu->arena &&
-	    p < dpu->arena + dpu->arena_size;
-}
-
-/* Sets the registered staging arena up (verbs). Front, before the back. */
-static int
-arena_init(struct dpu *dpu)
-{
-	dpu->arena_size = (size_t)DPU_ARENA_SLOTS * DPU_ARENA_SLOT;
-	dpu->arena = aligned_alloc(4096, dpu->arena_size);
-	dpu->arena_busy = calloc(DPU_ARENA_SLOTS / 64, sizeof *dpu->arena_busy);
-	if (dpu->arena == NULL || dpu->arena_busy == NULL) {
-		free(dpu->arena);
-		free(dpu->arena_busy);
-		dpu->arena = NULL;
-		dpu->arena_busy = NULL;
-		dpu->arena_size = 0;
-		return -ENOMEM;
-	}
-	dpu->arena_nfree = DPU_ARENA_SLOTS;
-	return 0;
-}
-
-/* Returns true when arena slot i is taken. */
-static bool
-arena_slot_taken(const struct dpu *dpu, unsigned i)
-{
-	return dpu->arena_busy[i / 64] >> (i % 64) & 1;
-}
-
-/* Marks n arena slots from i taken (on) or free. */
-static void
-arena_mark(struct dpu *dpu, unsigned i, unsigned n, bool on)
-{
-	for (unsigned k = i; k < i + n; k++) {
-		if (on)
-			dpu->arena_busy[k / 64] |= 1ull << (k % 64);
-		else
-			dpu->arena_busy[k / 64] &= ~(1ull << (k % 64));
-	}
-	if (on)
-		dpu->arena_nfree -= n;
-	else
-		dpu->arena_nfree += n;
-}
-
-/* Takes n adjacent free arena slots (first fit); NULL when there are none. */
-static uint8_t *
-arena_take(struct dpu *dpu, unsigned n)
-{
-	unsigned run = 0;
-
-	if (dpu->arena_nfree < n)
-		return NULL;
-	for (unsigned i = 0; i < DPU_ARENA_SLOTS; i++) {
-		if (arena_slot_taken(dpu, i)) {
-			run = 0;
-			continue;
-		}
-		if (++run == n) {
-			arena_mark(dpu, i + 1 - n, n, true);
-			return dpu->arena + (size_t)(i + 1 - n) * DPU_ARENA_SLOT;
-		}
-	}
-	return NULL;
-}
-
-/* Slots a request of len bytes takes in the arena. */
-static unsigned
-arena_slots(uint32_t len)
-{
-	return (len + DPU_ARENA_SLOT - 1) / DPU_ARENA_SLOT;
-}
-
-/* Frees the arena (no connection holds it registered any more). */
-static void
-arena_fini(struct dpu *dpu)
-{
-	free(dpu->arena);
-	free(dpu->arena_busy);
-	dpu->arena = NULL;
-	dpu->arena_busy = NULL;
-	dpu->arena_size = 0;
-	dpu->arena_nfree = 0;
-}
-
-/* Takes a staging buffer of at least len bytes. Front. */
-static uint8_t *
-dpu_buf_get(struct dpu *dpu, uint32_t len)
-{
-	int c = buf_class(len);
-	size_t size = c >= 0 ? (size_t)1 << (c + DPU_BUF_MIN_SHIFT) : len;
-	void *p;
-
-	if (dpu->arena != NULL) {
-		unsigned n = arena_slots(len);
-
-		p = len > 0 && n <= DPU_ARENA_RUN ? arena_take(dpu, n) : NULL;
-		if (p != NULL) {
-			DPU_INC(dpu, staging_registered, 1);
-			dpu->staging_bytes += (size_t)n * DPU_ARENA_SLOT;
-			if (dpu->staging_bytes > dpu->staging_peak)
-				dpu->staging_peak = dpu->staging_bytes;
-			return p;
-		}
-		DPU_INC(dpu, staging_bounced, 1);
-	}
-	if (c >= 0 && bufs.nfree[c] > 0)
-		p = bufs.free[c][--bufs.nfree[c]];
-	else
-		p = malloc(size);
-	if (p == NULL) {
-		DPU_INC(dpu, staging_failures, 1);
-		return NULL;
-	}
-	dpu->staging_bytes += size;
-	if (dpu->staging_bytes > dpu->staging_peak)
-		dpu->staging_peak = dpu->staging_bytes;
-	return p;
-}
-
-/* Gives a staging buffer back. Front. */
-static void
-dpu_buf_put(struct dpu *dpu, uint8_t *p, uint32_t len)
-{
-	int c = buf_class(len);
-	size_t size = c >= 0 ? (size_t)1 << (c + DPU_BUF_MIN_SHIFT) : len;
-
-	if (p == NULL)
-		return;
-	if (arena_has(dpu, p)) {
-		unsigned n = arena_slots(len);
-
-		dpu->staging_bytes -= (size_t)n * DPU_ARENA_SLOT;
-		arena_mark(dpu, (unsigned)((size_t)(p - dpu->arena) /
-		    DPU_ARENA_SLOT), n, false);
-		return;
-	}
-	dpu->staging_bytes -= size;
-	if (c >= 0 && bufs.nfree[c] < DPU_BUF_KEEP)
-		bufs.free[c][bufs.nfree[c]++] = p;
-	else
-		free(p);
-}
-
-/* Frees every staging buffer kept for reuse. */
-void
-dpu_buf_fini(void)
-{
-	for (int c = 0; c < DPU_BUF_CLASSES; c++)
-		while (bufs.nfree[c] > 0)
-			free(bufs.free[c][--bufs.nfree[c]]);
 }
 
 /*
@@ -305,7 +107,7 @@ dpu_req_free(struct dpu_req *q)
 		if (q->kind == DR_READ || q->kind == DR_WRITE)
 			q->hc->staged -= q->len;
 		hconn_flow(q->hc);
-		dpu_hconn_put(q->hc);
+		dpu->up.hconn_put(q->hc);
 	}
 	free(q);
 }
@@ -345,7 +147,11 @@ static void
 back_finish(struct dpu *dpu, struct dpu_req *q)
 {
 	if (q->kind == DR_LOAD) {
-		dpu_cache_load_done(dpu, q);
+		struct dpu_req *next = dpu_cache_load_done(dpu, q);
+
+		/* A static copy's next piece: the loop puts it on the wire. */
+		if (next != NULL)
+			back_issue(dpu, next);
 		return;
 	}
 	if (q->kind == DR_WRITE && q->status == 0)
@@ -540,7 +346,7 @@ back_issue(struct dpu *dpu, struct dpu_req *q)
 	}
 	if (q->kind != DR_CALL) {
 		q->onesided = back_lease(dpu, n, q, &r);
-		mr = arena_has(dpu, q->buf) ? n->staging_mr : NULL;
+		mr = dpu_arena_has(dpu, q->buf) ? n->staging_mr : NULL;
 	}
 	switch (q->kind) {
 	case DR_READ:
@@ -579,36 +385,6 @@ back_issue(struct dpu *dpu, struct dpu_req *q)
 	n->dirty = true;
 	stat_max(&dpu->n.mem_inflight_max, (uint64_t)atomic_fetch_add_explicit(
 	    &dpu->mem_inflight, 1, memory_order_relaxed) + 1);
-}
-
-/*
- * Issues a request of the back's own (a cache load) at once; the
- * transport puts it on the wire when the loop next runs. Back.
- */
-void
-dpu_issue(struct dpu *dpu, struct dpu_req *q)
-{
-	back_issue(dpu, q);
-}
-
-/*
- * Adds what n's connection posted since the last look to the counters of
- * the memory link (doorbells, work requests, signalled ones). Back.
- */
-void
-dpu_node_stats_sync(struct dpu_node *n)
-{
-	struct dpu *dpu = n->dpu;
-	const struct fam_conn_stats *st;
-
-	if (n->conn == NULL)
-		return;
-	st = fam_conn_stats(n->conn);
-	DPU_INC(dpu, mem_doorbells, st->doorbells - n->seen.doorbells);
-	DPU_INC(dpu, mem_wrs, st->wrs - n->seen.wrs);
-	DPU_INC(dpu, mem_wrs_signalled, st->wrs_signalled -
-	    n->seen.wrs_signalled);
-	n->seen = *st;
 }
 
 /*
@@ -771,7 +547,10 @@ batch_cb(evutil_socket_t fd, short what, void *arg)
 	batch_send(dpu);
 }
 
-/* Hands requests made on another thread (prefetch loads) to the back. */
+/*
+ * Hands requests made on another thread (prefetch loads) to the back; the
+ * caches' dpu->up.loads.
+ */
 void
 dpu_submit_from(struct dpu *dpu, struct dpu_reqq *list, unsigned n)
 {
@@ -799,6 +578,18 @@ dpu_submit(struct dpu *dpu, struct dpu_req *q)
 	TAILQ_INIT(&one);
 	TAILQ_INSERT_TAIL(&one, q, link);
 	front_hand_over(dpu, &one, 1);
+}
+
+/* Hands a list of requests (cache loads) to the back, one by one. Front. */
+void
+dpu_submit_list(struct dpu *dpu, struct dpu_reqq *list)
+{
+	struct dpu_req *q;
+
+	while ((q = TAILQ_FIRST(list)) != NULL) {
+		TAILQ_REMOVE(list, q, link);
+		dpu_submit(dpu, q);
+	}
 }
 
 /* ---- front: compose and answer ------------------------------------------ */
@@ -893,7 +684,7 @@ front_done(struct dpu *dpu, struct dpu_req *q)
 	{
 		/* Verbs: from the staging slot when the connection can. */
 		struct iovec iov = { .iov_base = q->buf, .iov_len = q->len };
-		struct fam_mr *mr = arena_has(dpu, q->buf) ?
+		struct fam_mr *mr = dpu_arena_has(dpu, q->buf) ?
 		    hconn_arena_mr(dpu, hc) : NULL;
 		uint64_t zc = fam_conn_stats(hc->c)->bytes_zero_copy;
 		uint32_t len = q->len;
@@ -981,7 +772,7 @@ dpu_forward_start(struct dpu *dpu, char **cause)
 	dpu->to_back.efd = dpu->to_front.efd = -1;
 	dpu->async = cfg_int(dpu->d->cfg, CFG_DPU_ASYNC) != 0;
 	dpu_forward_configure(dpu);
-	if (dpu->opts.kind == FAM_TP_VERBS && arena_init(dpu) < 0)
+	if (dpu->opts.kind == FAM_TP_VERBS && dpu_arena_init(dpu) < 0)
 		log_warn("dpu: no memory for the registered staging arena; "
 		    "transfers go through bounce buffers");
 	dpu->batch_ev = event_new(dpu->base, -1, 0, batch_cb, dpu);
@@ -1034,7 +825,7 @@ dpu_forward_start(struct dpu *dpu, char **cause)
 /*
  * Stops the forwarding: what is batched goes, the back closes the memory
  * nodes (its thread ends), and the completions it handed over are taken.
- * Front; the memory-node side is torn down by dpu-role.c.
+ * Front; the memory-node table is freed by dpu_nodes_fini().
  */
 void
 dpu_forward_stop(struct dpu *dpu)
@@ -1058,7 +849,7 @@ dpu_forward_stop(struct dpu *dpu)
 			event_base_loop(dpu->base, EVLOOP_NONBLOCK);
 		queue_fini(&dpu->to_back);
 		dpu_buf_fini();
-		arena_fini(dpu);
+		dpu_arena_fini(dpu);
 		return;
 	}
 	if (dpu->back_started) {
@@ -1080,7 +871,7 @@ dpu_forward_stop(struct dpu *dpu)
 	queue_fini(&dpu->to_front);
 	queue_fini(&dpu->to_back);
 	dpu_buf_fini();
-	arena_fini(dpu);
+	dpu_arena_fini(dpu);
 }
 
 /* Describes batching and the queues for status. Front. */
@@ -1143,94 +934,99 @@ dpu_forward_json(struct dpu *dpu)
 	    "reply_bytes_copied", (json_int_t)DPU_GET(dpu, reply_bytes_copied));
 }
 
-/* Refuses a READ or WRITE with status err (a positive errno). */
-static void
-front_refuse(struct dpu_hconn *hc, const struct fam_hdr *h, int err)
+/* Refuses a READ or WRITE with status err (a positive errno). Front. */
+void
+dpu_forward_refuse(struct dpu_hconn *hc, const struct fam_hdr *h, int err)
 {
 	DPU_INC(hc->dpu, rw_errors, 1);
 	(void)fam_conn_reply(hc->c, h, err, NULL, 0, false, NULL, NULL);
 }
 
 /*
- * A host's READ or WRITE: checked against its session's regions, then
- * forwarded with its data (a WRITE's is copied into staging: the payload
- * lives only during this call). Front.
+ * Serves a READ from a cache when one holds it: the reply references the
+ * cached bytes (zero-copy). Returns false when the read is to be
+ * forwarded. Front.
  */
-void
-dpu_forward_request(struct dpu_hconn *hc, const struct fam_hdr *h,
-    const uint8_t *payload)
+static bool
+front_cache_read(struct dpu_hconn *hc, const struct fam_hdr *h,
+    struct dpu_mregion *m, uint64_t off, uint32_t len)
 {
 	struct dpu *dpu = hc->dpu;
-	struct dpu_region *r;
-	struct dpu_req *q;
-	struct fam_rw m;
-	int err;
+	struct dpu_reqq loads;
+	struct dpu_hit hit;
+	bool served;
 
-	if (h->type == FAM_MSG_READ) {
-		DPU_INC(dpu, reads, 1);
-		err = proto_get_read(payload, h->len, &m);
+	TAILQ_INIT(&loads);
+	served = dpu_cache_lookup(dpu, m, off, len, &hit, &loads);
+	dpu_submit_list(dpu, &loads);
+	if (!served)
+		return false;
+	if (fam_conn_reply(hc->c, h, 0, hit.data, len, false, hit.release,
+	    hit.arg) < 0) {
+		hit.release(hit.arg);
+		return true; /* the connection is closing: nobody to answer */
+	}
+	if (hit.dynamic) {
+		DPU_INC(dpu, dyn_hits, 1);
+		DPU_INC(dpu, dyn_hit_bytes, len);
 	} else {
-		DPU_INC(dpu, writes, 1);
-		err = proto_get_write_hdr(payload, h->len, &m);
+		DPU_INC(dpu, static_hits, 1);
+		DPU_INC(dpu, static_hit_bytes, len);
 	}
-	if (err == -EPROTO) {
-		/* The transport checked the lengths: this is a bad field. */
-		front_refuse(hc, h, EPROTO);
-		return;
-	}
-	if (err < 0) {
-		front_refuse(hc, h, -err);
-		return;
-	}
-	r = dpu_region_find(dpu, hc->s, m.region);
-	if (r == NULL) {
-		front_refuse(hc, h, ENOENT);
-		return;
-	}
-	if (m.offset > r->m->remote.size || m.len > r->m->remote.size -
-	    m.offset) {
-		front_refuse(hc, h, ERANGE);
-		return;
-	}
-	if (h->type == FAM_MSG_WRITE && (r->m->flags & FAM_RF_SHARED)) {
-		front_refuse(hc, h, EROFS);
-		return;
-	}
-	if (h->type == FAM_MSG_READ && dpu_cache_read(hc, h, r->m, m.offset,
-	    m.len))
+	DPU_INC(dpu, host_read_bytes, len);
+	if (h->flags & FAM_F_BACKGROUND)
+		DPU_INC(dpu, host_background_bytes, len);
+	else
+		DPU_INC(dpu, host_ondemand_bytes, len);
+	return true;
+}
+
+/*
+ * A host's READ or WRITE of [off, off + len) of m, checked by the caller:
+ * served from a cache, or forwarded with its data (a WRITE's, at data, is
+ * copied into staging: it lives only during this call). Front.
+ */
+void
+dpu_forward_rw(struct dpu_hconn *hc, const struct fam_hdr *h,
+    struct dpu_mregion *m, uint64_t off, uint32_t len, const uint8_t *data)
+{
+	struct dpu *dpu = hc->dpu;
+	struct dpu_req *q;
+
+	if (h->type == FAM_MSG_READ && front_cache_read(hc, h, m, off, len))
 		return;
 	if (hc->inflight >= DPU_HOST_INFLIGHT_MAX) {
 		/* Only where the transport cannot stop reading (verbs). */
 		DPU_INC(dpu, flow_refusals, 1);
-		front_refuse(hc, h, EBUSY);
+		dpu_forward_refuse(hc, h, EBUSY);
 		return;
 	}
 	q = calloc(1, sizeof *q);
 	if (q == NULL) {
-		front_refuse(hc, h, ENOMEM);
+		dpu_forward_refuse(hc, h, ENOMEM);
 		return;
 	}
 	q->kind = h->type == FAM_MSG_READ ? DR_READ : DR_WRITE;
 	q->dpu = dpu;
 	q->h = *h;
-	q->off = m.offset;
-	q->len = m.len;
+	q->off = off;
+	q->len = len;
 	q->flags = h->flags & FAM_F_BACKGROUND;
 	q->start_ns = mono_ns();
-	q->buf = dpu_buf_get(dpu, m.len);
+	q->buf = dpu_buf_get(dpu, len);
 	if (q->buf == NULL) {
 		free(q);
-		front_refuse(hc, h, ENOMEM);
+		dpu_forward_refuse(hc, h, ENOMEM);
 		return;
 	}
 	if (q->kind == DR_WRITE)
-		memcpy(q->buf, payload + FAM_WRITE_HDR_LEN, m.len);
-	q->m = r->m;
+		memcpy(q->buf, data, len);
+	q->m = m;
 	atomic_fetch_add_explicit(&q->m->refs, 1, memory_order_relaxed);
 	q->hc = hc;
 	hc->refs++;
 	hc->inflight++;
-	hc->staged += m.len;
+	hc->staged += len;
 	dpu->inflight++;
 	hconn_flow(hc);
 	dpu_submit(dpu, q);

@@ -1,8 +1,10 @@
 /*
- * dpu.h - the dpu role: an agent between hosts and memory nodes (on a
- * SmartNIC's cores, or any node on the way) that hosts use as if it were a
- * memory node. It keeps the region -> memory-node mapping, forwards chunk
- * reads and writes, and answers what it can from its own memory.
+ * dpu.h - the dpu role's private types: an agent between hosts and memory
+ * nodes (on a SmartNIC's cores, or any node on the way) that hosts use as
+ * if it were a memory node. It keeps the region -> memory-node mapping,
+ * forwards chunk reads and writes, and answers what it can from its own
+ * memory. Each file's functions are in its own header (dpu-FILE.h); the
+ * files and the direction of their calls are in README.md.
  *
  * Two sides, each owned by one event loop:
  *   front  the control loop: the listener, host connections, sessions, the
@@ -245,6 +247,7 @@ struct dpu_hconn;
 
 /* A host's session: its regions outlive a dropped connection for a grace. */
 struct dpu_session {
+	struct dpu *dpu;
 	uint64_t token;
 	uint64_t serial;
 	char node[FAM_NAME_MAX + 1];
@@ -379,8 +382,23 @@ struct dpu_counters {
 	_Atomic uint64_t mem_doorbells, mem_wrs, mem_wrs_signalled;
 };
 
+/*
+ * The calls a lower file makes up, registered from above (dpu-role.c, at
+ * start): a lower file calls these, never an upper file's functions.
+ */
+struct dpu_upcalls {
+	/* dpu-memlink.c, at a region record's last reference: the caches
+	 * drop what they hold of it. Any side. */
+	void (*mregion_gone)(struct dpu_mregion *m);
+	/* dpu-forward.c, as a request lets its host connection go. Front. */
+	void (*hconn_put)(struct dpu_hconn *hc);
+	/* dpu-cache.c's prefetch workers: loads for the back. Their thread. */
+	void (*loads)(struct dpu *dpu, struct dpu_reqq *list, unsigned n);
+};
+
 struct dpu {
 	struct famd *d;
+	struct dpu_upcalls up;
 	struct event_base *base;      /* the front's loop (control loop) */
 	struct event_base *back_base; /* the back's loop */
 	struct fam_listener *l;
@@ -407,7 +425,7 @@ struct dpu {
 	bool back_stopping;           /* back: close the nodes and leave */
 	_Atomic int64_t mem_inflight; /* requests out on memory links */
 	unsigned inflight;            /* front: host requests being served */
-	/* caches (dpu-cache.c) */
+	/* caches (dpu-cache*.c) */
 	uint64_t static_size;         /* most bytes of static copies */
 	_Atomic uint64_t static_regions, static_bytes; /* now (not counters) */
 	struct dpu_dcache dc;
@@ -436,51 +454,6 @@ struct dpu {
 	unsigned arena_nfree;
 	struct dpu_counters n;
 };
-
-/* dpu-role.c */
-void dpu_mregion_put(struct dpu_mregion *m);
-void dpu_hconn_put(struct dpu_hconn *hc);
-struct dpu_region *dpu_region_find(struct dpu *dpu, struct dpu_session *s,
-    uint32_t id);
-void dpu_node_free_region(struct dpu_node *n, uint64_t instance,
-    uint32_t region);
-int dpu_nodes_init(struct dpu *dpu);
-void dpu_nodes_connect(struct dpu *dpu);
-void dpu_nodes_close(struct dpu *dpu);
-bool dpu_nodes_closed(struct dpu *dpu);
-
-/* dpu-forward.c */
-int dpu_forward_start(struct dpu *dpu, char **cause);
-void dpu_forward_stop(struct dpu *dpu);
-void dpu_forward_configure(struct dpu *dpu);
-json_t *dpu_forward_json(struct dpu *dpu);
-void dpu_forward_request(struct dpu_hconn *hc, const struct fam_hdr *h,
-    const uint8_t *payload);
-void dpu_submit(struct dpu *dpu, struct dpu_req *q);
-void dpu_req_free(struct dpu_req *q);
-struct dpu_req *dpu_call_new(struct dpu *dpu, struct dpu_node *node,
-    uint8_t type, const void *payload, uint32_t plen, dpu_req_fn done,
-    void *arg);
-void dpu_buf_fini(void);
-void dpu_issue(struct dpu *dpu, struct dpu_req *q);
-void dpu_node_stats_sync(struct dpu_node *n);
-void dpu_submit_from(struct dpu *dpu, struct dpu_reqq *list, unsigned n);
-
-/* dpu-cache.c */
-int dpu_cache_start(struct dpu *dpu, char **cause);
-void dpu_cache_configure(struct dpu *dpu);
-void dpu_cache_quiesce(struct dpu *dpu);
-void dpu_cache_set_dynamic(struct dpu *dpu, int mode, const char *why);
-void dpu_cache_stop(struct dpu *dpu);
-json_t *dpu_cache_json(struct dpu *dpu);
-void dpu_cache_region_new(struct dpu *dpu, struct dpu_mregion *m);
-int dpu_cache_advise(struct dpu *dpu, struct dpu_mregion *m,
-    uint32_t advice);
-bool dpu_cache_read(struct dpu_hconn *hc, const struct fam_hdr *h,
-    struct dpu_mregion *m, uint64_t off, uint32_t len);
-void dpu_cache_write_done(struct dpu *dpu, struct dpu_req *q);
-void dpu_cache_load_done(struct dpu *dpu, struct dpu_req *q);
-void dpu_cache_mregion_gone(struct dpu_mregion *m);
 
 #define DPU_INC(dpu, field, v) \
 	atomic_fetch_add_explicit(&(dpu)->n.field, (v), memory_order_relaxed)

@@ -3,7 +3,7 @@
  * tcp transport, the decoders, and the dpu role's sessions, the control
  * requests it forwards to a memory node (REGION_CREATE, REGION_ADOPT,
  * REGION_FREE, REGION_ADVISE, STATS), reads and writes with aggregation
- * and the static cache (dpu-role.c, dpu-forward.c, dpu-cache.c).
+ * and the static cache (src/dpu/: dpu-host.c, dpu-forward.c, dpu-cache*.c).
  *
  * Each input is what up to four hosts send (fuzz-net.h). For it, a memory
  * famd and a dpu famd are started in this process, on one event loop, as

@@ -3,6 +3,7 @@
 UNIT_TESTS = \
 	tests/unit/check_admin \
 	tests/unit/check_cfg \
+	tests/unit/check_dpu_cache \
 	tests/unit/check_extent \
 	tests/unit/check_host_buffer \
 	tests/unit/check_host_fault \

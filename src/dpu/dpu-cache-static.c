@@ -1,0 +1,270 @@
+/*
+ * dpu-cache-static.c - the static cache: chosen regions (static_regions by
+ * name, or a program's fam_advise(FAM_ADVISE_STATIC) passed on by its host
+ * as REGION_ADVISE) copied whole into the dpu's memory, a piece at a time
+ * off the critical path, and every read of them served here once the
+ * pieces it touches are loaded.
+ *
+ * Owns: struct dpu_static, a region's copy (hung on its struct
+ * dpu_mregion, which it lives as long as).
+ * Piece states (enum dpu_piece_state, in dpu.h): EMPTY -> LOADING ->
+ * LOADED; LOADING -> STALE when a write lands meanwhile (its load's data
+ * is not used), then EMPTY again.
+ * Locks: none; piece states and counts are atomics.
+ *
+ * Loads are requests of the back (DR_LOAD): this file makes them and its
+ * caller hands them on (a list it fills, or the next load it returns);
+ * each completion makes the next.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "dpu/dpu-cache.h"
+
+#define STATIC_RETRY_NS (1000ull * 1000000u) /* after a failed load */
+
+/* Claims the next piece to load and makes its load; NULL when none. */
+static struct dpu_req *
+static_load_next(struct dpu *dpu, struct dpu_mregion *m,
+    struct dpu_static *st)
+{
+	struct dpu_req *q;
+
+	for (;;) {
+		uint64_t p = atomic_fetch_add(&st->next, 1);
+		uint8_t empty = DS_EMPTY;
+
+		if (p >= st->npieces)
+			return NULL;
+		if (!atomic_compare_exchange_strong(&st->state[p], &empty,
+		    DS_LOADING))
+			continue;
+		q = calloc(1, sizeof *q);
+		if (q == NULL) {
+			atomic_store(&st->state[p], DS_EMPTY);
+			return NULL;
+		}
+		q->kind = DR_LOAD;
+		q->dpu = dpu;
+		q->m = m;
+		atomic_fetch_add(&m->refs, 1);
+		q->off = p * DPU_STATIC_PIECE;
+		q->len = (uint32_t)(st->size - q->off < DPU_STATIC_PIECE ?
+		    st->size - q->off : DPU_STATIC_PIECE);
+		q->buf = st->mem + q->off;
+		q->flags = FAM_F_BACKGROUND;
+		q->start_ns = mono_ns();
+		atomic_fetch_add(&st->loads_out, 1);
+		return q;
+	}
+}
+
+/* Makes up to DPU_STATIC_LOADS loads of a copy, onto loads. Front. */
+static void
+static_fill(struct dpu *dpu, struct dpu_mregion *m, struct dpu_static *st,
+    struct dpu_reqq *loads)
+{
+	for (unsigned i = atomic_load(&st->loads_out); i < DPU_STATIC_LOADS;
+	    i++) {
+		struct dpu_req *q = static_load_next(dpu, m, st);
+
+		if (q == NULL)
+			break;
+		TAILQ_INSERT_TAIL(loads, q, link);
+	}
+}
+
+/* Makes a static copy of m and its first loads (onto loads). Front. */
+static int
+static_start(struct dpu *dpu, struct dpu_mregion *m, const char *why,
+    struct dpu_reqq *loads)
+{
+	struct dpu_static *st;
+	uint64_t size = m->remote.size, used = atomic_load(&dpu->static_bytes);
+	char sz[32];
+
+	if (atomic_load(&m->st) != NULL)
+		return 0;
+	if (used + size > dpu->static_size) {
+		DPU_INC(dpu, static_rejected, 1);
+		log_info("dpu: region %" PRIu32 " on %s (%s): not cached whole: "
+		    "%s would pass static_size", m->remote.region, m->node->addr,
+		    why, fmt_bytes(sz, sizeof sz, size));
+		return -ENOSPC;
+	}
+	st = calloc(1, sizeof *st);
+	if (st == NULL)
+		return -ENOMEM;
+	st->size = size;
+	st->npieces = (size + DPU_STATIC_PIECE - 1) / DPU_STATIC_PIECE;
+	st->state = calloc(st->npieces, sizeof *st->state);
+	st->mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE |
+	    MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (st->state == NULL || st->mem == MAP_FAILED) {
+		if (st->mem != MAP_FAILED)
+			munmap(st->mem, size);
+		free(st->state);
+		free(st);
+		return -ENOMEM;
+	}
+	atomic_fetch_add(&dpu->static_bytes, size);
+	atomic_fetch_add(&dpu->static_regions, 1);
+	atomic_store_explicit(&m->st, st, memory_order_release);
+	log_info("dpu: region %" PRIu32 " on %s cached whole (%s): %s",
+	    m->remote.region, m->node->addr, why, fmt_bytes(sz, sizeof sz,
+	    size));
+	static_fill(dpu, m, st, loads);
+	return 0;
+}
+
+/*
+ * A region record is made: cache it whole if static_regions names it; the
+ * loads to start go onto loads. Front.
+ */
+void
+dpu_cache_region_new(struct dpu *dpu, struct dpu_mregion *m,
+    struct dpu_reqq *loads)
+{
+	if (m->name[0] == '\0')
+		return;
+	for (unsigned i = 0; i < dpu->nstatic_names; i++)
+		if (strcmp(dpu->static_names[i], m->name) == 0) {
+			(void)static_start(dpu, m, "static_regions",
+			    loads);
+			return;
+		}
+}
+
+/*
+ * A program's advice, through its host. STATIC caches the region whole
+ * (the loads to start go onto loads); NORMAL is taken note of, and a copy
+ * made stays until the region goes. Front.
+ */
+int
+dpu_cache_advise(struct dpu *dpu, struct dpu_mregion *m, uint32_t advice,
+    struct dpu_reqq *loads)
+{
+	if (advice != FAM_ADVICE_STATIC)
+		return 0;
+	return static_start(dpu, m, "advised", loads);
+}
+
+/*
+ * A load of a piece is over: the piece is there (or empty again). Returns
+ * the next load, to issue at once, or NULL. Back.
+ */
+struct dpu_req *
+dpu_static_load_done(struct dpu *dpu, struct dpu_req *q)
+{
+	struct dpu_mregion *m = q->m;
+	struct dpu_static *st = atomic_load_explicit(&m->st,
+	    memory_order_acquire);
+	uint64_t p = q->off / DPU_STATIC_PIECE;
+	struct dpu_req *next = NULL;
+
+	atomic_fetch_sub(&st->loads_out, 1);
+	if (q->status == 0) {
+		uint8_t loading = DS_LOADING;
+
+		if (atomic_compare_exchange_strong_explicit(&st->state[p],
+		    &loading, DS_LOADED, memory_order_acq_rel,
+		    memory_order_acquire)) {
+			atomic_fetch_add(&st->loaded, 1);
+			DPU_INC(dpu, static_loaded_bytes, q->len);
+		} else {
+			/*
+			 * Written meanwhile: empty again, loaded when the
+			 * loads start over (dpu_static_lookup()).
+			 */
+			atomic_store(&st->state[p], DS_EMPTY);
+		}
+		next = static_load_next(dpu, m, st);
+	} else {
+		atomic_store(&st->state[p], DS_EMPTY);
+		DPU_INC(dpu, static_load_errors, 1);
+	}
+	dpu_mregion_put(m);
+	free(q);
+	return next;
+}
+
+/* The reply of a static hit is sent: the region record may go. Front. */
+static void
+static_sent(void *arg)
+{
+	dpu_mregion_put(arg);
+}
+
+/* Returns true when every piece of [off, off + len) is loaded. */
+static bool
+static_covers(struct dpu_static *st, uint64_t off, uint32_t len)
+{
+	uint64_t last = (off + len - 1) / DPU_STATIC_PIECE;
+
+	for (uint64_t p = off / DPU_STATIC_PIECE; p <= last; p++)
+		if (atomic_load_explicit(&st->state[p], memory_order_acquire) !=
+		    DS_LOADED)
+			return false;
+	return true;
+}
+
+/*
+ * Looks a read up in m's static copy st. A hit fills hit (a reference on
+ * m, until hit->release); a miss restarts loads that stopped on an error
+ * (onto loads). Returns true on a hit. Front.
+ */
+bool
+dpu_static_lookup(struct dpu *dpu, struct dpu_mregion *m,
+    struct dpu_static *st, uint64_t off, uint32_t len, struct dpu_hit *hit,
+    struct dpu_reqq *loads)
+{
+	if (!static_covers(st, off, len)) {
+		DPU_INC(dpu, static_misses, 1);
+		if (atomic_load(&st->loads_out) == 0 &&
+		    atomic_load(&st->loaded) < st->npieces &&
+		    mono_ns() >= st->retry_ns) {
+			/* Loads stopped on an error: start them over. */
+			st->retry_ns = mono_ns() + STATIC_RETRY_NS;
+			atomic_store(&st->next, 0);
+			static_fill(dpu, m, st, loads);
+		}
+		return false;
+	}
+	atomic_fetch_add(&m->refs, 1);
+	hit->data = st->mem + off;
+	hit->dynamic = false;
+	hit->release = static_sent;
+	hit->arg = m;
+	return true;
+}
+
+/* A write the memory node has, within st: the copy gets it too. Back. */
+void
+dpu_static_write(struct dpu_static *st, const struct dpu_req *q)
+{
+	memcpy(st->mem + q->off, q->buf, q->len);
+	for (uint64_t p = q->off / DPU_STATIC_PIECE; p <= (q->off + q->len -
+	    1) / DPU_STATIC_PIECE; p++) {
+		uint8_t loading = DS_LOADING;
+
+		atomic_compare_exchange_strong(&st->state[p], &loading,
+		    DS_STALE);
+	}
+}
+
+/* Frees a static copy (its region record goes). Any side. */
+void
+dpu_static_free(struct dpu *dpu, struct dpu_static *st)
+{
+	atomic_fetch_sub(&dpu->static_bytes, st->size);
+	atomic_fetch_sub(&dpu->static_regions, 1);
+	munmap(st->mem, st->size);
+	free(st->state);
+	free(st);
+}
+
