@@ -12,8 +12,10 @@ pkgconfig_DATA = src/client/libfam.pc
 FAMLIB_LDFLAGS = -Wl,-z,nodelete -Wl,-z,now -pthread
 
 # libfam.so: the fam.h API, the client side of src/wire/session.h.
-src_libfam_la_SOURCES = src/client/libfam.c src/client/libfam-internal.h \
+LIBFAM_SOURCES = src/client/libfam-api.c src/client/libfam-session.c \
+	src/client/libfam-arena.c src/client/libfam-internal.h \
 	src/wire/session.h src/wire/session.c
+src_libfam_la_SOURCES = $(LIBFAM_SOURCES)
 src_libfam_la_CFLAGS = $(AM_CFLAGS) -pthread
 src_libfam_la_LDFLAGS = $(AM_LDFLAGS) -version-info 0:0:0 $(FAMLIB_LDFLAGS) \
 	-Wl,--version-script=$(srcdir)/src/client/libfam.sym
@@ -22,8 +24,7 @@ EXTRA_src_libfam_la_DEPENDENCIES = src/client/libfam.sym
 # libfamshim.so: the LD_PRELOAD malloc, with libfam compiled in so that it
 # works alone. Never sanitized: a sanitizer runtime cannot be preloaded
 # behind another malloc.
-src_libfamshim_la_SOURCES = src/client/shim.c src/client/libfam.c \
-	src/client/libfam-internal.h src/wire/session.h src/wire/session.c
+src_libfamshim_la_SOURCES = src/client/shim.c $(LIBFAM_SOURCES)
 src_libfamshim_la_CFLAGS = -std=gnu11 $(WARN_CFLAGS) -fvisibility=hidden \
 	-fno-builtin -pthread
 src_libfamshim_la_LDFLAGS = -module -avoid-version -shared $(FAMLIB_LDFLAGS) \
