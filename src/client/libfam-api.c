@@ -1,7 +1,7 @@
 /*
- * libfam-api.c - the fam_*() API of fam.h, and the entry points libfamshim
- * calls (libfam-internal.h): regions asked of the host famd, entered in the
- * tables, released, described.
+ * libfam-api.c - the fam_*() API of famd-client.h, and the entry points
+ * libfamshim calls (libfam-internal.h): regions asked of the host famd,
+ * entered in the tables, released, described.
  *
  * This code may run inside malloc (libfamshim compiles it in): it never
  * allocates and never uses stdio; messages live on the stack.
@@ -22,7 +22,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
-#include "fam.h"
+#include "famd-client/famd-client.h"
 #include "wire/session.h"
 #include "client/libfam-internal.h"
 
@@ -372,7 +372,7 @@ libfam_advise(const void *ptr, int advice)
 	return rc;
 }
 
-/* ---- the public API (fam.h) ----------------------------------------- */
+/* ---- the public API (famd-client.h) --------------------------------- */
 
 /* Zero-filled memory of at least size bytes, aligned to the chunk size. */
 void *

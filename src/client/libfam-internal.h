@@ -51,7 +51,7 @@ bool libfam_owns(const void *ptr);
 size_t libfam_usable_size(const void *ptr);
 
 /*
- * Names the messages' author ("libfam" by default) and what becomes of
+ * Names the messages' author ("libfamd-client" by default) and what becomes of
  * allocations when famd cannot be reached (appended to that warning).
  */
 void libfam_configure(const char *ident, const char *fallback);

@@ -38,7 +38,7 @@
 #include <sys/un.h>
 #include <linux/userfaultfd.h>
 
-#include "fam.h"
+#include "famd-client/famd-client.h"
 #include "wire/session.h"
 #include "client/libfam-internal.h"
 
@@ -61,7 +61,7 @@ struct libfam libfam = {
 	.sock = -1,
 	.uffd = -1,
 	.lost_fd = -1,
-	.ident = "libfam",
+	.ident = "libfamd-client",
 };
 
 /* ---- messages ------------------------------------------------------- */

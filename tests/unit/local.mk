@@ -16,6 +16,6 @@ check_PROGRAMS += $(UNIT_TESTS)
 TESTS += $(UNIT_TESTS)
 
 tests_unit_check_render_SOURCES = tests/unit/check_render.c src/ctl/famctl-render.c
-# libfam's API, linked as a program would.
+# libfamd-client's API, linked as a program would.
 tests_unit_check_libfam_CFLAGS = $(AM_CFLAGS) -pthread
-tests_unit_check_libfam_LDADD = src/libfam.la $(CHECK_LIBS) -lpthread
+tests_unit_check_libfam_LDADD = src/libfamd-client.la $(CHECK_LIBS) -lpthread
