@@ -16,6 +16,8 @@
 #ifndef LIBFAM_INTERNAL_H
 #define LIBFAM_INTERNAL_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -51,8 +53,8 @@ bool libfam_owns(const void *ptr);
 size_t libfam_usable_size(const void *ptr);
 
 /*
- * Names the messages' author ("libfamd-client" by default) and what becomes of
- * allocations when famd cannot be reached (appended to that warning).
+ * Names the messages' author ("libfamd-client" by default) and what becomes
+ * of allocations when famd cannot be reached (appended to that warning).
  */
 void libfam_configure(const char *ident, const char *fallback);
 
@@ -66,9 +68,6 @@ char *libfam_fmt_u64(char *buf, uint64_t v);
 const char *libfam_fmt_errno(char *buf, size_t len, int err);
 
 /* ---- shared among libfam's files: hidden from every program ---------- */
-
-#include <pthread.h>
-#include <stdatomic.h>
 
 struct fam_smsg;
 
