@@ -10,13 +10,14 @@ contrib_graph_graph_SOURCES = $(GRAPH_SOURCES)
 contrib_graph_graph_CFLAGS = -std=gnu11 -O2 $(WARN_CFLAGS) $(OPENMP_CFLAGS)
 contrib_graph_graph_LDFLAGS = $(OPENMP_CFLAGS)
 contrib_graph_graph_LDADD =
-# graph-fam: the same program linked with libfam, which can map a graph
-# preloaded on the memory node (-F); not preloaded, so sanitized like libfam.
+# graph-fam: the same program linked with libfamd-client, which can map a
+# graph preloaded on the memory node (-F); not preloaded, so sanitized like
+# libfamd-client.
 contrib_graph_graph_fam_SOURCES = $(GRAPH_SOURCES)
 contrib_graph_graph_fam_CPPFLAGS = $(AM_CPPFLAGS) -DGRAPH_FAM
 contrib_graph_graph_fam_CFLAGS = $(AM_CFLAGS) -O2 $(OPENMP_CFLAGS)
 contrib_graph_graph_fam_LDFLAGS = $(AM_LDFLAGS) $(OPENMP_CFLAGS)
-contrib_graph_graph_fam_LDADD = src/libfam.la
+contrib_graph_graph_fam_LDADD = src/libfamd-client.la
 contrib_bench_faultbench_CFLAGS = -std=gnu11 -O2 $(WARN_CFLAGS) -pthread
 contrib_bench_faultbench_LDFLAGS = -pthread
 contrib_bench_faultbench_LDADD =

@@ -23,7 +23,7 @@
 #include "graph.h"
 
 #ifdef GRAPH_FAM
-#include "fam.h"
+#include "famd-client/famd-client.h"
 #endif
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -419,8 +419,8 @@ int
 graph_map_csr_fam(struct graph *g, const char *prefix)
 {
 	(void)g;
-	fprintf(stderr, "graph: -F %s: this program is not linked with libfam "
-	    "(graph-fam is)\n", prefix);
+	fprintf(stderr, "graph: -F %s: this program is not linked with "
+	    "libfamd-client (graph-fam is)\n", prefix);
 	return -1;
 }
 #endif

@@ -2,7 +2,8 @@
  * graph.c - graph analytics over a CSR graph whose arrays come from plain
  * malloc(), so that under libfamshim.so they are fabric-attached memory and
  * the program knows nothing of famd. graph-fam, the same program linked
- * with libfam, can instead map a graph preloaded on the memory node (-F).
+ * with libfamd-client, can instead map a graph preloaded on the memory
+ * node (-F).
  *
  *   graph [-APX] [-s SCALE] [-e EDGEFACTOR] [-S SEED] [-f EDGEFILE |
  *         -c PREFIX | -F PREFIX] [-w EDGEFILE] [-W PREFIX] [-i ITERS] [-P]
@@ -61,8 +62,8 @@ graph_pause(const char *what, const char *name)
 }
 
 /*
- * libfam's hint, there when the program runs under a libfamshim.so or
- * libfam.so that has it; the program stays plain without it.
+ * libfamd-client's hint, there when the program runs under a libfamshim.so
+ * or libfamd-client.so that has it; the program stays plain without it.
  */
 extern int fam_advise(const void *ptr, int advice) __attribute__((weak));
 #define GRAPH_ADVISE_STATIC 1 /* FAM_ADVISE_STATIC */

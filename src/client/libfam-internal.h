@@ -1,13 +1,23 @@
 /*
- * libfam-internal.h - libfam's entry points for libfamshim, which compiles
- * libfam.c in (it must work when preloaded alone) and hides them.
+ * libfam-internal.h - libfam's private header: its entry points for
+ * libfamshim, which compiles libfam in (it must work when preloaded alone)
+ * and hides them; then what libfam-api.c, libfam-session.c and
+ * libfam-arena.c share.
  *
  * Every function here may be called from inside malloc: none allocates, none
  * uses stdio. All return 0 or -errno unless said otherwise.
+ *
+ * Lock order: libfam.lock is the only lock. It is held across each round
+ * trip and each change of the tables, and never while touching the memory of
+ * a region: a fault there may wait for the watchdog, which takes the lock.
+ * arena_of() reads the arena table without it: an entry is filled before
+ * its slot is published (release store of narenas) and never moves.
  */
 #ifndef LIBFAM_INTERNAL_H
 #define LIBFAM_INTERNAL_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -43,8 +53,8 @@ bool libfam_owns(const void *ptr);
 size_t libfam_usable_size(const void *ptr);
 
 /*
- * Names the messages' author ("libfam" by default) and what becomes of
- * allocations when famd cannot be reached (appended to that warning).
+ * Names the messages' author ("libfamd-client" by default) and what becomes
+ * of allocations when famd cannot be reached (appended to that warning).
  */
 void libfam_configure(const char *ident, const char *fallback);
 
@@ -56,5 +66,147 @@ char *libfam_fmt_u64(char *buf, uint64_t v);
 
 /* Formats err as "description (ENAME)" into buf of len bytes; returns buf. */
 const char *libfam_fmt_errno(char *buf, size_t len, int err);
+
+/* ---- shared among libfam's files: hidden from every program ---------- */
+
+struct fam_smsg;
+
+#pragma GCC visibility push(hidden)
+
+#define LIBFAM_MAX_ARENAS 4096
+
+enum libfam_state {
+	LIBFAM_S_NONE,
+	LIBFAM_S_LIVE,
+	LIBFAM_S_BROKEN,
+};
+
+enum libfam_arena_state {
+	LIBFAM_A_LIVE,
+	LIBFAM_A_LOST,
+	LIBFAM_A_INHERITED,
+};
+
+struct libfam_arena {
+	uintptr_t base;   /* address of byte 0 */
+	size_t len;       /* bytes mapped: the size of famd's memfd */
+	uint64_t id;      /* famd's name for it, within the session */
+	uint64_t session; /* generation of the session that mapped it */
+	uint64_t *used;   /* one bit per chunk in a region (mmap'd) */
+	size_t used_len;  /* bytes of that bitmap */
+	_Atomic int state; /* enum libfam_arena_state */
+};
+
+struct libfam_region {
+	uintptr_t addr;   /* first byte; 0 marks a free slot */
+	size_t size;      /* bytes reserved, a multiple of the chunk size */
+	uint64_t handle;  /* famd's name for it */
+	uint32_t arena;   /* slot in the arena table */
+	uint32_t flags;   /* FAM_S_ALLOC_* */
+};
+
+/* The session and the tables' bookkeeping (libfam-session.c). */
+struct libfam {
+	pthread_mutex_t lock;
+	enum libfam_state state;
+	uint64_t gen;       /* sessions opened so far; names the current one */
+	int sock;           /* session socket, -1 without a session */
+	int uffd;           /* our copy of the userfaultfd, -1 without */
+	int lost_fd;        /* an empty, sealed memfd: lost arenas map it */
+	uint64_t seq;       /* last request number sent */
+	size_t chunk;       /* famd's chunk size (bytes, a power of two) */
+	size_t arena_size;  /* famd's usual arena length */
+	int lost_why;       /* 0, or the -errno that broke the session */
+	uint64_t retry_ns;  /* no new connection attempt before this time */
+	int last_err;       /* -errno of the last failed attempt */
+	bool reported;      /* the current outage has been reported */
+	const char *ident;
+	const char *fallback;
+
+	struct libfam_region *regions; /* open addressing, linear probing */
+	size_t nregions;
+	size_t region_cap;  /* slots: a power of two, or 0 */
+};
+
+extern struct libfam libfam;
+
+/* The arena table (libfam-arena.c). */
+extern struct libfam_arena arenas[LIBFAM_MAX_ARENAS];
+extern _Atomic size_t narenas;
+
+/* libfam-session.c */
+
+/* Closes fd if it is one. */
+void close_fd(int fd);
+
+/* Takes the lock, cancellation off; returns the state for libfam_unlock(). */
+int libfam_lock(void);
+
+/* Releases the lock and restores the cancel state. */
+void libfam_unlock(int cancel);
+
+/* Once per process: the fork handlers. */
+void libfam_init(void);
+
+/* Makes sure there is a live session; *quiet tells a failure to get one. */
+int session_get(bool *quiet);
+
+/*
+ * One round trip: m as a request of type (with data, and fd when >= 0);
+ * the reply in m, its descriptor in *rfd. Returns 0, famd's error as -errno,
+ * or -ECONNRESET or -EPROTO once the session is broken.
+ */
+int session_call(uint16_t type, struct fam_smsg *m, const void *data, int fd,
+    int *rfd);
+
+/* Ends a live session after a failed round trip (why: -errno). */
+void session_break(int why);
+
+/* libfam-arena.c */
+
+/* The arena holding addr, or NULL; lock-free. */
+struct libfam_arena *arena_of(uintptr_t addr);
+
+/* The live arena famd calls id in the current session, or NULL. */
+struct libfam_arena *arena_by_id(uint64_t id);
+
+/* Tells whether famd serves arena a now: live, of the live session. */
+bool arena_served(const struct libfam_arena *a);
+
+/* Sets (on) or clears the bits of chunks [first, first + count). */
+void arena_mark(struct libfam_arena *a, size_t first, size_t count, bool on);
+
+/* Tells whether any chunk of [first, first + count) is in a region. */
+bool arena_busy(const struct libfam_arena *a, size_t first, size_t count);
+
+/* Maps memfd (len bytes) aligned as wire/session.h says; *basep its base. */
+int arena_map(int memfd, size_t len, uintptr_t *basep);
+
+/* Prepares the next free slot for an arena of len bytes. */
+int arena_prepare(size_t len, struct libfam_arena **ap);
+
+/* Frees what arena_prepare() got for a slot left unused. */
+void arena_unprepare(struct libfam_arena *a);
+
+/* Publishes the prepared arena a, mapped at base. */
+void arena_publish(struct libfam_arena *a, uint64_t id, uintptr_t base,
+    size_t len);
+
+/* Maps an empty file over a live arena: every access raises SIGBUS. */
+int arena_replace(struct libfam_arena *a);
+
+/* The region starting at addr, or NULL. */
+struct libfam_region *region_find(uintptr_t addr);
+
+/* Adds r, growing the table (kept at most half full). */
+int region_add(const struct libfam_region *r);
+
+/* Removes the region in slot r. */
+void region_del(struct libfam_region *r);
+
+/* Forgets region r: its chunks become free in its arena. */
+void region_drop(struct libfam_region *r);
+
+#pragma GCC visibility pop
 
 #endif /* LIBFAM_INTERNAL_H */

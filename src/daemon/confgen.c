@@ -1,6 +1,8 @@
 /*
  * confgen.c - writes the example famd.conf files and the key list of
- * famd.conf(5) from the key table, at build time.
+ * famd.conf(5) from the key table. The examples are checked in under conf/
+ * (make update-conf writes them, tests/lint/conf.sh compares); the man page
+ * is written at build time.
  *
  *   famd-confgen example ROLE           an example file for ROLE
  *   famd-confgen man TEMPLATE           TEMPLATE with @CFG_KEYS@ filled in
@@ -12,6 +14,7 @@
 
 #include "core/famd.h"
 
+/* Writes an example file or famd.conf(5), as the arguments ask. */
 int
 main(int argc, char **argv)
 {

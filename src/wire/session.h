@@ -77,8 +77,8 @@ enum fam_smsg_type {
 	 */
 	FAM_S_STAT = 6,
 	/*
-	 * a: address inside a region, b: FAM_ADVISE_* (fam.h; the values of
-	 * FAM_ADVICE_* in proto.h); reply: status
+	 * a: address inside a region, b: FAM_ADVISE_* (famd-client.h; the
+	 * values of FAM_ADVICE_* in proto.h); reply: status
 	 */
 	FAM_S_ADVISE = 7,
 	FAM_S_TYPE_MAX = 7,

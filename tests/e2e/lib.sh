@@ -10,7 +10,7 @@ set -u
 FAMD=$top_builddir/src/famd
 FAMCTL=$top_builddir/src/famctl
 FAMCLIENT=$top_builddir/tests/tools/famclient
-CONFDIR=$top_builddir/conf
+CONFDIR=$top_srcdir/conf
 TEST_NAME=$(basename "$0" .sh)
 
 T=$(mktemp -d "/tmp/famd-$TEST_NAME.XXXXXX")

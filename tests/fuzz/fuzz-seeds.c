@@ -21,7 +21,7 @@
 
 #include "wire/session.h"
 #include "core/famd.h"
-#include "fam.h"
+#include "famd-client/famd-client.h"
 
 static const char *seed_top;
 

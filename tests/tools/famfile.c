@@ -35,7 +35,7 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
-#include "fam.h"
+#include "famd-client/famd-client.h"
 
 #include "toolutil.h"
 

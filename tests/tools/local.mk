@@ -32,7 +32,7 @@ tests_tools_famsoak_LDFLAGS = -pthread
 tests_tools_famsoak_LDADD =
 # Speaks the session protocol's structures by hand (bad messages).
 tests_tools_famsess_LDADD =
-# Linked with libfam.so, which an ASan build sanitizes like check_libfam:
+# Linked with libfamd-client.so, which an ASan build sanitizes like check_libfam:
 # the program must carry the sanitizer too (it is not preloaded).
 tests_tools_famfile_CFLAGS = $(AM_CFLAGS) -pthread
-tests_tools_famfile_LDADD = src/libfam.la -lpthread
+tests_tools_famfile_LDADD = src/libfamd-client.la -lpthread

@@ -20,7 +20,7 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 
-#include "fam.h"
+#include "famd-client/famd-client.h"
 #include "wire/session.h"
 
 static char dir[64];

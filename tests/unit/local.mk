@@ -21,24 +21,13 @@ check_PROGRAMS += $(UNIT_TESTS)
 TESTS += $(UNIT_TESTS)
 
 tests_unit_check_render_SOURCES = tests/unit/check_render.c src/ctl/famctl-render.c
-# libfam's API, linked as a program would.
-tests_unit_check_libfam_CFLAGS = $(AM_CFLAGS) -pthread
-tests_unit_check_libfam_LDADD = src/libfam.la $(CHECK_LIBS) -lpthread
+# libfamd-client's API, linked as a program would.
+tests_unit_check_libfam_LDADD = src/libfamd-client.la $(CHECK_LIBS) -lpthread
 
 # Suites that run a loop, roles or programs' sessions share tests/unit/unit.c.
 UNIT_HARNESS = tests/unit/unit.c tests/unit/unit.h
 tests_unit_check_host_buffer_SOURCES = tests/unit/check_host_buffer.c $(UNIT_HARNESS)
-tests_unit_check_host_buffer_CFLAGS = $(AM_CFLAGS) -pthread
-tests_unit_check_host_buffer_LDADD = $(LDADD) -lpthread
 tests_unit_check_host_fault_SOURCES = tests/unit/check_host_fault.c $(UNIT_HARNESS)
-tests_unit_check_host_fault_CFLAGS = $(AM_CFLAGS) -pthread
-tests_unit_check_host_fault_LDADD = $(LDADD) -lpthread
 tests_unit_check_host_path_SOURCES = tests/unit/check_host_path.c $(UNIT_HARNESS)
-tests_unit_check_host_path_CFLAGS = $(AM_CFLAGS) -pthread
-tests_unit_check_host_path_LDADD = $(LDADD) -lpthread
 tests_unit_check_transport_SOURCES = tests/unit/check_transport.c $(UNIT_HARNESS)
-tests_unit_check_transport_CFLAGS = $(AM_CFLAGS) -pthread
-tests_unit_check_transport_LDADD = $(LDADD) -lpthread
 tests_unit_check_verbs_SOURCES = tests/unit/check_verbs.c $(UNIT_HARNESS)
-tests_unit_check_verbs_CFLAGS = $(AM_CFLAGS) -pthread
-tests_unit_check_verbs_LDADD = $(LDADD) -lpthread

@@ -1,5 +1,5 @@
 /*
- * fam.h - libfam: fabric-attached memory for programs.
+ * famd-client.h - libfamd-client: fabric-attached memory for programs.
  *
  * Memory from fam_alloc() lives on a memory node and is paged into this
  * node's buffer by the host famd as the program touches it. It is ordinary
@@ -12,8 +12,8 @@
  * The library finds the host famd at $FAM_SOCKET, else
  * /run/famd/session.sock. Functions return NULL or -1 and set errno.
  */
-#ifndef FAM_H
-#define FAM_H
+#ifndef FAMD_CLIENT_H
+#define FAMD_CLIENT_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -76,4 +76,4 @@ int fam_advise(const void *ptr, int advice);
 }
 #endif
 
-#endif /* FAM_H */
+#endif /* FAMD_CLIENT_H */

@@ -1,0 +1,702 @@
+/*
+ * libfam-session.c - the program's side of a session with the host famd
+ * (wire/session.h): connecting, the round trips, the watchdog that notices
+ * the end of a session, what becomes of the arenas then, and fork.
+ *
+ * Owns: struct libfam libfam (the session and the lock), the session
+ * socket, our copy of the userfaultfd, the watchdog thread, the messages on
+ * stderr (written with write(2), once per outage).
+ * Session states (libfam.state):
+ *   LIBFAM_S_NONE    no session; the next allocation opens one, at most
+ *                    once a second after a failure
+ *   LIBFAM_S_LIVE    connected, the userfaultfd passed, a watchdog thread
+ *                    waiting for the socket to hang up
+ *   LIBFAM_S_BROKEN  a round trip failed: the socket is shut down, and the
+ *                    watchdog is about to declare the session lost
+ * Locks: libfam.lock (libfam-internal.h says the order).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <linux/userfaultfd.h>
+
+#include "famd-client/famd-client.h"
+#include "wire/session.h"
+#include "client/libfam-internal.h"
+
+/* Debian 12's headers stop at Linux 6.1; these are the kernel's values. */
+#ifndef USERFAULTFD_IOC_NEW
+#define USERFAULTFD_IOC_NEW _IO(0xAA, 0x00)
+#endif
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+#ifndef MFD_ALLOW_SEALING
+#define MFD_ALLOW_SEALING 0x0002U
+#endif
+
+#define LIBFAM_RETRY_NS 1000000000ull /* between attempts to connect */
+#define LIBFAM_MAX_FDS  4             /* descriptors accepted on one reply */
+
+struct libfam libfam = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.sock = -1,
+	.uffd = -1,
+	.lost_fd = -1,
+	.ident = "libfamd-client",
+};
+
+/* ---- messages ------------------------------------------------------- */
+
+/* Appends s to buf (size len) at *n, leaving room for a newline. */
+static void
+say_add(char *buf, size_t len, size_t *n, const char *s)
+{
+	size_t l = strlen(s);
+
+	if (l > len - 1 - *n)
+		l = len - 1 - *n;
+	memcpy(buf + *n, s, l);
+	*n += l;
+}
+
+/* Writes "ident: " and the strings up to NULL as one line on stderr. */
+void
+libfam_say(const char *first, ...)
+{
+	char buf[512];
+	const char *s;
+	size_t n = 0, off = 0;
+	ssize_t w;
+	va_list ap;
+	int saved = errno;
+
+	say_add(buf, sizeof buf, &n, libfam.ident);
+	say_add(buf, sizeof buf, &n, ": ");
+	va_start(ap, first);
+	for (s = first; s != NULL; s = va_arg(ap, const char *))
+		say_add(buf, sizeof buf, &n, s);
+	va_end(ap);
+	buf[n++] = '\n';
+	while (off < n) {
+		w = write(STDERR_FILENO, buf + off, n - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			break;
+		off += (size_t)w;
+	}
+	errno = saved;
+}
+
+/* Formats v in decimal into buf (at least 21 bytes); returns buf. */
+char *
+libfam_fmt_u64(char *buf, uint64_t v)
+{
+	char tmp[21];
+	size_t n = 0, i;
+
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v != 0);
+	for (i = 0; i < n; i++)
+		buf[i] = tmp[n - 1 - i];
+	buf[n] = '\0';
+	return buf;
+}
+
+/* Formats an errno as "description (ENAME)" into buf of len bytes. */
+const char *
+libfam_fmt_errno(char *buf, size_t len, int err)
+{
+	const char *desc = strerrordesc_np(err), *name = strerrorname_np(err);
+	char num[21];
+	size_t n = 0;
+
+	say_add(buf, len, &n, desc != NULL ? desc : "unknown error");
+	say_add(buf, len, &n, " (");
+	say_add(buf, len, &n,
+	    name != NULL ? name : libfam_fmt_u64(num, (uint64_t)err));
+	say_add(buf, len, &n, ")");
+	buf[n] = '\0';
+	return buf;
+}
+
+/* Names the messages' author and what becomes of allocations without famd. */
+void
+libfam_configure(const char *ident, const char *fallback)
+{
+	libfam.ident = ident;
+	libfam.fallback = fallback;
+}
+
+/* Reports a failure to get a session, once per outage. */
+static void
+report_outage(const char *what, const char *path, int err)
+{
+	char ebuf[128];
+
+	if (libfam.reported)
+		return;
+	libfam.reported = true;
+	libfam_say(what, path, ": ", libfam_fmt_errno(ebuf, sizeof ebuf, err),
+	    libfam.fallback != NULL ? "; " : "",
+	    libfam.fallback != NULL ? libfam.fallback : "", NULL);
+}
+
+/* ---- helpers -------------------------------------------------------- */
+
+/* Returns CLOCK_MONOTONIC in nanoseconds. */
+static uint64_t
+libfam_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Closes fd if it is one. */
+void
+close_fd(int fd)
+{
+	if (fd >= 0)
+		close(fd);
+}
+
+/* The session socket's path: $FAM_SOCKET, else the default. */
+static const char *
+session_path(void)
+{
+	const char *p = secure_getenv("FAM_SOCKET");
+
+	return p != NULL && *p != '\0' ? p : FAM_SESSION_SOCKET;
+}
+
+/*
+ * Takes the lock, with cancellation off: a round trip waits in recvmsg(), a
+ * cancellation point, and a thread cancelled there would keep the lock.
+ * Returns the cancel state to give back to libfam_unlock().
+ */
+int
+libfam_lock(void)
+{
+	int old;
+
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+	pthread_mutex_lock(&libfam.lock);
+	return old;
+}
+
+/* Releases the lock and restores the cancel state. */
+void
+libfam_unlock(int cancel)
+{
+	pthread_mutex_unlock(&libfam.lock);
+	pthread_setcancelstate(cancel, NULL);
+}
+
+/* ---- the session socket --------------------------------------------- */
+
+/* Closes every descriptor in the SCM_RIGHTS messages of mh but one kept. */
+static void
+take_fds(struct msghdr *mh, int *keep)
+{
+	struct cmsghdr *c;
+	size_t i, n;
+	int fd;
+
+	for (c = CMSG_FIRSTHDR(mh); c != NULL; c = CMSG_NXTHDR(mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (i = 0; i < n; i++) {
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+			if (keep != NULL && *keep < 0)
+				*keep = fd;
+			else
+				close(fd);
+		}
+	}
+}
+
+/*
+ * Reads exactly len bytes from the session socket; the first descriptor
+ * that comes with them goes to *fd, any other is closed.
+ */
+static int
+sock_read(void *buf, size_t len, int *fd)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(LIBFAM_MAX_FDS * sizeof(int))];
+	} cm;
+	struct iovec iov;
+	struct msghdr mh;
+	size_t done = 0;
+	ssize_t n;
+
+	while (done < len) {
+		iov.iov_base = (char *)buf + done;
+		iov.iov_len = len - done;
+		memset(&mh, 0, sizeof mh);
+		mh.msg_iov = &iov;
+		mh.msg_iovlen = 1;
+		mh.msg_control = cm.buf;
+		mh.msg_controllen = sizeof cm.buf;
+		n = recvmsg(libfam.sock, &mh, MSG_CMSG_CLOEXEC);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		take_fds(&mh, fd);
+		if (mh.msg_flags & MSG_CTRUNC)
+			return -EPROTO;
+		if (n == 0)
+			return -ECONNRESET;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+/* Sends m, its len bytes of data and, when fd >= 0, a descriptor. */
+static int
+sock_send(const struct fam_smsg *m, const void *data, int fd)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} cm;
+	struct iovec iov[2] = {
+		{ .iov_base = (void *)m, .iov_len = sizeof *m },
+		{ .iov_base = (void *)data, .iov_len = m->len },
+	};
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = m->len ? 2 : 1 };
+	struct cmsghdr *c;
+	ssize_t n;
+
+	if (fd >= 0) {
+		memset(&cm, 0, sizeof cm);
+		mh.msg_control = cm.buf;
+		mh.msg_controllen = sizeof cm.buf;
+		c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &fd, sizeof fd);
+	}
+	while (mh.msg_iovlen > 0) {
+		n = sendmsg(libfam.sock, &mh, MSG_NOSIGNAL);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		mh.msg_control = NULL;
+		mh.msg_controllen = 0;
+		while (mh.msg_iovlen > 0 && (size_t)n >= mh.msg_iov->iov_len) {
+			n -= (ssize_t)mh.msg_iov->iov_len;
+			mh.msg_iov++;
+			mh.msg_iovlen--;
+		}
+		if (mh.msg_iovlen > 0) {
+			mh.msg_iov->iov_base = (char *)mh.msg_iov->iov_base + n;
+			mh.msg_iov->iov_len -= (size_t)n;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Ends a live session after a failed round trip: shuts the socket down, so
+ * the watchdog wakes and declares its arenas lost.
+ */
+void
+session_break(int why)
+{
+	if (libfam.state != LIBFAM_S_LIVE)
+		return;
+	libfam.state = LIBFAM_S_BROKEN;
+	libfam.lost_why = why;
+	shutdown(libfam.sock, SHUT_RDWR);
+}
+
+/*
+ * One round trip: sends m (with data, and fd when >= 0) as a request of
+ * this type and reads the reply into m, its descriptor into *rfd when rfd
+ * is not NULL. Returns 0, famd's error as -errno, or -ECONNRESET or -EPROTO
+ * once the session is broken.
+ */
+int
+session_call(uint16_t type, struct fam_smsg *m, const void *data, int fd,
+    int *rfd)
+{
+	char sink[256];
+	uint64_t seq = ++libfam.seq;
+	size_t left;
+	int rc, got = -1;
+
+	if (rfd != NULL)
+		*rfd = -1;
+	m->magic = FAM_SESSION_MAGIC;
+	m->version = FAM_SESSION_VERSION;
+	m->type = type;
+	m->status = 0;
+	m->reserved = 0;
+	m->seq = seq;
+	rc = sock_send(m, data, fd);
+	if (rc == 0)
+		rc = sock_read(m, sizeof *m, &got);
+	if (rc == 0)
+		rc = fam_smsg_check_reply(m, type, seq);
+	for (left = rc == 0 ? m->len : 0; left > 0 && rc == 0;) {
+		size_t n = left < sizeof sink ? left : sizeof sink;
+
+		rc = sock_read(sink, n, NULL);
+		left -= n;
+	}
+	if (rc < 0) {
+		close_fd(got);
+		rc = rc == -EPROTO ? -EPROTO : -ECONNRESET;
+		session_break(rc);
+		return rc;
+	}
+	if (m->status != 0) {
+		close_fd(got);
+		return -m->status;
+	}
+	if (rfd != NULL)
+		*rfd = got;
+	else
+		close_fd(got);
+	return 0;
+}
+
+/* ---- session set-up and loss ---------------------------------------- */
+
+/* Creates this process's userfaultfd, through devfd when the syscall is refused. */
+static int
+uffd_create(int devfd)
+{
+	int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+
+	if (fd >= 0)
+		return fd;
+	if (errno == EPERM && devfd >= 0)
+		fd = ioctl(devfd, USERFAULTFD_IOC_NEW, O_CLOEXEC | O_NONBLOCK);
+	return fd >= 0 ? fd : -errno;
+}
+
+/* Creates the empty, sealed file lost arenas are mapped onto. */
+static void
+lost_fd_create(void)
+{
+	int fd;
+
+	if (libfam.lost_fd >= 0)
+		return;
+	fd = memfd_create("fam-lost", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return;
+	fcntl(fd, F_ADD_SEALS, F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL);
+	libfam.lost_fd = fd;
+}
+
+/* Declares the session lost: every arena of it faults with SIGBUS from now on. */
+static void
+session_lose(void)
+{
+	size_t n = atomic_load(&narenas), i, regions = 0, bytes = 0;
+	char nbuf[21], bbuf[21], ebuf[128];
+	int stuck = 0, why = libfam.lost_why, err = 0, rc;
+	struct uffdio_range range;
+
+	for (i = 0; i < libfam.region_cap; i++) {
+		struct libfam_region *r = &libfam.regions[i];
+
+		if (r->addr != 0 &&
+		    atomic_load(&arenas[r->arena].state) == LIBFAM_A_LIVE) {
+			regions++;
+			bytes += r->size;
+		}
+	}
+	/* First no thread may fault on the old mappings again... */
+	for (i = 0; i < n; i++) {
+		if (atomic_load(&arenas[i].state) != LIBFAM_A_LIVE)
+			continue;
+		rc = arena_replace(&arenas[i]);
+		if (rc < 0) {
+			stuck++;
+			err = -rc;
+		}
+	}
+	/* ... then those waiting in a fault retry, and get SIGBUS. */
+	for (i = 0; i < n && libfam.uffd >= 0; i++) {
+		if (arenas[i].session != libfam.gen ||
+		    atomic_load(&arenas[i].state) != LIBFAM_A_LOST)
+			continue;
+		range.start = arenas[i].base;
+		range.len = arenas[i].len;
+		ioctl(libfam.uffd, UFFDIO_WAKE, &range);
+	}
+	/*
+	 * Closing our userfaultfd while an arena is still mapped would turn
+	 * its faults into silent zero pages: keep it then, and those threads
+	 * stay blocked instead.
+	 */
+	if (stuck == 0)
+		close_fd(libfam.uffd);
+	close_fd(libfam.sock);
+	libfam.uffd = -1;
+	libfam.sock = -1;
+	libfam.state = LIBFAM_S_NONE;
+	libfam.lost_why = 0;
+	libfam.retry_ns = 0;
+	libfam.reported = false;
+
+	libfam_say(why == 0 ? "the host famd closed the session" :
+	    why == -EPROTO ? "the session with the host famd broke (protocol "
+	    "error)" : "the session with the host famd broke",
+	    ": ", libfam_fmt_u64(nbuf, regions),
+	    regions == 1 ? " region (" : " regions (",
+	    libfam_fmt_u64(bbuf, bytes >> 20), " MiB) of fabric-attached "
+	    "memory lost; touching it raises SIGBUS", NULL);
+	if (stuck > 0)
+		libfam_say("could not unmap ", libfam_fmt_u64(nbuf, (uint64_t)stuck),
+		    " lost arenas: ", libfam_fmt_errno(ebuf, sizeof ebuf, err),
+		    "; threads touching them will wait for ever", NULL);
+}
+
+/* Waits for the session socket to hang up, then declares the session lost. */
+static void *
+watchdog_main(void *arg)
+{
+	uint64_t gen = (uint64_t)(uintptr_t)arg;
+	struct pollfd pfd = { .events = POLLRDHUP };
+
+	pthread_mutex_lock(&libfam.lock);
+	pfd.fd = libfam.gen == gen ? libfam.sock : -1;
+	pthread_mutex_unlock(&libfam.lock);
+	if (pfd.fd < 0)
+		return NULL;
+	for (;;) {
+		int n = poll(&pfd, 1, -1);
+		struct timespec ts = { .tv_nsec = 10000000 };
+
+		if (n > 0)
+			break;
+		if (n < 0 && errno != EINTR)
+			nanosleep(&ts, NULL); /* ENOMEM: try again */
+	}
+	pthread_mutex_lock(&libfam.lock);
+	if (libfam.gen == gen && libfam.state != LIBFAM_S_NONE)
+		session_lose();
+	pthread_mutex_unlock(&libfam.lock);
+	return NULL;
+}
+
+/* Starts the watchdog of the current session, with every signal blocked. */
+static int
+watchdog_start(void)
+{
+	pthread_attr_t attr;
+	sigset_t all, old;
+	pthread_t t;
+	int rc;
+
+	sigfillset(&all);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 256 * 1024);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&t, &attr, watchdog_main,
+	    (void *)(uintptr_t)libfam.gen);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	return -rc;
+}
+
+/* Opens a session with the host famd (wire/session.h, steps 1 and 2). */
+static int
+session_open(void)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	const char *path = session_path();
+	uint64_t now = libfam_now();
+	struct fam_smsg m;
+	int rc, devfd = -1, uffd = -1;
+	size_t plen = strlen(path);
+	long page = sysconf(_SC_PAGESIZE);
+
+	if (now < libfam.retry_ns)
+		return libfam.last_err;
+	if (plen >= sizeof sun.sun_path) {
+		rc = -ENAMETOOLONG;
+		report_outage("cannot reach the host famd at ", path, -rc);
+		goto fail;
+	}
+	memcpy(sun.sun_path, path, plen);
+	libfam.sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	rc = libfam.sock < 0 ? -errno : 0;
+	while (rc == 0 && connect(libfam.sock, (struct sockaddr *)&sun,
+	    sizeof sun) < 0)
+		rc = errno == EINTR ? 0 : -errno;
+	if (rc < 0) {
+		report_outage("cannot reach the host famd at ", path, -rc);
+		goto fail;
+	}
+	libfam.seq = 0;
+
+	memset(&m, 0, sizeof m);
+	m.a = FAM_API_VERSION;
+	rc = session_call(FAM_S_HELLO, &m, NULL, -1, &devfd);
+	if (rc == 0)
+		rc = fam_smsg_check_hello_reply(&m, (uint64_t)page);
+	if (rc < 0) {
+		report_outage("cannot open a session with the host famd at ", path,
+		    -rc);
+		goto fail;
+	}
+	libfam.chunk = (size_t)m.a;
+	libfam.arena_size = (size_t)m.b;
+	if (!(m.c & FAM_S_FEAT_DEVFD)) {
+		close_fd(devfd);
+		devfd = -1;
+	}
+
+	uffd = uffd_create(devfd);
+	close_fd(devfd);
+	if (uffd < 0) {
+		rc = uffd;
+		report_outage("cannot create a userfaultfd for the host famd at ",
+		    path, -rc);
+		goto fail;
+	}
+	memset(&m, 0, sizeof m);
+	rc = session_call(FAM_S_UFFD, &m, NULL, uffd, NULL);
+	if (rc < 0) {
+		report_outage("the host famd did not take the userfaultfd at ", path,
+		    -rc);
+		goto fail;
+	}
+
+	lost_fd_create();
+	libfam.gen++;
+	rc = watchdog_start();
+	if (rc < 0) {
+		report_outage("cannot start the watchdog thread for ", path,
+		    -rc);
+		goto fail;
+	}
+	libfam.uffd = uffd;
+	libfam.state = LIBFAM_S_LIVE;
+	libfam.retry_ns = 0;
+	libfam.reported = false;
+	return 0;
+
+fail:
+	close_fd(uffd);
+	close_fd(libfam.sock);
+	libfam.sock = -1;
+	libfam.retry_ns = now + LIBFAM_RETRY_NS;
+	libfam.last_err = rc;
+	return rc;
+}
+
+/* Makes sure there is a live session; *quiet tells a failure to get one. */
+int
+session_get(bool *quiet)
+{
+	int rc = 0;
+
+	if (libfam.state == LIBFAM_S_BROKEN)
+		rc = -ECONNRESET;
+	else if (libfam.state == LIBFAM_S_NONE)
+		rc = session_open();
+	if (rc < 0 && quiet != NULL)
+		*quiet = true;
+	return rc;
+}
+
+/* ---- fork ----------------------------------------------------------- */
+
+/* Before fork(): no round trip or table change may be half done. */
+static void
+atfork_prepare(void)
+{
+	pthread_mutex_lock(&libfam.lock);
+}
+
+/* After fork(), in the parent. */
+static void
+atfork_parent(void)
+{
+	pthread_mutex_unlock(&libfam.lock);
+}
+
+/*
+ * After fork(), in the child: the parent's session and arenas are not ours.
+ * The arenas were not inherited (MADV_DONTFORK): reserve their ranges so
+ * that nothing else lands there and a touch raises SIGSEGV.
+ */
+static void
+atfork_child(void)
+{
+	size_t n = atomic_load(&narenas), i;
+	pthread_mutex_t init = PTHREAD_MUTEX_INITIALIZER;
+	void *p;
+
+	memcpy(&libfam.lock, &init, sizeof init);
+	close_fd(libfam.sock);
+	close_fd(libfam.uffd);
+	libfam.sock = -1;
+	libfam.uffd = -1;
+	libfam.state = LIBFAM_S_NONE;
+	libfam.lost_why = 0;
+	libfam.gen++;
+	for (i = 0; i < n; i++) {
+		struct libfam_arena *a = &arenas[i];
+
+		if (atomic_load(&a->state) == LIBFAM_A_LIVE) {
+			p = mmap((void *)a->base, a->len, PROT_NONE,
+			    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE |
+			    MAP_FIXED_NOREPLACE, -1, 0);
+			if (p != MAP_FAILED && p != (void *)a->base)
+				munmap(p, a->len);
+		}
+		atomic_store(&a->state, LIBFAM_A_INHERITED);
+	}
+	if (libfam.regions != NULL)
+		munmap(libfam.regions,
+		    libfam.region_cap * sizeof *libfam.regions);
+	libfam.regions = NULL;
+	libfam.region_cap = 0;
+	libfam.nregions = 0;
+}
+
+/* Once per process: the fork handlers. */
+void
+libfam_init(void)
+{
+	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
