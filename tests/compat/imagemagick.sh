@@ -1,0 +1,8 @@
+#!/bin/bash
+# ImageMagick: a 4000x4000 gradient (its pixel cache, 128 MiB at 16 bits
+# per channel, within the memory limit of Debian's policy.xml) resized,
+# the pixels compared.
+. "$(dirname "$0")/lib-compat.sh"
+compat_need imagemagick:convert
+
+compat_run "imagemagick convert" -- sh -c "MAGICK_THREAD_LIMIT=1 convert -size 4000x4000 gradient:white-black -resize 50% -depth 8 rgb:- | md5sum"

@@ -1,0 +1,46 @@
+# The compatibility suite (make check-compat; in scripts/check): programs
+# from Debian's packages that nobody here wrote, each run on local memory
+# and under libfamshim.so with a host buffer a third of its footprint; same
+# output, its memory held by famd (tests/compat/lib-compat.sh). Minutes.
+COMPAT_TESTS = \
+	tests/compat/diff.sh \
+	tests/compat/gcc.sh \
+	tests/compat/imagemagick.sh \
+	tests/compat/java.sh \
+	tests/compat/node.sh \
+	tests/compat/numpy.sh \
+	tests/compat/perl.sh \
+	tests/compat/python-fork.sh \
+	tests/compat/redis.sh \
+	tests/compat/sort.sh \
+	tests/compat/sqlite3.sh \
+	tests/compat/xz.sh
+
+# What does not work yet, each for its reason (they fail as they should
+# until it is fixed, and an XPASS fails the suite so the list is kept true):
+# - gcc, java: cc1's heap and the JVM's are memory they map themselves
+#   (mmap), which famd does not serve yet.
+# - perl, sqlite3: their data is many small objects; FAM_HEAP=all (the
+#   whole heap in fabric-attached memory) does not exist yet.
+# - python-fork, redis: a forked child cannot read its parent's blocks.
+# - xz, imagemagick: random and strided access through 64 KiB chunks
+#   thrashes (xz -9's match finder, a resize's column pass): far past the
+#   time budget of 20 times the local run.
+COMPAT_XFAIL = \
+	tests/compat/gcc.sh \
+	tests/compat/imagemagick.sh \
+	tests/compat/java.sh \
+	tests/compat/perl.sh \
+	tests/compat/python-fork.sh \
+	tests/compat/redis.sh \
+	tests/compat/sqlite3.sh \
+	tests/compat/xz.sh
+
+check-compat: all $(check_PROGRAMS)
+	rm -f tests/compat/results.tsv
+	$(MAKE) $(AM_MAKEFLAGS) check TESTS="$(COMPAT_TESTS)" \
+		XFAIL_TESTS="$(COMPAT_XFAIL)"
+	@echo "program	footprint	buffer	local	famd	held by famd	moved	resident under famd"
+	@cat tests/compat/results.tsv 2>/dev/null || true
+.PHONY: check-compat
+EXTRA_DIST += $(COMPAT_TESTS) tests/compat/lib-compat.sh
