@@ -4,6 +4,7 @@ src_libfamdcore_la_SOURCES += \
 	src/transport/transport-int.h \
 	src/transport/transport.c \
 	src/transport/transport-conn.c \
+	src/transport/transport-msg.c \
 	src/transport/transport-tcp.c \
 	src/transport/verbs/verbs.h \
 	src/transport/verbs/verbs-cm.c \

@@ -4,12 +4,10 @@
  *
  * Owns: the one state machine (enum tp_state), the operations (submit,
  * wait queue, max_outstanding, the table of requests sent by id, finish),
- * deadlines (one timer), the hello on both sides, protocol violations,
- * header checks and what a whole message means, the teardown order, and
- * the API calls that are the same on every fabric.
- *
- * The transport owns the bytes: it frames, queues, posts and reads, and
- * does for the core what struct tp_conn_ops names.
+ * output entries, deadlines (one timer), connecting and listening, the
+ * teardown order, and the API calls that are the same on every fabric.
+ * What messages mean is transport-msg.c; the bytes are the transport's
+ * (struct tp_conn_ops).
  *
  * Callbacks to the user run only from the event loop. Teardown (ev_defer):
  * the transport drops its output, every pending operation completes with
@@ -36,13 +34,12 @@ static void tp_teardown_cb(evutil_socket_t fd, short what, void *arg);
 
 /* Sets up the shared part of a new connection: options, table, events. */
 int
-tp_conn_init(struct tp_conn *c, const struct fam_transport_ops *ops,
-    const struct tp_conn_ops *tops, struct event_base *evb,
-    const struct fam_conn_opts *opts, bool active)
+tp_conn_init(struct tp_conn *c, const struct tp_conn_ops *tops,
+    struct event_base *evb, const struct fam_conn_opts *opts, bool active)
 {
 	uint32_t size = 16;
 
-	c->base.ops = ops;
+	c->base.ops = tops->fam;
 	c->tops = tops;
 	c->evb = evb;
 	c->active = active;
@@ -79,17 +76,41 @@ tp_conn_fini(struct tp_conn *c)
 	explicit_bzero(c->opts.hello.secret, sizeof c->opts.hello.secret);
 }
 
-/* Sets up the shared part of a new listener. */
-void
-tp_listener_init(struct tp_listener *l, const struct fam_transport_ops *ops,
-    struct event_base *evb, const struct fam_conn_opts *opts,
-    fam_accept_fn accept, void *arg)
+/*
+ * Listens on addr (fam_listen() of a transport, tops): resolves it, then
+ * the transport binds the listener the core made.
+ */
+int
+tp_listen(const struct tp_conn_ops *tops, struct event_base *base,
+    const char *addr, const struct fam_conn_opts *opts, fam_accept_fn accept,
+    void *arg, struct fam_listener **out, char **cause)
 {
-	l->base.ops = ops;
-	l->evb = evb;
+	struct sockaddr_storage ss;
+	socklen_t sslen;
+	struct tp_listener *l;
+	int err;
+
+	err = tp_resolve(addr, true, &ss, &sslen, cause);
+	if (err < 0)
+		return err;
+	l = calloc(1, tops->listener_size);
+	if (l == NULL) {
+		*cause = xasprintf("listen %s: out of memory", addr);
+		return -ENOMEM;
+	}
+	l->base.ops = tops->fam;
+	l->evb = base;
 	tp_opts_fill(&l->opts, opts);
 	l->accept = accept;
 	l->arg = arg;
+	err = tops->bind(l, addr, &ss, sslen, cause);
+	if (err < 0) {
+		explicit_bzero(l->opts.secret, sizeof l->opts.secret);
+		free(l);
+		return err;
+	}
+	*out = &l->base;
+	return 0;
 }
 
 /* Returns the peer for log lines: address, and node name once known. */
@@ -261,7 +282,7 @@ tp_op_free(struct tp_conn *c, struct tp_op *op)
 }
 
 /* Finds the request sent with id, or NULL. */
-static struct tp_op *
+struct tp_op *
 tp_table_find(struct tp_conn *c, uint64_t id)
 {
 	struct tp_op *op = c->table[id & c->table_mask];
@@ -282,7 +303,7 @@ tp_table_add(struct tp_conn *c, struct tp_op *op)
 }
 
 /* Removes a request from the table. */
-static void
+void
 tp_table_remove(struct tp_conn *c, struct tp_op *op)
 {
 	struct tp_op **pp = &c->table[op->id & c->table_mask];
@@ -349,7 +370,7 @@ tp_op_submit(struct tp_conn *c, struct tp_op *op)
 }
 
 /* Removes an op from the pending ones (not yet freed). */
-static void
+void
 tp_op_unlink(struct tp_conn *c, struct tp_op *op)
 {
 	TAILQ_REMOVE(&c->ops, op, all);
@@ -377,7 +398,7 @@ tp_op_finish(struct tp_conn *c, struct tp_op *op, int status,
  * Encodes op's request: header and fixed part into buf (returns their
  * length), and in *data the payload that follows them (len 0: none).
  */
-size_t
+static size_t
 tp_op_encode(const struct tp_op *op, uint8_t *buf, struct iovec *data)
 {
 	struct fam_hdr h = {
@@ -414,8 +435,43 @@ tp_op_encode(const struct tp_op *op, uint8_t *buf, struct iovec *data)
 	return FAM_PROTO_HDR_LEN + blen;
 }
 
+/*
+ * Allocates an output entry of c's transport with room for niov payload
+ * iovecs after the header (at inl, iov[0]). NULL when out of memory.
+ */
+struct tp_out *
+tp_out_new(struct tp_conn *c, int niov)
+{
+	size_t size = c->tops->out_size;
+	struct tp_out *o = calloc(1, size + (size_t)(niov + 1) *
+	    sizeof(struct iovec));
+
+	if (o == NULL)
+		return NULL;
+	o->iov = (struct iovec *)((uint8_t *)o + size);
+	o->iov[0].iov_base = o->inl;
+	o->iov[0].iov_len = FAM_PROTO_HDR_LEN;
+	o->iovcnt = 1;
+	return o;
+}
+
+/* Returns op's request as an output entry, or NULL (no memory). */
+struct tp_out *
+tp_op_out(struct tp_conn *c, struct tp_op *op)
+{
+	struct tp_out *o = tp_out_new(c, 1);
+
+	if (o == NULL)
+		return NULL;
+	o->iov[0].iov_len = tp_op_encode(op, o->inl, &o->iov[1]);
+	if (o->iov[1].iov_len > 0)
+		o->iovcnt = 2;
+	o->op = op;
+	return o;
+}
+
 /* Checks what an active connection's hello needs. 0 or -EINVAL, *cause. */
-int
+static int
 tp_connect_check(const struct fam_conn_opts *opts, const char *addr,
     char **cause)
 {
@@ -430,11 +486,10 @@ tp_connect_check(const struct fam_conn_opts *opts, const char *addr,
 }
 
 /*
- * Active side: makes the hello op (pending, not yet started: the
- * transport starts it once it can) and sets the handlers. The secret is
- * kept only in the op. NULL when out of memory.
+ * Active side: makes the hello op (pending) and sets the handlers. The
+ * secret is kept only in the op. NULL when out of memory.
  */
-struct tp_op *
+static struct tp_op *
 tp_hello_op(struct tp_conn *c, const struct fam_conn_handlers *h, void *arg)
 {
 	struct tp_op *op = tp_op_new(c);
@@ -460,340 +515,41 @@ tp_hello_op(struct tp_conn *c, const struct fam_conn_handlers *h, void *arg)
 	return op;
 }
 
-/* ---- input ------------------------------------------------------------- */
-
-/* Returns true when h is a request we can answer (known type, flags). */
-static bool
-tp_answerable(const struct fam_hdr *h)
-{
-	return h != NULL && h->magic == FAM_PROTO_MAGIC &&
-	    h->version == FAM_PROTO_VERSION && h->type >= 1 &&
-	    h->type <= FAM_MSG_TYPE_MAX && (h->flags & ~FAM_F_ALL) == 0 &&
-	    (h->flags & FAM_F_RESPONSE) == 0;
-}
-
 /*
- * Ends the connection after telling the peer why: an error response to
- * req, sent before the close. err goes to `closed`.
+ * Connects to addr (fam_conn_connect() of a transport, tops): checks the
+ * hello, resolves, dials, and queues the hello, which goes out once the
+ * fabric is up.
  */
-void
-tp_fail_reply(struct tp_conn *c, const struct fam_hdr *req, int status,
-    int err)
+int
+tp_connect(const struct tp_conn_ops *tops, struct event_base *base,
+    const char *addr, const struct fam_conn_opts *opts,
+    const struct fam_conn_handlers *h, void *arg, struct fam_conn **out,
+    char **cause)
 {
-	if (c->tops->reply_status(c, req, status, true) < 0 ||
-	    c->state >= TPS_DRAINING)
-		return;
-	c->state = TPS_CLOSING;
-	c->final_err = err;
-	c->deadline = mono_ns() + c->timeout_ns;
-	event_del(c->ev_timer);
+	struct sockaddr_storage ss;
+	socklen_t sslen;
+	struct tp_conn *c;
+	struct tp_op *op;
+	int err;
+
+	err = tp_connect_check(opts, addr, cause);
+	if (err == 0)
+		err = tp_resolve(addr, false, &ss, &sslen, cause);
+	if (err == 0)
+		err = tops->dial(base, addr, &ss, sslen, opts, &c, cause);
+	if (err < 0)
+		return err;
+	op = tp_hello_op(c, h, arg);
+	if (op == NULL || tp_op_start(c, op) < 0) {
+		if (op != NULL)
+			tp_op_free(c, op);
+		tops->destroy(c);
+		*cause = xasprintf("connect %s: out of memory", addr);
+		return -ENOMEM;
+	}
 	tp_arm_timer(c);
-}
-
-/*
- * A protocol violation: counted, logged with the peer, and the connection
- * closed (after an error response with status when h is a request we can
- * answer).
- */
-void
-tp_violation(struct tp_conn *c, const struct fam_hdr *h, int status, int err,
-    const char *fmt, ...)
-{
-	char why[256], who[160];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(why, sizeof why, fmt, ap);
-	va_end(ap);
-	c->stats.bad_frames++;
-	log_notice("%s: %s: protocol violation: %s; closing the connection",
-	    c->base.ops->name, tp_who(c, who, sizeof who), why);
-	if (status != 0 && tp_answerable(h) && c->state > TPS_CONNECTING &&
-	    c->state < TPS_CLOSING)
-		tp_fail_reply(c, h, status, err);
-	else
-		tp_close(c, err);
-}
-
-/*
- * A header arrived (raw): decodes it into h and checks it. Returns 0 when
- * the message may go on, -1 when it was refused (the connection ends).
- */
-int
-tp_on_hdr(struct tp_conn *c, const uint8_t *raw, struct fam_hdr *h)
-{
-	char who[160];
-	int err;
-
-	proto_get_hdr(raw, h);
-	c->stats.msgs_in++;
-	err = proto_check_hdr(h, c->opts.max_payload);
-	if (err == -EPROTONOSUPPORT && !c->active && c->state == TPS_HELLO &&
-	    h->type == FAM_MSG_HELLO && !(h->flags & FAM_F_RESPONSE)) {
-		log_notice("%s: refused hello from %s: protocol version %u "
-		    "(this famd speaks %u)", c->base.ops->name,
-		    tp_who(c, who, sizeof who), h->version, FAM_PROTO_VERSION);
-		c->op_err = -EPROTONOSUPPORT;
-		h->version = FAM_PROTO_VERSION;
-		tp_fail_reply(c, h, EPROTONOSUPPORT, -EPROTONOSUPPORT);
-		return -1;
-	}
-	if (err == 0)
-		return 0;
-	if (err == -EPROTONOSUPPORT)
-		tp_violation(c, NULL, 0, err, "protocol version %u", h->version);
-	else if (h->magic != FAM_PROTO_MAGIC)
-		tp_violation(c, NULL, 0, err, "bad magic 0x%08x", h->magic);
-	else if (err == -EMSGSIZE)
-		tp_violation(c, h, EMSGSIZE, err, "%s of %u bytes (limit %u)",
-		    proto_type_name(h->type), h->len, c->opts.max_payload);
-	else
-		tp_violation(c, h, EPROTO, err, "bad header (type %u, flags "
-		    "0x%x, length %u, status %d)", h->type, h->flags, h->len,
-		    h->status);
-	return -1;
-}
-
-/*
- * A response header arrived: returns its request (out of the table), or
- * NULL when it answers none (the connection ends).
- */
-struct tp_op *
-tp_on_resp_hdr(struct tp_conn *c, const struct fam_hdr *h)
-{
-	struct tp_op *op = tp_table_find(c, h->id);
-
-	if (op == NULL) {
-		tp_violation(c, h, 0, -EPROTO, "%s response to unknown request "
-		    "id %llu", proto_type_name(h->type),
-		    (unsigned long long)h->id);
-		return NULL;
-	}
-	if (op->type != h->type) {
-		tp_violation(c, h, 0, -EPROTO, "%s response to %s request id "
-		    "%llu", proto_type_name(h->type), proto_type_name(op->type),
-		    (unsigned long long)h->id);
-		return NULL;
-	}
-	if (op->state != TP_OPS_SENT) {
-		tp_violation(c, h, 0, -EPROTO, "response to request id %llu "
-		    "before it was sent", (unsigned long long)h->id);
-		return NULL;
-	}
-	tp_table_remove(c, op);
-	if (op->kind == TP_OP_READ && h->status == 0 && h->len != op->rw.len) {
-		tp_violation(c, h, 0, -EPROTO, "read response of %u bytes to a "
-		    "read of %u", h->len, op->rw.len);
-		return NULL;
-	}
-	return op;
-}
-
-/*
- * A request header arrived: may it come now? Returns 0, or -1 when not
- * (the connection ends).
- */
-int
-tp_on_req_hdr(struct tp_conn *c, const struct fam_hdr *h)
-{
-	if (!c->active && c->state == TPS_HELLO) {
-		if (h->type == FAM_MSG_HELLO)
-			return 0;
-		tp_violation(c, h, EACCES, -EPROTO, "%s request before hello",
-		    proto_type_name(h->type));
-		return -1;
-	}
-	if (c->state != TPS_OPEN) {
-		tp_violation(c, h, EPROTO, -EPROTO, "%s request before our "
-		    "hello was answered", proto_type_name(h->type));
-		return -1;
-	}
-	if (h->type == FAM_MSG_HELLO) {
-		tp_violation(c, h, EPROTO, -EPROTO, "second hello");
-		return -1;
-	}
+	*out = &c->base;
 	return 0;
-}
-
-/*
- * The fixed part of a WRITE request served here arrived: resolves where
- * its data goes. Returns 0 with *mem and *hold, a positive status to
- * answer once the data is skipped, or -1 (a violation: the connection
- * ends).
- */
-int
-tp_on_write_hdr(struct tp_conn *c, const struct fam_hdr *h,
-    const uint8_t *whdr, void **mem, void **hold)
-{
-	struct fam_rw m;
-	int err;
-
-	err = proto_get_write_hdr(whdr, h->len, &m);
-	if (err == -EPROTO) {
-		tp_violation(c, h, EPROTO, err, "write request of %u bytes in a "
-		    "frame of %u", m.len, h->len - FAM_WRITE_HDR_LEN);
-		return -1;
-	}
-	c->stats.writes++;
-	if (err == 0)
-		err = c->h.resolve(c->harg, m.region, m.offset, m.len, true,
-		    mem, hold);
-	return err < 0 ? -err : 0;
-}
-
-/* The data of a WRITE served here is in place: release it, answer. */
-void
-tp_on_write_data(struct tp_conn *c, const struct fam_hdr *h, void *hold,
-    uint32_t len)
-{
-	c->stats.bytes_in += len;
-	if (c->h.release != NULL)
-		c->h.release(c->harg, hold, true, len);
-	(void)c->tops->reply_status(c, h, 0, false);
-}
-
-/* The data of our two-sided READ is in place: the op is done. */
-void
-tp_on_read_data(struct tp_conn *c, struct tp_op *op, uint32_t len)
-{
-	c->stats.bytes_in += len;
-	tp_op_finish(c, op, 0, NULL, len);
-}
-
-/* The hello response to our hello arrived: open (or join), or refused. */
-static void
-tp_on_hello_resp(struct tp_conn *c, struct tp_op *op, int status,
-    const uint8_t *payload, uint32_t len)
-{
-	struct fam_hello_resp resp;
-	char who[160];
-
-	tp_op_unlink(c, op);
-	tp_op_free(c, op);
-	if (status != 0) {
-		log_notice("%s: %s refused our hello: %s", c->base.ops->name,
-		    tp_who(c, who, sizeof who), strerror(status));
-		c->op_err = -status;
-		tp_close(c, -status);
-		return;
-	}
-	if (proto_get_hello_resp(payload, len, &resp) < 0) {
-		tp_violation(c, NULL, 0, -EPROTO, "malformed hello response");
-		return;
-	}
-	snprintf(c->node, sizeof c->node, "%s", resp.node);
-	if (c->tops->hello_done != NULL && !c->tops->hello_done(c, &resp))
-		return;
-	tp_conn_opened(c, &resp);
-}
-
-/* A hello arrived on a passive connection: check it, ask the role. */
-static void
-tp_on_hello(struct tp_conn *c, const struct fam_hdr *h,
-    const uint8_t *payload, uint32_t len)
-{
-	struct fam_hello m;
-	struct fam_hello_resp resp;
-	char who[160];
-	int err;
-
-	if (proto_get_hello(payload, len, &m) < 0) {
-		tp_violation(c, h, EPROTO, -EPROTO, "malformed hello");
-		return;
-	}
-	snprintf(c->node, sizeof c->node, "%s", m.node);
-	if (c->opts.secret[0] != '\0' &&
-	    !proto_secret_equal(m.secret, c->opts.secret)) {
-		explicit_bzero(&m, sizeof m);
-		log_notice("%s: refused hello from %s: wrong secret",
-		    c->base.ops->name, tp_who(c, who, sizeof who));
-		tp_fail_reply(c, h, EACCES, -EACCES);
-		return;
-	}
-	explicit_bzero(m.secret, sizeof m.secret);
-	memset(&resp, 0, sizeof resp);
-	err = c->h.hello != NULL ? c->h.hello(&c->base, &m, &resp, c->harg) :
-	    -EACCES;
-	if (c->state != TPS_HELLO)
-		return; /* the role closed us */
-	if (err < 0) {
-		log_notice("%s: refused hello from %s: %s", c->base.ops->name,
-		    tp_who(c, who, sizeof who), strerror(-err));
-		tp_fail_reply(c, h, -err, err);
-		return;
-	}
-	if (c->tops->reply_hello(c, h, &resp) < 0)
-		return;
-	c->state = TPS_OPEN;
-	log_debug("%s: %s: hello accepted", c->base.ops->name,
-	    tp_who(c, who, sizeof who));
-	tp_pump(c);
-}
-
-/* Serves a two-sided READ through resolve. */
-static void
-tp_serve_read(struct tp_conn *c, const struct fam_hdr *h,
-    const uint8_t *payload)
-{
-	struct fam_rw m;
-	void *mem = NULL, *hold = NULL;
-	int err;
-
-	err = proto_get_read(payload, FAM_READ_LEN, &m);
-	if (err == -EPROTO) {
-		tp_violation(c, h, EPROTO, err, "malformed read request");
-		return;
-	}
-	c->stats.reads++;
-	if (err == 0)
-		err = c->h.resolve(c->harg, m.region, m.offset, m.len, false,
-		    &mem, &hold);
-	if (err < 0) {
-		(void)c->tops->reply_status(c, h, -err, false);
-		return;
-	}
-	if (c->tops->reply_hold(c, h, mem, m.len, hold) < 0) {
-		if (c->h.release != NULL)
-			c->h.release(c->harg, hold, false, 0);
-		tp_close(c, -ENOMEM);
-	}
-}
-
-/*
- * A whole message arrived: a response to op (the hello's too), or a
- * request, handed to the role unless served here.
- */
-void
-tp_on_msg(struct tp_conn *c, const struct fam_hdr *h, struct tp_op *op,
-    const uint8_t *payload, uint32_t len)
-{
-	c->stats.bytes_in += len;
-	if (h->flags & FAM_F_RESPONSE) {
-		if (op->kind == TP_OP_HELLO)
-			tp_on_hello_resp(c, op, h->status, payload, len);
-		else
-			tp_op_finish(c, op, h->status != 0 ? -h->status : 0,
-			    payload, len);
-		return;
-	}
-	if (h->type == FAM_MSG_HELLO) {
-		tp_on_hello(c, h, payload, len);
-		return;
-	}
-	if (h->type == FAM_MSG_READ && c->h.resolve != NULL) {
-		tp_serve_read(c, h, payload);
-		return;
-	}
-	if (h->type == FAM_MSG_READ)
-		c->stats.reads++;
-	else if (h->type == FAM_MSG_WRITE)
-		c->stats.writes++;
-	else
-		c->stats.calls++;
-	if (c->h.request != NULL)
-		c->h.request(&c->base, h, payload, c->harg);
-	else
-		(void)c->tops->reply_status(c, h, EOPNOTSUPP, false);
 }
 
 /* ---- the API ----------------------------------------------------------- */
@@ -931,7 +687,7 @@ tp_write(struct fam_conn *fc, const struct fam_remote *r, uint64_t off,
  * Checks a reply before the transport builds it: c open, the arguments,
  * the payload's size (*len). Returns 0 or -errno.
  */
-int
+static int
 tp_reply_check(const struct tp_conn *c, const struct fam_hdr *req,
     int status, const struct iovec *iov, int iovcnt, size_t *len)
 {
@@ -948,6 +704,72 @@ tp_reply_check(const struct tp_conn *c, const struct fam_hdr *req,
 	}
 	if (status != 0 && *len != 0)
 		return -EINVAL;
+	return 0;
+}
+
+/* Copies a reply's payload into o: inline when it fits, else o->copy. */
+static int
+tp_out_copy(struct tp_out *o, const struct iovec *iov, int iovcnt,
+    size_t len)
+{
+	uint8_t *p = o->inl + FAM_PROTO_HDR_LEN;
+
+	if (len > TP_OUT_INLINE) {
+		o->copy = malloc(len);
+		if (o->copy == NULL)
+			return -ENOMEM;
+		p = o->copy;
+		o->iov[1].iov_base = p;
+		o->iov[1].iov_len = len;
+		o->iovcnt = 2;
+	} else
+		o->iov[0].iov_len += len;
+	for (int i = 0; i < iovcnt; i++) {
+		memcpy(p, iov[i].iov_base, iov[i].iov_len);
+		p += iov[i].iov_len;
+	}
+	return 0;
+}
+
+/*
+ * Queues the response to a request (fam_conn_reply(), fam_conn_replyv()):
+ * its payload copied (copy), or referenced until sent(ctx), from mr when
+ * the transport can use it.
+ */
+int
+tp_reply(struct fam_conn *fc, const struct fam_hdr *req, int status,
+    const struct iovec *iov, int iovcnt, bool copy, struct fam_mr *mr,
+    fam_sent_fn sent, void *ctx)
+{
+	struct tp_conn *c = (struct tp_conn *)fc;
+	struct tp_out *o;
+	size_t len;
+	int err;
+
+	err = tp_reply_check(c, req, status, iov, iovcnt, &len);
+	if (err < 0)
+		return err;
+	o = tp_out_new(c, copy ? 1 : iovcnt);
+	if (o == NULL)
+		return -ENOMEM;
+	err = tp_resp_hdr(req, status, len, o->inl);
+	if (err == 0 && copy && len > 0)
+		err = tp_out_copy(o, iov, iovcnt, len);
+	if (err < 0) {
+		free(o);
+		return err;
+	}
+	if (!copy) {
+		for (int i = 0; i < iovcnt; i++)
+			if (iov[i].iov_len > 0)
+				o->iov[o->iovcnt++] = iov[i];
+		if (len > 0)
+			o->mr = mr;
+	}
+	o->resp = o->notify = true;
+	o->sent = sent;
+	o->ctx = ctx;
+	c->tops->out_queue(c, o, false);
 	return 0;
 }
 

@@ -1,8 +1,9 @@
 /*
  * transport-int.h - private to src/transport: the table of functions each
  * transport fills in (fam_transport_ops), and the connection core both
- * build on (transport-conn.c): struct tp_conn with its one state machine,
- * operations and their table, deadlines, hello, violations, headers.
+ * build on (transport-conn.c, transport-msg.c): struct tp_conn with its one
+ * state machine, operations and their table, deadlines, output entries,
+ * hello, violations, headers.
  *
  * Every transport's connection, listener and memory registration starts
  * with the matching struct below, so transport.c can dispatch on it.
@@ -137,11 +138,52 @@ struct tp_op {
 
 TAILQ_HEAD(tp_opq, tp_op);
 
+/* Short payloads kept in an output entry itself (a hello fits). */
+#define TP_OUT_INLINE 160
+
+/*
+ * A message of ours on its way out: the first member of each transport's
+ * output entry (tcp_out, vb_msg), which the transport allocates with room
+ * for its iovecs and frees once the message is out.
+ */
+struct tp_out {
+	struct tp_op *op;         /* a request of ours: its op */
+	bool resp;                /* a response of ours */
+	bool notify;              /* its end calls the user: sent, release */
+	bool holding;             /* READ data from resolve: release(hold) */
+	bool close_after;         /* the connection ends once it is out */
+	fam_sent_fn sent;         /* a reply: sent(ctx) once out */
+	void *ctx;
+	void *hold;
+	void *copy;               /* owned payload copy, freed with it */
+	struct fam_mr *mr;        /* a reply's registration (verbs zero copy) */
+	size_t payload_len;       /* bytes after the header (once queued) */
+	int iovcnt;
+	struct iovec *iov;        /* [0] the header at inl, then the payload */
+	uint8_t inl[FAM_PROTO_HDR_LEN + TP_OUT_INLINE];
+};
+
+/* The part of a listener both transports share (first member). */
+struct tp_listener {
+	struct fam_listener base;
+	struct event_base *evb;
+	struct fam_conn_opts opts;
+	fam_accept_fn accept;
+	void *arg;
+	char addr[TP_ADDR_MAX];
+};
+
 struct tp_conn;
 
 /* What a transport does for the core; NULL hooks: nothing to do. */
 struct tp_conn_ops {
+	const struct fam_transport_ops *fam; /* the transport's op table */
 	size_t op_priv;           /* bytes after each struct tp_op */
+	size_t out_size;          /* bytes of an output entry (tp_out first) */
+	size_t listener_size;     /* bytes of a listener (tp_listener first) */
+	/* Passive side: listens on ss for l (set up by the core). */
+	int (*bind)(struct tp_listener *l, const char *addr,
+	    struct sockaddr_storage *ss, socklen_t sslen, char **cause);
 	/* Stops the fabric (errors set): ends in DRAINING or CLOSED. */
 	void (*close)(struct tp_conn *c);
 	/* Queues op's request or transfer: 0 or -ENOMEM. */
@@ -151,19 +193,20 @@ struct tp_conn_ops {
 	/* Checks and fills a READ/WRITE with the lease and registration. */
 	void (*rw_prepare)(struct tp_conn *c, struct tp_op *op,
 	    const struct fam_remote *r, struct fam_mr *mr);
+	/* Active side: a new connection to ss, connecting (peer set). */
+	int (*dial)(struct event_base *base, const char *addr,
+	    const struct sockaddr_storage *ss, socklen_t sslen,
+	    const struct fam_conn_opts *opts, struct tp_conn **out,
+	    char **cause);
 	/*
-	 * Queues a response with no payload, marked to end the connection
-	 * once out when close_after; on failure closes c, returns -errno.
+	 * Queues an output entry (the transport's from now on); rx: it
+	 * answers the message being handled now.
 	 */
-	int (*reply_status)(struct tp_conn *c, const struct fam_hdr *req,
-	    int status, bool close_after);
-	/* Queues a READ's answer from len bytes at mem, released once out. */
-	int (*reply_hold)(struct tp_conn *c, const struct fam_hdr *req,
-	    void *mem, uint32_t len, void *hold);
-	/* Passive: queues the hello response (or closes c, -errno). */
-	int (*reply_hello)(struct tp_conn *c, const struct fam_hdr *req,
-	    const struct fam_hello_resp *resp);
-	/* Active: hello accepted; false when the transport opens it later. */
+	void (*out_queue)(struct tp_conn *c, struct tp_out *o, bool rx);
+	/*
+	 * The hello is accepted (resp: the peer's answer, or ours on the
+	 * passive side); false when the transport opens c later itself.
+	 */
 	bool (*hello_done)(struct tp_conn *c,
 	    const struct fam_hello_resp *resp);
 	/* The transport's own earliest deadline (0: none), and its reason. */
@@ -206,48 +249,43 @@ struct tp_conn {
 	uint32_t nops;
 };
 
-/* The part of a listener both transports share (first member). */
-struct tp_listener {
-	struct fam_listener base;
-	struct event_base *evb;
-	struct fam_conn_opts opts;
-	fam_accept_fn accept;
-	void *arg;
-	char addr[TP_ADDR_MAX];
-};
 
 /* transport-conn.c: life. */
-int tp_conn_init(struct tp_conn *c, const struct fam_transport_ops *ops,
-    const struct tp_conn_ops *tops, struct event_base *evb,
-    const struct fam_conn_opts *opts, bool active);
+int tp_conn_init(struct tp_conn *c, const struct tp_conn_ops *tops,
+    struct event_base *evb, const struct fam_conn_opts *opts, bool active);
 void tp_conn_fini(struct tp_conn *c);
 const char *tp_who(const struct tp_conn *c, char *buf, size_t len);
 void tp_close(struct tp_conn *c, int err);
 void tp_teardown(struct tp_conn *c);
 void tp_arm_timer(struct tp_conn *c);
 void tp_conn_opened(struct tp_conn *c, const struct fam_hello_resp *resp);
-void tp_listener_init(struct tp_listener *l, const struct fam_transport_ops *ops,
-    struct event_base *evb, const struct fam_conn_opts *opts,
-    fam_accept_fn accept, void *arg);
+int tp_listen(const struct tp_conn_ops *tops, struct event_base *base,
+    const char *addr, const struct fam_conn_opts *opts, fam_accept_fn accept,
+    void *arg, struct fam_listener **out, char **cause);
 
 /* transport-conn.c: operations. */
+struct tp_out *tp_out_new(struct tp_conn *c, int niov);
+struct tp_out *tp_op_out(struct tp_conn *c, struct tp_op *op);
 struct tp_op *tp_op_new(struct tp_conn *c);
 void tp_op_free(struct tp_conn *c, struct tp_op *op);
 void tp_table_add(struct tp_conn *c, struct tp_op *op);
+struct tp_op *tp_table_find(struct tp_conn *c, uint64_t id);
+void tp_table_remove(struct tp_conn *c, struct tp_op *op);
+void tp_op_unlink(struct tp_conn *c, struct tp_op *op);
 int tp_op_start(struct tp_conn *c, struct tp_op *op);
 void tp_pump(struct tp_conn *c);
 void tp_op_finish(struct tp_conn *c, struct tp_op *op, int status,
     const uint8_t *payload, uint32_t len);
-size_t tp_op_encode(const struct tp_op *op, uint8_t *buf,
-    struct iovec *data);
-int tp_connect_check(const struct fam_conn_opts *opts, const char *addr,
+int tp_connect(const struct tp_conn_ops *tops, struct event_base *base,
+    const char *addr, const struct fam_conn_opts *opts,
+    const struct fam_conn_handlers *h, void *arg, struct fam_conn **out,
     char **cause);
-struct tp_op *tp_hello_op(struct tp_conn *c, const struct fam_conn_handlers *h,
-    void *arg);
 
-/* transport-conn.c: input. */
+/* transport-msg.c: input. */
 void tp_violation(struct tp_conn *c, const struct fam_hdr *h, int status,
     int err, const char *fmt, ...) printflike(5, 6);
+int tp_reply_status(struct tp_conn *c, const struct fam_hdr *req, int status,
+    bool close_after);
 void tp_fail_reply(struct tp_conn *c, const struct fam_hdr *req, int status,
     int err);
 int tp_on_hdr(struct tp_conn *c, const uint8_t *raw, struct fam_hdr *h);
@@ -272,13 +310,32 @@ int tp_read(struct fam_conn *fc, const struct fam_remote *r, uint64_t off,
 int tp_write(struct fam_conn *fc, const struct fam_remote *r, uint64_t off,
     uint32_t len, const void *src, struct fam_mr *mr, uint16_t flags,
     fam_done_fn done, void *ctx);
-int tp_reply_check(const struct tp_conn *c, const struct fam_hdr *req,
-    int status, const struct iovec *iov, int iovcnt, size_t *len);
+int tp_reply(struct fam_conn *fc, const struct fam_hdr *req, int status,
+    const struct iovec *iov, int iovcnt, bool copy, struct fam_mr *mr,
+    fam_sent_fn sent, void *ctx);
 void tp_close_api(struct fam_conn *fc);
 const char *tp_peer(const struct fam_conn *fc);
 const struct fam_conn_stats *tp_stats(const struct fam_conn *fc);
 bool tp_is_open(const struct fam_conn *fc);
 const char *tp_listener_addr(const struct fam_listener *fl);
+
+/*
+ * The op table of transport pfx: the core's entries, and pfx_listen(),
+ * pfx_listener_free(), pfx_connect(), pfx_flush(),
+ * pfx_mr_register(), pfx_mr_deregister() and pfx_expose() of its own;
+ * throttle may be NULL.
+ */
+#define TP_TRANSPORT_OPS(pfx, k, nm, thr) {				\
+	.kind = (k), .name = (nm),					\
+	.listen = pfx##_listen, .listener_free = pfx##_listener_free,	\
+	.listener_addr = tp_listener_addr, .connect = pfx##_connect,	\
+	.set_handlers = tp_set_handlers, .call = tp_call,		\
+	.read = tp_read, .write = tp_write, .flush = pfx##_flush,	\
+	.reply = tp_reply, .mr_register = pfx##_mr_register,		\
+	.mr_deregister = pfx##_mr_deregister, .expose = pfx##_expose,	\
+	.close = tp_close_api, .peer = tp_peer, .stats = tp_stats,	\
+	.is_open = tp_is_open, .throttle = (thr),			\
+}
 
 extern const struct fam_transport_ops tcp_transport_ops;
 extern const struct fam_transport_ops verbs_transport_ops;

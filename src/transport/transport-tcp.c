@@ -1,37 +1,21 @@
 /*
- * transport-tcp.c - transport.h over TCP, on libevent events and
- * non-blocking sockets.
+ * transport-tcp.c - transport.h over TCP, on the connection core
+ * (transport-conn.c), libevent events and non-blocking sockets.
  *
- * Input is a framing state machine (enum tcp_rx). Headers and short bodies
- * are read through a small staging buffer; a payload with a destination
- * (the buffer of a fam_conn_read(), or region memory for a WRITE request,
- * from `resolve`) is read straight into it: at most the part of it that
- * arrived in the same staging read as its header is copied, the rest is
- * read in place with readv(), which also collects the next frames. Every
- * other payload goes to a buffer bounded by max_payload.
+ * Owns: the socket, input framing (enum tcp_rx), the output queue
+ * (struct tcp_out), the listener. States: enum tp_state (transport-int.h);
+ * tcp uses LINGER, not JOINING or DRAINING. No locks: one loop.
  *
- * Output is a queue of iovecs written with writev(): headers live in the
- * queue entries, payloads are referenced, not copied, and each entry's
- * callback (reply sent, hold released, request on the wire) fires once the
- * kernel has all its bytes.
+ * Input: headers and short bodies are read through a small staging buffer;
+ * a payload with a destination (a fam_conn_read()'s buffer, or region
+ * memory for a WRITE request, from `resolve`) is read straight into it
+ * with readv(), which also collects the next frames. Other payloads go to
+ * a buffer bounded by max_payload.
  *
- * Callbacks to the user (done, sent, release, closed, ...) run only from the
- * event loop, never inside an API call. A connection that ends is torn down
- * from a deferred event: queued output is dropped (its callbacks fire),
- * a transfer in progress is released, every pending operation completes
- * with an error, then `closed` is called and the connection is freed.
- *
- * Connection states (enum tcp_state), as transport.h, plus two on the way
- * out:
- *   CONNECTING  active: non-blocking connect in progress; hello queued
- *   HELLO       active: hello sent, its response awaited; passive: the
- *               hello awaited (nothing else is accepted)
- *   OPEN        requests both ways
- *   CLOSING     an error response is being flushed; input is discarded
- *   LINGER      our side is shut down; input is discarded until the peer
- *               closes or a short deadline passes, so that the peer reads
- *               the error before a reset could destroy it
- *   CLOSED      torn down (the teardown event is scheduled or ran)
+ * Output: a queue of iovecs written with writev(); headers live in the
+ * entries, payloads are referenced, and each entry's callback (reply sent,
+ * hold released, request on the wire) fires once the kernel has all its
+ * bytes.
  */
 #include "config.h"
 
@@ -54,7 +38,6 @@
 
 #define TCP_STAGE_LEN    4096      /* staging buffer: headers, short bodies */
 #define TCP_INLINE_BODY  256       /* bodies up to this need no allocation */
-#define TCP_OUT_INLINE   160       /* short payloads kept in the queue entry */
 #define TCP_IOV_BATCH    64        /* iovecs per writev() */
 #define TCP_READ_BUDGET  (4u << 20) /* bytes handled per callback */
 #define TCP_OUT_HIGH     (8u << 20) /* queued output that pauses input */
@@ -64,7 +47,8 @@
 #define TCP_KEEPINTVL_S  5
 #define TCP_KEEP_COUNT   3
 
-_Static_assert(TCP_OUT_INLINE >= FAM_HELLO_LEN, "a hello fits inline");
+_Static_assert(TP_OUT_INLINE >= FAM_HELLO_LEN, "a hello fits inline");
+_Static_assert(TP_OUT_INLINE >= FAM_HELLO_RESP_LEN, "so does its answer");
 
 /* What the bytes arriving next are. */
 enum tcp_rx {
@@ -83,19 +67,11 @@ enum tcp_out_kind {
 
 /* One message in the output queue. */
 struct tcp_out {
+	struct tp_out out;        /* first: the core's part */
 	TAILQ_ENTRY(tcp_out) link;
 	enum tcp_out_kind kind;
-	struct tp_op *op;
-	fam_sent_fn sent;
-	void *ctx;
-	void *hold;
-	void *copy;               /* owned payload copy, freed when done */
-	bool resp;                /* a response of ours (counts in resp_bytes) */
 	size_t left;              /* bytes not yet written */
-	size_t payload_len;       /* bytes after the header */
-	int iovpos, iovcnt;
-	uint8_t inl[FAM_PROTO_HDR_LEN + TCP_OUT_INLINE];
-	struct iovec iov[];
+	int iovpos;
 };
 
 TAILQ_HEAD(tcp_outq, tcp_out);
@@ -144,7 +120,7 @@ static struct fam_mr tcp_mr_none = { .ops = &tcp_transport_ops };
 
 static const struct tp_conn_ops tcp_conn_ops;
 
-static void tcp_flush(struct tcp_conn *c);
+static void tcp_send_queued(struct tcp_conn *c);
 
 /* Returns the tcp connection behind a transport connection. */
 static struct tcp_conn *
@@ -165,6 +141,24 @@ tcp_sockopts(int fd)
 	(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
 	(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
 	(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+}
+
+/* Opens a non-blocking TCP socket for ss: the fd, or -errno with *cause. */
+static int
+tcp_socket(const struct sockaddr_storage *ss, const char *what,
+    const char *addr, char **cause)
+{
+	int fd, err;
+
+	fd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+	    0);
+	if (fd < 0) {
+		err = -errno;
+		*cause = xasprintf("%s %s: socket: %s", what, addr,
+		    strerror(errno));
+		return err;
+	}
+	return fd;
 }
 
 /* ---- connection life --------------------------------------------------- */
@@ -192,33 +186,33 @@ tcp_close_hook(struct tp_conn *tc)
 static void
 tcp_out_done(struct tcp_conn *c, struct tcp_out *o)
 {
-	size_t sent = o->payload_len - (o->left < o->payload_len ? o->left :
-	    o->payload_len);
+	size_t sent = o->out.payload_len - (o->left < o->out.payload_len ? o->left :
+	    o->out.payload_len);
 
 	if (o->left == 0) {
 		c->tc.stats.msgs_out++;
-		c->tc.stats.bytes_out += o->payload_len;
+		c->tc.stats.bytes_out += o->out.payload_len;
 	}
 	if (o->kind == OUT_REPLY || o->kind == OUT_HOLD)
 		c->out_notify--;
 	switch (o->kind) {
 	case OUT_OP:
-		if (o->op != NULL && o->left == 0)
-			o->op->state = TP_OPS_SENT;
+		if (o->out.op != NULL && o->left == 0)
+			o->out.op->state = TP_OPS_SENT;
 		break;
 	case OUT_REPLY:
-		if (o->sent != NULL)
-			o->sent(o->ctx);
+		if (o->out.sent != NULL)
+			o->out.sent(o->out.ctx);
 		break;
 	case OUT_HOLD:
 		if (c->tc.h.release != NULL)
-			c->tc.h.release(c->tc.harg, o->hold, false,
+			c->tc.h.release(c->tc.harg, o->out.hold, false,
 			    (uint32_t)sent);
 		break;
 	case OUT_PLAIN:
 		break;
 	}
-	free(o->copy);
+	free(o->out.copy);
 	free(o);
 }
 
@@ -245,18 +239,15 @@ tcp_drop(struct tp_conn *tc)
 	c->rop = NULL;
 }
 
-/* Frees a connection (no callbacks: tcp_drop() ran, or nobody knew it). */
+/*
+ * Frees a connection, its output queue empty: tcp_drop() emptied it, or
+ * nobody knew the connection and nothing was queued.
+ */
 static void
 tcp_destroy(struct tp_conn *tc)
 {
 	struct tcp_conn *c = tcp_conn_of(tc);
-	struct tcp_out *o;
 
-	while ((o = TAILQ_FIRST(&c->outq)) != NULL) {
-		TAILQ_REMOVE(&c->outq, o, link);
-		free(o->copy);
-		free(o);
-	}
 	if (c->fd >= 0)
 		close(c->fd);
 	if (c->ev_read != NULL)
@@ -282,8 +273,7 @@ tcp_conn_new(struct event_base *evb, int fd, const struct fam_conn_opts *opts,
 		return NULL;
 	c->fd = -1;
 	TAILQ_INIT(&c->outq);
-	if (tp_conn_init(&c->tc, &tcp_transport_ops, &tcp_conn_ops, evb, opts,
-	    active) < 0) {
+	if (tp_conn_init(&c->tc, &tcp_conn_ops, evb, opts, active) < 0) {
 		tcp_destroy(&c->tc);
 		return NULL;
 	}
@@ -353,37 +343,23 @@ tcp_want_write(struct tcp_conn *c)
 
 /* ---- output ------------------------------------------------------------ */
 
-/* Allocates an output entry with room for niov iovecs after the header. */
-static struct tcp_out *
-tcp_out_new(int niov)
-{
-	struct tcp_out *o = calloc(1, sizeof *o +
-	    (size_t)(niov + 1) * sizeof(struct iovec));
-
-	if (o == NULL)
-		return NULL;
-	o->iov[0].iov_base = o->inl;
-	o->iov[0].iov_len = FAM_PROTO_HDR_LEN;
-	o->iovcnt = 1;
-	return o;
-}
-
 /* Appends an entry to the output queue and asks for a write. */
 static void
 tcp_enqueue(struct tcp_conn *c, struct tcp_out *o)
 {
+	o->kind = o->out.op != NULL ? OUT_OP : o->out.holding ? OUT_HOLD :
+	    o->out.notify ? OUT_REPLY : OUT_PLAIN;
 	o->left = 0;
-	for (int i = 0; i < o->iovcnt; i++)
-		o->left += o->iov[i].iov_len;
-	o->payload_len = o->left - FAM_PROTO_HDR_LEN;
+	for (int i = 0; i < o->out.iovcnt; i++)
+		o->left += o->out.iov[i].iov_len;
+	o->out.payload_len = o->left - FAM_PROTO_HDR_LEN;
 	if (TAILQ_EMPTY(&c->outq))
 		c->tx_progress = mono_ns();
 	TAILQ_INSERT_TAIL(&c->outq, o, link);
 	c->out_bytes += o->left;
 	if (o->kind == OUT_REPLY || o->kind == OUT_HOLD)
 		c->out_notify++;
-	o->resp = o->kind != OUT_OP;
-	if (o->resp)
+	if (o->out.resp)
 		c->resp_bytes += o->left;
 	/* Requests pile up answers: stop taking them while answers wait. */
 	if (c->resp_bytes > TCP_OUT_HIGH && c->reading &&
@@ -407,16 +383,16 @@ tcp_out_advance(struct tcp_conn *c, size_t w)
 
 		if (o == NULL)
 			break;
-		while (o->iovpos < o->iovcnt && o->iov[o->iovpos].iov_len == 0)
+		while (o->iovpos < o->out.iovcnt && o->out.iov[o->iovpos].iov_len == 0)
 			o->iovpos++;
-		if (o->iovpos < o->iovcnt) {
-			v = &o->iov[o->iovpos];
+		if (o->iovpos < o->out.iovcnt) {
+			v = &o->out.iov[o->iovpos];
 			take = w < v->iov_len ? w : v->iov_len;
 			v->iov_base = (uint8_t *)v->iov_base + take;
 			v->iov_len -= take;
 			o->left -= take;
 			c->out_bytes -= take;
-			if (o->resp)
+			if (o->out.resp)
 				c->resp_bytes -= take;
 			w -= take;
 		}
@@ -458,7 +434,7 @@ tcp_linger(struct tcp_conn *c)
 
 /* Writes as much queued output as the socket takes. */
 static void
-tcp_flush(struct tcp_conn *c)
+tcp_send_queued(struct tcp_conn *c)
 {
 	while (!TAILQ_EMPTY(&c->outq) && c->tc.state != TPS_CLOSED &&
 	    c->tc.state != TPS_CONNECTING) {
@@ -468,10 +444,10 @@ tcp_flush(struct tcp_conn *c)
 		ssize_t w;
 
 		TAILQ_FOREACH(o, &c->outq, link) {
-			for (int i = o->iovpos; i < o->iovcnt &&
+			for (int i = o->iovpos; i < o->out.iovcnt &&
 			    n < TCP_IOV_BATCH; i++)
-				if (o->iov[i].iov_len > 0)
-					iov[n++] = o->iov[i];
+				if (o->out.iov[i].iov_len > 0)
+					iov[n++] = o->out.iov[i];
 			if (n == TCP_IOV_BATCH)
 				break;
 		}
@@ -504,31 +480,16 @@ tcp_flush(struct tcp_conn *c)
 }
 
 /*
- * Queues a response with no payload; close_after: the connection ends
- * once it is out (input is discarded meanwhile). On failure (no memory, a
- * status the protocol cannot carry) the connection is closed.
+ * Queues an output entry of the core's (tp_conn_ops.out_queue). One that
+ * ends the connection: input is discarded from now on.
  */
-static int
-tcp_reply_status(struct tp_conn *tc, const struct fam_hdr *req, int status,
-    bool close_after)
+static void
+tcp_out_queue(struct tp_conn *tc, struct tp_out *out, bool rx)
 {
 	struct tcp_conn *c = tcp_conn_of(tc);
-	struct tcp_out *o;
 
-	if (status < 0 || status > FAM_STATUS_MAX)
-		status = EIO;
-	o = tcp_out_new(0);
-	if (o == NULL) {
-		tp_close(tc, -ENOMEM);
-		return -ENOMEM;
-	}
-	if (tp_resp_hdr(req, status, 0, o->inl) < 0) {
-		free(o);
-		tp_close(tc, -EPROTO);
-		return -EPROTO;
-	}
-	tcp_enqueue(c, o);
-	if (close_after) {
+	tcp_enqueue(c, (struct tcp_out *)out);
+	if (out->close_after) {
 		c->paused = false;
 		c->throttled = false;
 		c->rx = RX_HDR;
@@ -536,49 +497,6 @@ tcp_reply_status(struct tp_conn *tc, const struct fam_hdr *req, int status,
 		tcp_want_read(c);
 		tcp_want_write(c);
 	}
-	return 0;
-}
-
-/* Queues an answer whose payload is referenced, then released (hold). */
-static int
-tcp_reply_hold(struct tp_conn *tc, const struct fam_hdr *req, void *mem,
-    uint32_t len, void *hold)
-{
-	struct tcp_out *o = tcp_out_new(1);
-
-	if (o == NULL || tp_resp_hdr(req, 0, len, o->inl) < 0) {
-		free(o);
-		return -ENOMEM;
-	}
-	o->iov[1].iov_base = mem;
-	o->iov[1].iov_len = len;
-	o->iovcnt = 2;
-	o->kind = OUT_HOLD;
-	o->hold = hold;
-	tcp_enqueue(tcp_conn_of(tc), o);
-	return 0;
-}
-
-/* Queues the answer to an accepted hello. */
-static int
-tcp_reply_hello(struct tp_conn *tc, const struct fam_hdr *req,
-    const struct fam_hello_resp *resp)
-{
-	struct tcp_out *o = tcp_out_new(0);
-
-	if (o == NULL) {
-		tp_close(tc, -ENOMEM);
-		return -ENOMEM;
-	}
-	if (tp_resp_hdr(req, 0, FAM_HELLO_RESP_LEN, o->inl) < 0) {
-		free(o);
-		tp_close(tc, -EPROTO);
-		return -EPROTO;
-	}
-	o->iov[0].iov_len += proto_put_hello_resp(o->inl + FAM_PROTO_HDR_LEN,
-	    resp);
-	tcp_enqueue(tcp_conn_of(tc), o);
-	return 0;
 }
 
 /* ---- operations -------------------------------------------------------- */
@@ -587,17 +505,12 @@ tcp_reply_hello(struct tp_conn *tc, const struct fam_hdr *req,
 static int
 tcp_op_start(struct tp_conn *tc, struct tp_op *op)
 {
-	struct tcp_out *o = tcp_out_new(1);
+	struct tp_out *o = tp_op_out(tc, op);
 
 	if (o == NULL)
 		return -ENOMEM;
-	o->iov[0].iov_len = tp_op_encode(op, o->inl, &o->iov[1]);
-	if (o->iov[1].iov_len > 0)
-		o->iovcnt = 2;
-	o->kind = OUT_OP;
-	o->op = op;
 	tp_table_add(tc, op);
-	tcp_enqueue(tcp_conn_of(tc), o);
+	tcp_enqueue(tcp_conn_of(tc), (struct tcp_out *)o);
 	return 0;
 }
 
@@ -688,7 +601,7 @@ tcp_on_write_hdr(struct tcp_conn *c, const uint8_t *whdr)
 	if (st > 0) {
 		c->rx_status = st;
 		if (data == 0) {
-			(void)tcp_reply_status(&c->tc, h, st, false);
+			(void)tp_reply_status(&c->tc, h, st, false);
 			return;
 		}
 		c->discard = data;
@@ -745,55 +658,79 @@ tcp_parsing(const struct tcp_conn *c)
 	    !c->paused && !c->throttled;
 }
 
+/*
+ * Copies staged bytes at p (avail of them) into buf, which has *got of its
+ * need bytes. Returns the bytes taken.
+ */
+static uint32_t
+tcp_stage_copy(uint8_t *buf, uint32_t *got, uint32_t need, const uint8_t *p,
+    uint32_t avail)
+{
+	uint32_t take = need - *got < avail ? need - *got : avail;
+
+	memcpy(buf + *got, p, take);
+	*got += take;
+	return take;
+}
+
+/* Takes staged bytes for a refused WRITE's data; answers at its end. */
+static uint32_t
+tcp_rx_discard(struct tcp_conn *c, uint32_t avail)
+{
+	uint32_t take = avail < c->discard ? avail : c->discard;
+
+	c->discard -= take;
+	if (c->discard == 0) {
+		c->rx = RX_HDR;
+		(void)tp_reply_status(&c->tc, &c->rh, c->rx_status, false);
+	}
+	return take;
+}
+
+/*
+ * Takes staged bytes for what is being read (a header, a body, data in
+ * place): copied, and handed on once complete. Returns the bytes taken.
+ */
+static uint32_t
+tcp_rx_fill(struct tcp_conn *c, const uint8_t *p, uint32_t avail)
+{
+	uint8_t *buf = c->rhdr;
+	uint32_t *got = &c->rhdr_got, need = FAM_PROTO_HDR_LEN, take;
+
+	if (c->rx == RX_BODY) {
+		buf = c->body;
+		got = &c->body_got;
+		need = c->body_len;
+	} else if (c->rx == RX_DIRECT) {
+		buf = c->dst;
+		got = &c->dst_got;
+		need = c->dst_len;
+	}
+	take = tcp_stage_copy(buf, got, need, p, avail);
+	if (*got < need)
+		return take;
+	if (c->rx == RX_HDR) {
+		c->rhdr_got = 0;
+		tcp_on_hdr(c);
+	} else if (c->rx == RX_BODY)
+		tcp_on_body(c);
+	else
+		tcp_on_direct(c);
+	return take;
+}
+
 /* Feeds the staged bytes to the framing state machine. */
 static void
 tcp_rx_stage(struct tcp_conn *c)
 {
 	while (c->stage_off < c->stage_len && tcp_parsing(c)) {
 		const uint8_t *p = c->stage + c->stage_off;
-		uint32_t avail = c->stage_len - c->stage_off, take;
+		uint32_t avail = c->stage_len - c->stage_off;
 
-		switch (c->rx) {
-		case RX_HDR:
-			take = FAM_PROTO_HDR_LEN - c->rhdr_got;
-			take = avail < take ? avail : take;
-			memcpy(c->rhdr + c->rhdr_got, p, take);
-			c->rhdr_got += take;
-			c->stage_off += take;
-			if (c->rhdr_got == FAM_PROTO_HDR_LEN) {
-				c->rhdr_got = 0;
-				tcp_on_hdr(c);
-			}
-			break;
-		case RX_BODY:
-			take = c->body_len - c->body_got;
-			take = avail < take ? avail : take;
-			memcpy(c->body + c->body_got, p, take);
-			c->body_got += take;
-			c->stage_off += take;
-			if (c->body_got == c->body_len)
-				tcp_on_body(c);
-			break;
-		case RX_DIRECT:
-			take = c->dst_len - c->dst_got;
-			take = avail < take ? avail : take;
-			memcpy(c->dst + c->dst_got, p, take);
-			c->dst_got += take;
-			c->stage_off += take;
-			if (c->dst_got == c->dst_len)
-				tcp_on_direct(c);
-			break;
-		case RX_DISCARD:
-			take = avail < c->discard ? avail : c->discard;
-			c->discard -= take;
-			c->stage_off += take;
-			if (c->discard == 0) {
-				c->rx = RX_HDR;
-				(void)tcp_reply_status(&c->tc, &c->rh, c->rx_status,
-				    false);
-			}
-			break;
-		}
+		if (c->rx == RX_DISCARD)
+			c->stage_off += tcp_rx_discard(c, avail);
+		else
+			c->stage_off += tcp_rx_fill(c, p, avail);
 	}
 	if (c->stage_off == c->stage_len)
 		c->stage_off = c->stage_len = 0;
@@ -891,7 +828,7 @@ tcp_read_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	if (c->tc.state == TPS_CLOSED)
 		return;
-	tcp_flush(c);
+	tcp_send_queued(c);
 	if (c->tc.state != TPS_CLOSED && c->reading &&
 	    c->stage_off < c->stage_len)
 		event_active(c->ev_read, EV_READ, 0);
@@ -920,7 +857,7 @@ tcp_write_cb(evutil_socket_t fd, short what, void *arg)
 		c->tc.state = TPS_HELLO;
 		tcp_want_read(c);
 	}
-	tcp_flush(c);
+	tcp_send_queued(c);
 	tp_arm_timer(&c->tc);
 }
 
@@ -975,56 +912,38 @@ tcp_accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
 	tp_arm_timer(&c->tc);
 }
 
-/* Listens on addr. */
+/* Listens on ss for l: a bound socket under an evconnlistener. */
 static int
-tcp_listen(struct event_base *base, const char *addr,
-    const struct fam_conn_opts *opts, fam_accept_fn accept, void *arg,
-    struct fam_listener **out, char **cause)
+tcp_bind(struct tp_listener *tl, const char *addr,
+    struct sockaddr_storage *ss, socklen_t sslen, char **cause)
 {
-	struct sockaddr_storage ss;
-	socklen_t sslen;
-	struct tcp_listener *l;
+	struct tcp_listener *l = (struct tcp_listener *)tl;
 	int fd, one = 1, err;
 
-	err = tp_resolve(addr, true, &ss, &sslen, cause);
-	if (err < 0)
-		return err;
-	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-	    0);
-	if (fd < 0) {
-		err = -errno;
-		*cause = xasprintf("listen %s: socket: %s", addr,
-		    strerror(errno));
-		return err;
-	}
+	fd = tcp_socket(ss, "listen", addr, cause);
+	if (fd < 0)
+		return fd;
 	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-	if (bind(fd, (struct sockaddr *)&ss, sslen) < 0) {
+	if (bind(fd, (struct sockaddr *)ss, sslen) < 0) {
 		err = -errno;
 		*cause = xasprintf("listen %s: bind: %s", addr,
 		    strerror(errno));
 		close(fd);
 		return err;
 	}
-	sslen = sizeof ss;
-	if (getsockname(fd, (struct sockaddr *)&ss, &sslen) < 0) {
+	sslen = sizeof *ss;
+	if (getsockname(fd, (struct sockaddr *)ss, &sslen) < 0) {
 		err = -errno;
 		*cause = xasprintf("listen %s: %s", addr, strerror(errno));
 		close(fd);
 		return err;
 	}
+	tp_format_addr((struct sockaddr *)ss, sslen, tl->addr,
+	    sizeof tl->addr);
 	errno = 0;
-	l = calloc(1, sizeof *l);
-	if (l == NULL) {
-		close(fd);
-		*cause = xasprintf("listen %s: out of memory", addr);
-		return -ENOMEM;
-	}
-	tp_listener_init(&l->tl, &tcp_transport_ops, base, opts, accept, arg);
-	tp_format_addr((struct sockaddr *)&ss, sslen, l->tl.addr,
-	    sizeof l->tl.addr);
-	l->lev = evconnlistener_new(base, tcp_accept_cb, l,
+	l->lev = evconnlistener_new(tl->evb, tcp_accept_cb, l,
 	    LEV_OPT_CLOSE_ON_FREE, 128, fd);
-	l->backoff = evtimer_new(base, tcp_backoff_cb, l);
+	l->backoff = evtimer_new(tl->evb, tcp_backoff_cb, l);
 	if (l->lev == NULL || l->backoff == NULL) {
 		err = errno != 0 ? -errno : -ENOMEM;
 		*cause = xasprintf("listen %s: %s", addr, strerror(-err));
@@ -1034,12 +953,20 @@ tcp_listen(struct event_base *base, const char *addr,
 			close(fd);
 		if (l->backoff != NULL)
 			event_free(l->backoff);
-		free(l);
 		return err;
 	}
 	evconnlistener_set_error_cb(l->lev, tcp_accept_error_cb);
-	*out = &l->tl.base;
 	return 0;
+}
+
+/* Listens on addr. */
+static int
+tcp_listen(struct event_base *base, const char *addr,
+    const struct fam_conn_opts *opts, fam_accept_fn accept, void *arg,
+    struct fam_listener **out, char **cause)
+{
+	return tp_listen(&tcp_conn_ops, base, addr, opts, accept, arg, out,
+	    cause);
 }
 
 /* Stops listening. */
@@ -1056,33 +983,20 @@ tcp_listener_free(struct fam_listener *fl)
 
 /* ---- the API ----------------------------------------------------------- */
 
-/* Connects to addr and queues the hello. */
+/* Active side: a socket connecting to ss, and its connection. */
 static int
-tcp_connect(struct event_base *base, const char *addr,
-    const struct fam_conn_opts *opts, const struct fam_conn_handlers *h,
-    void *arg, struct fam_conn **out, char **cause)
+tcp_dial(struct event_base *base, const char *addr,
+    const struct sockaddr_storage *ss, socklen_t sslen,
+    const struct fam_conn_opts *opts, struct tp_conn **out, char **cause)
 {
-	struct sockaddr_storage ss;
-	socklen_t sslen;
 	struct tcp_conn *c;
-	struct tp_op *op;
 	int fd, err;
 
-	err = tp_connect_check(opts, addr, cause);
-	if (err == 0)
-		err = tp_resolve(addr, false, &ss, &sslen, cause);
-	if (err < 0)
-		return err;
-	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-	    0);
-	if (fd < 0) {
-		err = -errno;
-		*cause = xasprintf("connect %s: socket: %s", addr,
-		    strerror(errno));
-		return err;
-	}
+	fd = tcp_socket(ss, "connect", addr, cause);
+	if (fd < 0)
+		return fd;
 	tcp_sockopts(fd);
-	if (connect(fd, (struct sockaddr *)&ss, sslen) < 0 &&
+	if (connect(fd, (const struct sockaddr *)ss, sslen) < 0 &&
 	    errno != EINPROGRESS) {
 		err = -errno;
 		*cause = xasprintf("connect %s: %s", addr, strerror(errno));
@@ -1097,17 +1011,17 @@ tcp_connect(struct event_base *base, const char *addr,
 	}
 	snprintf(c->tc.peer, sizeof c->tc.peer, "%s", addr);
 	c->tc.state = TPS_CONNECTING;
-	op = tp_hello_op(&c->tc, h, arg);
-	if (op == NULL || tp_op_start(&c->tc, op) < 0) {
-		if (op != NULL)
-			tp_op_free(&c->tc, op);
-		tcp_destroy(&c->tc);
-		*cause = xasprintf("connect %s: out of memory", addr);
-		return -ENOMEM;
-	}
-	tp_arm_timer(&c->tc);
-	*out = &c->tc.base;
+	*out = &c->tc;
 	return 0;
+}
+
+/* Connects to addr; the hello goes once the socket is connected. */
+static int
+tcp_connect(struct event_base *base, const char *addr,
+    const struct fam_conn_opts *opts, const struct fam_conn_handlers *h,
+    void *arg, struct fam_conn **out, char **cause)
+{
+	return tp_connect(&tcp_conn_ops, base, addr, opts, h, arg, out, cause);
 }
 
 /*
@@ -1116,7 +1030,7 @@ tcp_connect(struct event_base *base, const char *addr,
  * this call: the write is left to the loop.
  */
 static int
-tcp_flush_api(struct fam_conn *fc)
+tcp_flush(struct fam_conn *fc)
 {
 	struct tcp_conn *c = tcp_conn_of(fc);
 
@@ -1124,62 +1038,9 @@ tcp_flush_api(struct fam_conn *fc)
 		return c->tc.state == TPS_CLOSED ? -ENOTCONN : 0;
 	if (c->out_notify > 0)
 		return 0;
-	tcp_flush(c);
+	tcp_send_queued(c);
 	if (c->tc.state != TPS_CLOSED)
 		tp_arm_timer(&c->tc);
-	return 0;
-}
-
-/* Queues the response to a request (mr: nothing to register on tcp). */
-static int
-tcp_reply(struct fam_conn *fc, const struct fam_hdr *req, int status,
-    const struct iovec *iov, int iovcnt, bool copy, struct fam_mr *mr,
-    fam_sent_fn sent, void *ctx)
-{
-	struct tcp_conn *c = tcp_conn_of(fc);
-	struct tcp_out *o;
-	size_t len;
-	int err;
-
-	err = tp_reply_check(&c->tc, req, status, iov, iovcnt, &len);
-	if (err < 0)
-		return err;
-	o = tcp_out_new(copy ? 1 : iovcnt);
-	if (o == NULL)
-		return -ENOMEM;
-	err = tp_resp_hdr(req, status, len, o->inl);
-	if (err < 0) {
-		free(o);
-		return err;
-	}
-	if (copy && len > 0) {
-		uint8_t *p = o->inl + FAM_PROTO_HDR_LEN;
-
-		if (len > TCP_OUT_INLINE) {
-			o->copy = malloc(len);
-			if (o->copy == NULL) {
-				free(o);
-				return -ENOMEM;
-			}
-			p = o->copy;
-			o->iov[1].iov_base = p;
-			o->iov[1].iov_len = len;
-			o->iovcnt = 2;
-		} else
-			o->iov[0].iov_len += len;
-		for (int i = 0; i < iovcnt; i++) {
-			memcpy(p, iov[i].iov_base, iov[i].iov_len);
-			p += iov[i].iov_len;
-		}
-	} else {
-		for (int i = 0; i < iovcnt; i++)
-			if (iov[i].iov_len > 0)
-				o->iov[o->iovcnt++] = iov[i];
-	}
-	o->kind = OUT_REPLY;
-	o->sent = sent;
-	o->ctx = ctx;
-	tcp_enqueue(c, o);
 	return 0;
 }
 
@@ -1234,36 +1095,12 @@ tcp_throttle(struct fam_conn *fc, bool on)
 }
 
 static const struct tp_conn_ops tcp_conn_ops = {
-	.close = tcp_close_hook,
-	.op_start = tcp_op_start,
-	.reply_status = tcp_reply_status,
-	.reply_hold = tcp_reply_hold,
-	.reply_hello = tcp_reply_hello,
-	.next_deadline = tcp_next_deadline,
-	.expired = tcp_expired,
-	.drop = tcp_drop,
-	.destroy = tcp_destroy,
+	.fam = &tcp_transport_ops, .out_size = sizeof(struct tcp_out),
+	.listener_size = sizeof(struct tcp_listener), .bind = tcp_bind,
+	.dial = tcp_dial, .close = tcp_close_hook, .op_start = tcp_op_start,
+	.out_queue = tcp_out_queue, .drop = tcp_drop, .destroy = tcp_destroy,
+	.next_deadline = tcp_next_deadline, .expired = tcp_expired,
 };
 
-const struct fam_transport_ops tcp_transport_ops = {
-	.kind = FAM_TP_TCP,
-	.name = "tcp",
-	.listen = tcp_listen,
-	.listener_free = tcp_listener_free,
-	.listener_addr = tp_listener_addr,
-	.connect = tcp_connect,
-	.set_handlers = tp_set_handlers,
-	.call = tp_call,
-	.read = tp_read,
-	.write = tp_write,
-	.reply = tcp_reply,
-	.flush = tcp_flush_api,
-	.mr_register = tcp_mr_register,
-	.mr_deregister = tcp_mr_deregister,
-	.expose = tcp_expose,
-	.close = tp_close_api,
-	.peer = tp_peer,
-	.stats = tp_stats,
-	.is_open = tp_is_open,
-	.throttle = tcp_throttle,
-};
+const struct fam_transport_ops tcp_transport_ops =
+    TP_TRANSPORT_OPS(tcp, FAM_TP_TCP, "tcp", tcp_throttle);

@@ -94,7 +94,7 @@ vb_cm_get(struct rdma_event_channel *ch, struct vb_cm_event *e)
 }
 
 /* Active side: starts QP q's way through rdma_cm (from src, when given). */
-int
+static int
 vb_qp_connect(struct vb_qp *q, struct sockaddr *src)
 {
 	struct vb_conn *c = q->c;
@@ -108,26 +108,43 @@ vb_qp_connect(struct vb_qp *q, struct sockaddr *src)
 	return 0;
 }
 
-/* Active side: the first QP is up; send the hello on it. */
-static void
-vb_send_hello(struct vb_conn *c)
+/*
+ * The hello is accepted. Passive side: c no longer counts among those
+ * awaiting theirs. Active side: with one QP the connection opens now
+ * (returns true); the others join first, from the same local address
+ * (device), and the last one up opens it.
+ */
+bool
+vb_hello_done(struct tp_conn *tc, const struct fam_hello_resp *resp)
 {
-	struct vb_op *op;
+	struct vb_conn *c = vb_conn_of(tc);
+	struct sockaddr_storage src;
+	char who[160];
 
-	TAILQ_FOREACH(op, &c->waitq, wait)
-		if (op->kind == OP_HELLO)
-			break;
-	if (op == NULL)
-		return;
-	TAILQ_REMOVE(&c->waitq, op, wait);
-	if (vb_op_queue(c, op) < 0) {
-		TAILQ_INSERT_HEAD(&c->waitq, op, wait);
-		vb_close(c, -ENOMEM);
-		return;
+	if (!tc->active && c->counted_hello && c->l != NULL) {
+		c->l->nhello--;
+		c->counted_hello = false;
 	}
-	explicit_bzero(((struct fam_hello *)op->payload)->secret,
-	    FAM_SECRET_MAX + 1);
-	c->nflight++;
+	if (!tc->active || c->nqps <= 1)
+		return true;
+	memcpy(&src, rdma_get_local_addr(c->qps[0].id), sizeof src);
+	if (src.ss_family == AF_INET)
+		((struct sockaddr_in *)&src)->sin_port = 0;
+	else
+		((struct sockaddr_in6 *)&src)->sin6_port = 0;
+	c->tc.state = TPS_JOINING;
+	c->joined_resp = *resp;
+	for (unsigned i = 1; i < c->nqps; i++) {
+		int err = vb_qp_connect(&c->qps[i], (struct sockaddr *)&src);
+
+		if (err < 0) {
+			log_notice("verbs: %s: QP %u: %s; closing the connection",
+			    tp_who(tc, who, sizeof who), i, strerror(-err));
+			tp_close(tc, err);
+			break;
+		}
+	}
+	return false;
 }
 
 /* Active side: a QP is established. */
@@ -136,32 +153,24 @@ vb_qp_established(struct vb_conn *c, struct vb_qp *q,
     const struct vb_cm_event *e)
 {
 	struct vb_priv p;
-	char who[160];
 
 	q->state = VQ_UP;
 	c->nup++;
 	if (q->index == 0) {
 		if (vb_priv_get(e->priv, e->priv_len, &p) < 0) {
-			c->stats.bad_frames++;
+			c->tc.stats.bad_frames++;
 			log_notice("verbs: %s accepted us without famd's private "
-			    "data; closing", c->peer);
-			c->op_err = -EPROTO;
-			vb_close(c, -EPROTO);
+			    "data; closing", c->tc.peer);
+			c->tc.op_err = -EPROTO;
+			tp_close(&c->tc, -EPROTO);
 			return;
 		}
 		c->cookie = p.cookie;
-		c->state = VBS_HELLO;
-		vb_send_hello(c);
+		c->tc.state = TPS_HELLO; /* the hello goes: vb_kick() */
 		return;
 	}
-	if (c->state == VBS_JOINING && c->nup == c->nqps) {
-		c->state = VBS_OPEN;
-		log_debug("verbs: %s: connected with %u QPs",
-		    vb_who(c, who, sizeof who), c->nqps);
-		if (c->h.connected != NULL)
-			c->h.connected(&c->base, &c->joined_resp, c->harg);
-		vb_pump(c);
-	}
+	if (c->tc.state == TPS_JOINING && c->nup == c->nqps)
+		tp_conn_opened(&c->tc, &c->joined_resp);
 }
 
 /*
@@ -179,7 +188,7 @@ vb_qp_tune(struct vb_qp *q)
 	err = ibv_modify_qp(q->qp, &attr, IBV_QP_MIN_RNR_TIMER);
 	if (err != 0)
 		log_debug("verbs: %s: QP %u: cannot set min_rnr_timer: %s",
-		    q->c->peer, q->index, strerror(err));
+		    q->c->tc.peer, q->index, strerror(err));
 }
 
 /* Returns the errno an rdma_cm failure event stands for. */
@@ -224,7 +233,7 @@ vb_cm_event(struct vb_conn *c, const struct vb_cm_event *e)
 	char who[160];
 	int err = 0;
 
-	if (c->state >= VBS_DRAINING && e->type != RDMA_CM_EVENT_DISCONNECTED)
+	if (c->tc.state >= TPS_DRAINING && e->type != RDMA_CM_EVENT_DISCONNECTED)
 		return;
 	switch (e->type) {
 	case RDMA_CM_EVENT_ADDR_RESOLVED:
@@ -253,7 +262,7 @@ vb_cm_event(struct vb_conn *c, const struct vb_cm_event *e)
 		return;
 	case RDMA_CM_EVENT_ESTABLISHED:
 		vb_qp_tune(q);
-		if (c->active) {
+		if (c->tc.active) {
 			vb_qp_established(c, q, e);
 		} else {
 			q->state = VQ_UP;
@@ -263,19 +272,19 @@ vb_cm_event(struct vb_conn *c, const struct vb_cm_event *e)
 		return;
 	case RDMA_CM_EVENT_DISCONNECTED:
 		q->state = VQ_DOWN;
-		if (c->state >= VBS_DRAINING)
+		if (c->tc.state >= TPS_DRAINING)
 			return;
 		/* Take in what arrived before the disconnect first. */
 		vb_cq_poll(c);
-		if (c->state >= VBS_DRAINING)
+		if (c->tc.state >= TPS_DRAINING)
 			return;
-		if (c->state == VBS_CLOSING) {
-			vb_close(c, c->final_err);
+		if (c->tc.state == TPS_CLOSING) {
+			tp_close(&c->tc, c->tc.final_err);
 			return;
 		}
 		log_debug("verbs: %s: disconnected by the peer",
-		    vb_who(c, who, sizeof who));
-		vb_close(c, c->nops > 0 ? -ECONNRESET : 0);
+		    tp_who(&c->tc, who, sizeof who));
+		tp_close(&c->tc, c->tc.nops > 0 ? -ECONNRESET : 0);
 		return;
 	case RDMA_CM_EVENT_REJECTED:
 	case RDMA_CM_EVENT_ADDR_ERROR:
@@ -285,20 +294,20 @@ vb_cm_event(struct vb_conn *c, const struct vb_cm_event *e)
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
 		err = vb_cm_errno(e);
 		log_info("verbs: %s: QP %u: %s (status %d): %s",
-		    vb_who(c, who, sizeof who), q->index,
+		    tp_who(&c->tc, who, sizeof who), q->index,
 		    rdma_event_str(e->type), e->status, strerror(-err));
-		c->op_err = err;
-		vb_close(c, err);
+		c->tc.op_err = err;
+		tp_close(&c->tc, err);
 		return;
 	default:
-		log_debug("verbs: %s: QP %u: %s", vb_who(c, who, sizeof who),
+		log_debug("verbs: %s: QP %u: %s", tp_who(&c->tc, who, sizeof who),
 		    q->index, rdma_event_str(e->type));
 		return;
 	}
-	log_info("verbs: %s: QP %u: %s", vb_who(c, who, sizeof who), q->index,
+	log_info("verbs: %s: QP %u: %s", tp_who(&c->tc, who, sizeof who), q->index,
 	    strerror(-err));
-	c->op_err = err;
-	vb_close(c, err);
+	c->tc.op_err = err;
+	tp_close(&c->tc, err);
 }
 
 /* A connection's rdma_cm channel is readable. */
@@ -308,10 +317,10 @@ vb_cm_cb(evutil_socket_t fd, short what, void *arg)
 	struct vb_conn *c = arg;
 	struct vb_cm_event e;
 
-	while (c->state != VBS_CLOSED && vb_cm_get(c->cmch, &e))
+	while (c->tc.state != TPS_CLOSED && vb_cm_get(c->cmch, &e))
 		vb_cm_event(c, &e);
-	if (c->state != VBS_CLOSED)
-		vb_arm_timer(c);
+	if (c->tc.state != TPS_CLOSED)
+		tp_arm_timer(&c->tc);
 }
 
 /* Refuses a connect request with a status the peer can read. */
@@ -361,26 +370,26 @@ vb_on_connect0(struct vb_listener *l, struct rdma_cm_id *id,
 
 	if (p->nqps < 1 || p->nqps > VB_MAX_QPS) {
 		log_notice("verbs: refused %s on %s: %u QPs asked", peer,
-		    l->addr, p->nqps);
+		    l->tl.addr, p->nqps);
 		vb_reject(id, EINVAL);
 		rdma_destroy_id(id);
 		return;
 	}
 	if (l->nhello >= VB_MAX_HELLO) {
 		log_warn("verbs: refused %s on %s: %u connections await their "
-		    "hello", peer, l->addr, l->nhello);
+		    "hello", peer, l->tl.addr, l->nhello);
 		vb_reject(id, EBUSY);
 		rdma_destroy_id(id);
 		return;
 	}
-	c = vb_conn_new(l->evb, &l->opts, false);
+	c = vb_conn_new(l->tl.evb, &l->tl.opts, false);
 	if (c == NULL) {
 		vb_reject(id, ENOMEM);
 		rdma_destroy_id(id);
 		return;
 	}
 	c->l = l;
-	snprintf(c->peer, sizeof c->peer, "%s", peer);
+	snprintf(c->tc.peer, sizeof c->tc.peer, "%s", peer);
 	c->cookie = vb_random64();
 	c->qps[0].id = id;
 	id->context = &c->qps[0];
@@ -390,20 +399,20 @@ vb_on_connect0(struct vb_listener *l, struct rdma_cm_id *id,
 	if (err == 0)
 		err = vb_accept_qp(c, &c->qps[0], e->initiator_depth);
 	if (err < 0) {
-		log_warn("verbs: cannot accept %s on %s: %s", peer, l->addr,
+		log_warn("verbs: cannot accept %s on %s: %s", peer, l->tl.addr,
 		    strerror(-err));
 		vb_reject(id, -err > 0 && -err <= FAM_STATUS_MAX ? -err : EIO);
 		vb_conn_destroy(c);
 		return;
 	}
-	c->state = VBS_HELLO;
-	c->deadline = mono_ns() + c->timeout_ns;
+	c->tc.state = TPS_HELLO;
+	c->tc.deadline = mono_ns() + c->tc.timeout_ns;
 	c->counted_hello = true;
 	l->nhello++;
-	log_debug("verbs: connection from %s on %s (%u QPs)", peer, l->addr,
+	log_debug("verbs: connection from %s on %s (%u QPs)", peer, l->tl.addr,
 	    c->nqps);
-	l->accept(&l->base, &c->base, c->peer, l->arg);
-	vb_arm_timer(c);
+	l->tl.accept(&l->tl.base, &c->tc.base, c->tc.peer, l->tl.arg);
+	tp_arm_timer(&c->tc);
 }
 
 /* A connect request for QP 1..: joins the open connection it names. */
@@ -417,14 +426,14 @@ vb_on_connect_join(struct vb_listener *l, struct rdma_cm_id *id,
 
 	pthread_mutex_lock(&vb_lock);
 	LIST_FOREACH(c, &vb_conns, link)
-		if (c->evb == l->evb && !c->active && c->l == l &&
+		if (c->tc.evb == l->tl.evb && !c->tc.active && c->l == l &&
 		    c->cookie == p->cookie)
 			break;
 	pthread_mutex_unlock(&vb_lock);
-	if (c == NULL || c->state != VBS_OPEN || p->index >= c->nqps ||
+	if (c == NULL || c->tc.state != TPS_OPEN || p->index >= c->nqps ||
 	    c->qps[p->index].id != NULL || id->verbs != c->ctx) {
 		log_notice("verbs: refused QP %u from %s on %s: it names no "
-		    "open connection of its own", p->index, peer, l->addr);
+		    "open connection of its own", p->index, peer, l->tl.addr);
 		vb_reject(id, ENOENT);
 		rdma_destroy_id(id);
 		return;
@@ -437,10 +446,10 @@ vb_on_connect_join(struct vb_listener *l, struct rdma_cm_id *id,
 		char who[160];
 
 		log_notice("verbs: %s: cannot accept QP %u: %s; closing the "
-		    "connection", vb_who(c, who, sizeof who), q->index,
+		    "connection", tp_who(&c->tc, who, sizeof who), q->index,
 		    strerror(-err));
 		vb_reject(id, EIO);
-		vb_close(c, err);
+		tp_close(&c->tc, err);
 	}
 }
 
@@ -459,7 +468,7 @@ vb_listen_cb(evutil_socket_t fd, short what, void *arg)
 
 		if (e.type != RDMA_CM_EVENT_CONNECT_REQUEST) {
 			if (e.id == l->id)
-				log_warn("verbs: listener %s: %s", l->addr,
+				log_warn("verbs: listener %s: %s", l->tl.addr,
 				    rdma_event_str(e.type));
 			continue;
 		}
@@ -469,7 +478,7 @@ vb_listen_cb(evutil_socket_t fd, short what, void *arg)
 		    peer, sizeof peer);
 		err = vb_priv_get(e.priv, e.priv_len, &p);
 		if (err < 0) {
-			log_notice("verbs: refused %s on %s: %s", peer, l->addr,
+			log_notice("verbs: refused %s on %s: %s", peer, l->tl.addr,
 			    err == -EPROTONOSUPPORT ? "another protocol "
 			    "version" : "not a famd connect request");
 			vb_reject(e.id, err == -EPROTONOSUPPORT ?
@@ -487,7 +496,7 @@ vb_listen_cb(evutil_socket_t fd, short what, void *arg)
 /* ---- listener ---------------------------------------------------------- */
 
 /* Opens an rdma_cm event channel, non-blocking; NULL with *cause. */
-struct rdma_event_channel *
+static struct rdma_event_channel *
 vb_channel_open(const char *what, char **cause)
 {
 	struct rdma_event_channel *ch = rdma_create_event_channel();
@@ -506,46 +515,28 @@ vb_channel_open(const char *what, char **cause)
 	return ch;
 }
 
-/* Listens on addr with rdma_cm. */
+/* Listens on ss for l with rdma_cm, its device's events watched. */
 int
-vb_listen(struct event_base *base, const char *addr,
-    const struct fam_conn_opts *opts, fam_accept_fn accept, void *arg,
-    struct fam_listener **out, char **cause)
+vb_bind(struct tp_listener *tl, const char *addr,
+    struct sockaddr_storage *ss, socklen_t sslen, char **cause)
 {
-	struct sockaddr_storage ss;
-	socklen_t sslen;
-	struct vb_listener *l;
+	struct vb_listener *l = (struct vb_listener *)tl;
 	struct sockaddr *sa;
 	int err;
 
 	err = vb_memlock_gate(1, cause);
 	if (err < 0)
 		return err;
-	err = tp_resolve(addr, true, &ss, &sslen, cause);
-	if (err < 0)
-		return err;
-	l = calloc(1, sizeof *l);
-	if (l == NULL) {
-		*cause = xasprintf("listen %s: out of memory", addr);
-		return -ENOMEM;
-	}
-	l->base.ops = &verbs_transport_ops;
-	l->evb = base;
-	tp_opts_fill(&l->opts, opts);
-	l->accept = accept;
-	l->arg = arg;
 	l->ch = vb_channel_open("listen", cause);
-	if (l->ch == NULL) {
-		err = -ENODEV;
-		goto out_free;
-	}
+	if (l->ch == NULL)
+		return -ENODEV;
 	if (rdma_create_id(l->ch, &l->id, l, RDMA_PS_TCP) != 0) {
 		err = -errno;
 		*cause = xasprintf("listen %s: rdma_create_id: %s", addr,
 		    strerror(errno));
 		goto out_channel;
 	}
-	if (rdma_bind_addr(l->id, (struct sockaddr *)&ss) != 0 ||
+	if (rdma_bind_addr(l->id, (struct sockaddr *)ss) != 0 ||
 	    rdma_listen(l->id, 128) != 0) {
 		err = -errno;
 		*cause = xasprintf("listen %s: %s", addr, strerror(errno));
@@ -553,33 +544,35 @@ vb_listen(struct event_base *base, const char *addr,
 	}
 	sa = rdma_get_local_addr(l->id);
 	tp_format_addr(sa, sa->sa_family == AF_INET6 ?
-	    sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in), l->addr,
-	    sizeof l->addr);
+	    sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in), tl->addr,
+	    sizeof tl->addr);
 	/* Watch the device's events while listening, not only while connected. */
 	if (l->id->verbs != NULL)
-		l->dev = vb_dev_get(base, l->id->verbs);
-	l->ev = event_new(base, l->ch->fd, EV_READ | EV_PERSIST, vb_listen_cb,
-	    l);
-	if (l->ev == NULL || event_add(l->ev, NULL) < 0) {
-		err = -ENOMEM;
+		l->dev = vb_dev_get(tl->evb, l->id->verbs);
+	err = vb_watch(tl->evb, l->ch->fd, vb_listen_cb, l, &l->ev);
+	if (err < 0) {
 		*cause = xasprintf("listen %s: out of memory", addr);
-		goto out_event;
+		goto out_dev;
 	}
-	*out = &l->base;
 	return 0;
 
-out_event:
-	if (l->ev != NULL)
-		event_free(l->ev);
+out_dev:
 	vb_dev_put(l->dev);
 out_id:
 	rdma_destroy_id(l->id);
 out_channel:
 	rdma_destroy_event_channel(l->ch);
-out_free:
-	explicit_bzero(l->opts.secret, sizeof l->opts.secret);
-	free(l);
 	return err;
+}
+
+/* Listens on addr with rdma_cm. */
+int
+vb_listen(struct event_base *base, const char *addr,
+    const struct fam_conn_opts *opts, fam_accept_fn accept, void *arg,
+    struct fam_listener **out, char **cause)
+{
+	return tp_listen(&vb_conn_ops, base, addr, opts, accept, arg, out,
+	    cause);
 }
 
 /* Stops listening; accepted connections stay. */
@@ -591,7 +584,7 @@ vb_listener_free(struct fam_listener *fl)
 
 	pthread_mutex_lock(&vb_lock);
 	LIST_FOREACH(c, &vb_conns, link)
-		if (c->evb == l->evb && c->l == l) {
+		if (c->tc.evb == l->tl.evb && c->l == l) {
 			c->l = NULL;
 			c->counted_hello = false;
 		}
@@ -600,14 +593,54 @@ vb_listener_free(struct fam_listener *fl)
 	vb_dev_put(l->dev);
 	rdma_destroy_id(l->id);
 	rdma_destroy_event_channel(l->ch);
-	explicit_bzero(l->opts.secret, sizeof l->opts.secret);
+	explicit_bzero(l->tl.opts.secret, sizeof l->tl.opts.secret);
 	free(l);
 }
 
-/* Returns the bound address. */
-const char *
-vb_listener_addr(const struct fam_listener *fl)
+/* Active side: a connection whose QP 0 starts through rdma_cm to ss. */
+int
+vb_dial(struct event_base *base, const char *addr,
+    const struct sockaddr_storage *ss, socklen_t sslen,
+    const struct fam_conn_opts *opts, struct tp_conn **out, char **cause)
 {
-	return ((const struct vb_listener *)fl)->addr;
+	struct vb_conn *c;
+	int err;
+
+	err = vb_memlock_gate(opts->qps_per_peer > 0 ? opts->qps_per_peer : 1,
+	    cause);
+	if (err < 0)
+		return err;
+	c = vb_conn_new(base, opts, true);
+	if (c == NULL) {
+		*cause = xasprintf("connect %s: out of memory", addr);
+		return -ENOMEM;
+	}
+	snprintf(c->tc.peer, sizeof c->tc.peer, "%s", addr);
+	memcpy(&c->dst, ss, sizeof *ss);
+	c->nqps = c->tc.opts.qps_per_peer;
+	c->cmch = vb_channel_open("connect", cause);
+	if (c->cmch == NULL) {
+		vb_conn_destroy(c);
+		return -ENODEV;
+	}
+	err = vb_watch(base, c->cmch->fd, vb_cm_cb, c, &c->ev_cm);
+	if (err == 0)
+		err = vb_qp_connect(&c->qps[0], NULL);
+	if (err < 0) {
+		*cause = xasprintf("connect %s: %s", addr, strerror(-err));
+		vb_conn_destroy(c);
+		return err;
+	}
+	c->tc.state = TPS_CONNECTING;
+	*out = &c->tc;
+	return 0;
 }
 
+/* Connects to addr: rdma_cm for QP 0, the hello queued behind it. */
+int
+vb_connect(struct event_base *base, const char *addr,
+    const struct fam_conn_opts *opts, const struct fam_conn_handlers *h,
+    void *arg, struct fam_conn **out, char **cause)
+{
+	return tp_connect(&vb_conn_ops, base, addr, opts, h, arg, out, cause);
+}

@@ -37,7 +37,7 @@ vb_poll_cq(struct vb_conn *c, int n, struct ibv_wc *wc)
 {
 	int got = ibv_poll_cq(c->cq, n, wc);
 
-	if (got <= 0 || c->opts.inject_error_ppm == 0)
+	if (got <= 0 || c->tc.opts.inject_error_ppm == 0)
 		return got;
 	for (int i = 0; i < got; i++) {
 		uint64_t x = c->rng;
@@ -47,10 +47,10 @@ vb_poll_cq(struct vb_conn *c, int n, struct ibv_wc *wc)
 		x ^= x << 17;
 		c->rng = x;
 		if (wc[i].status == IBV_WC_SUCCESS &&
-		    x % 1000000u < c->opts.inject_error_ppm) {
+		    x % 1000000u < c->tc.opts.inject_error_ppm) {
 			wc[i].status = IBV_WC_GENERAL_ERR;
 			log_info("verbs: injecting an error into a completion "
-			    "(inject_error_ppm %u)", c->opts.inject_error_ppm);
+			    "(inject_error_ppm %u)", c->tc.opts.inject_error_ppm);
 		}
 	}
 	return got;
@@ -62,24 +62,24 @@ vb_wc_fail(struct vb_conn *c, const struct ibv_wc *wc, const char *what)
 {
 	char who[160];
 
-	c->stats.completion_errors++;
-	if (c->state < VBS_DRAINING)
+	c->tc.stats.completion_errors++;
+	if (c->tc.state < TPS_DRAINING)
 		log_notice("verbs: %s: %s completion: %s (vendor error 0x%x); "
-		    "closing the connection", vb_who(c, who, sizeof who), what,
+		    "closing the connection", tp_who(&c->tc, who, sizeof who), what,
 		    ibv_wc_status_str(wc->status), wc->vendor_err);
-	vb_close(c, -EIO);
+	tp_close(&c->tc, -EIO);
 }
 
 /* A one-sided operation's last part retired: finish it. */
 static void
-vb_data_done(struct vb_conn *c, struct vb_op *op)
+vb_data_done(struct vb_conn *c, struct tp_op *op)
 {
-	int status = op->status;
+	int status = vb_opx(op)->status;
 
-	if (status == 0 && op->kind == OP_READ && op->slabs != NULL) {
+	if (status == 0 && op->kind == TP_OP_READ && vb_opx(op)->slabs != NULL) {
 		uint32_t off = 0;
 
-		for (struct vb_slab *s = op->slabs; s != NULL; s = s->next) {
+		for (struct vb_slab *s = vb_opx(op)->slabs; s != NULL; s = s->next) {
 			uint32_t len = op->rw.len - off < VB_SLAB ?
 			    op->rw.len - off : VB_SLAB;
 
@@ -88,12 +88,12 @@ vb_data_done(struct vb_conn *c, struct vb_op *op)
 		}
 	}
 	if (status == 0) {
-		if (op->kind == OP_READ)
-			c->stats.bytes_in += op->rw.len;
+		if (op->kind == TP_OP_READ)
+			c->tc.stats.bytes_in += op->rw.len;
 		else
-			c->stats.bytes_out += op->rw.len;
+			c->tc.stats.bytes_out += op->rw.len;
 	}
-	vb_op_finish(c, op, status, NULL, status == 0 ? op->rw.len : 0);
+	tp_op_finish(&c->tc, op, status, NULL, status == 0 ? op->rw.len : 0);
 }
 
 /*
@@ -125,15 +125,15 @@ vb_retire(struct vb_conn *c, struct vb_qp *q, struct vb_sqe *e, int status)
 				vb_msg_done(c, m);
 			}
 			if (x->close_after && st == 0 &&
-			    c->state == VBS_CLOSING)
-				vb_close(c, c->final_err);
+			    c->tc.state == TPS_CLOSING)
+				tp_close(&c->tc, c->tc.final_err);
 			break;
 		case SQE_DATA: {
-			struct vb_op *op = x->op;
+			struct tp_op *op = x->op;
 
-			if (st != 0 && op->status == 0)
-				op->status = st;
-			if (--op->parts_left == 0)
+			if (st != 0 && vb_opx(op)->status == 0)
+				vb_opx(op)->status = st;
+			if (--vb_opx(op)->parts_left == 0)
 				vb_data_done(c, op);
 			break;
 		}
@@ -158,14 +158,14 @@ vb_wc_send(struct vb_conn *c, const struct ibv_wc *wc)
 	if ((slot + VB_SQ_DEPTH - q->head) % VB_SQ_DEPTH >= q->used)
 		return; /* retired already (not posted any more) */
 	if (wc->status == IBV_WC_WR_FLUSH_ERR) {
-		if (c->state < VBS_DRAINING) {
+		if (c->tc.state < TPS_DRAINING) {
 			char who[160];
 
 			log_info("verbs: %s: send queue flushed; closing the "
-			    "connection", vb_who(c, who, sizeof who));
-			vb_close(c, -ECONNRESET);
+			    "connection", tp_who(&c->tc, who, sizeof who));
+			tp_close(&c->tc, -ECONNRESET);
 		}
-		status = c->op_err != 0 ? c->op_err : -ECONNRESET;
+		status = c->tc.op_err != 0 ? c->tc.op_err : -ECONNRESET;
 	} else if (wc->status != IBV_WC_SUCCESS) {
 		status = vb_wc_errno(wc->status);
 		vb_wc_fail(c, wc, e->kind == SQE_DATA ? (e->opcode ==
@@ -179,7 +179,7 @@ vb_wc_send(struct vb_conn *c, const struct ibv_wc *wc)
 		vb_wc_fail(c, &bad, "unexpected (opcode or length)");
 	}
 	vb_retire(c, q, e, status);
-	if (c->state == VBS_DRAINING && vb_all_drained(c))
+	if (c->tc.state == TPS_DRAINING && vb_all_drained(c))
 		vb_drained(c);
 }
 
@@ -201,21 +201,21 @@ vb_wc_recv(struct vb_conn *c, const struct ibv_wc *wc)
 	struct vb_rbuf *rb = (struct vb_rbuf *)(uintptr_t)wc->wr_id;
 	struct vb_qp *q;
 
-	if (c->state >= VBS_DRAINING)
+	if (c->tc.state >= TPS_DRAINING)
 		return; /* not posted again: the SRQ goes with us */
 	if (wc->status == IBV_WC_WR_FLUSH_ERR) {
 		char who[160];
 
 		log_info("verbs: %s: receives flushed; closing the connection",
-		    vb_who(c, who, sizeof who));
-		vb_close(c, -ECONNRESET);
+		    tp_who(&c->tc, who, sizeof who));
+		tp_close(&c->tc, -ECONNRESET);
 		return;
 	}
 	if (wc->status != IBV_WC_SUCCESS) {
 		vb_wc_fail(c, wc, "receive");
 		return;
 	}
-	if (c->state == VBS_CLOSING) {
+	if (c->tc.state == TPS_CLOSING) {
 		rb->next = c->repost;
 		c->repost = rb;
 		return; /* input is ignored while an error reply goes out */
@@ -262,9 +262,9 @@ vb_cq_poll(struct vb_conn *c)
 		n = vb_poll_cq(c, VB_POLL_BATCH, wc);
 		if (n < 0) {
 			log_notice("verbs: %s: ibv_poll_cq failed; closing the "
-			    "connection", c->peer);
-			c->stats.completion_errors++;
-			vb_close(c, -EIO);
+			    "connection", c->tc.peer);
+			c->tc.stats.completion_errors++;
+			tp_close(&c->tc, -EIO);
 			break;
 		}
 		for (int i = 0; i < n; i++)
@@ -273,11 +273,11 @@ vb_cq_poll(struct vb_conn *c)
 			struct vb_rbuf *list = c->repost;
 
 			c->repost = NULL;
-			if (c->state < VBS_DRAINING &&
+			if (c->tc.state < TPS_DRAINING &&
 			    vb_post_recvs(c, list) < 0) {
 				log_notice("verbs: %s: cannot post receives; "
-				    "closing the connection", c->peer);
-				vb_close(c, -EIO);
+				    "closing the connection", c->tc.peer);
+				tp_close(&c->tc, -EIO);
 			}
 		}
 		if (n < VB_POLL_BATCH)
@@ -285,9 +285,9 @@ vb_cq_poll(struct vb_conn *c)
 	}
 	if (n == VB_POLL_BATCH)
 		event_active(c->ev_poll, EV_WRITE, 0);
-	if (c->state < VBS_DRAINING)
+	if (c->tc.state < TPS_DRAINING)
 		vb_post_all(c);
-	vb_arm_timer(c);
+	tp_arm_timer(&c->tc);
 }
 
 /* The completion channel is readable: get the event, re-arm, poll. */

@@ -93,6 +93,23 @@ vb_random64(void)
 	return v;
 }
 
+/*
+ * Watches fd for reading on loop evb (persistent): *out, or -ENOMEM with
+ * nothing left.
+ */
+int
+vb_watch(struct event_base *evb, int fd, event_callback_fn cb, void *arg,
+    struct event **out)
+{
+	*out = event_new(evb, fd, EV_READ | EV_PERSIST, cb, arg);
+	if (*out != NULL && event_add(*out, NULL) == 0)
+		return 0;
+	if (*out != NULL)
+		event_free(*out);
+	*out = NULL;
+	return -ENOMEM;
+}
+
 /* Returns true for the events that name a QP, CQ or SRQ of a connection. */
 static bool
 vb_async_names_conn(enum ibv_event_type type)
@@ -123,22 +140,22 @@ vb_async_close(struct vb_conn *c, enum ibv_event_type type, unsigned qp,
 	char who[160];
 
 	if (vb_async_names_conn(type)) {
-		if (c->state >= VBS_DRAINING)
+		if (c->tc.state >= TPS_DRAINING)
 			return;
-		c->stats.completion_errors++;
+		c->tc.stats.completion_errors++;
 		if (type == IBV_EVENT_CQ_ERR || type == IBV_EVENT_SRQ_ERR)
 			log_notice("verbs: %s: %s; closing the connection",
-			    vb_who(c, who, sizeof who), name);
+			    tp_who(&c->tc, who, sizeof who), name);
 		else
 			log_notice("verbs: %s: QP %u: %s; closing the "
-			    "connection", vb_who(c, who, sizeof who), qp, name);
+			    "connection", tp_who(&c->tc, who, sizeof who), qp, name);
 	} else {
 		if (port != 0 && (c->qps[0].id == NULL ||
 		    c->qps[0].id->port_num != port))
 			return;
-		c->stats.completion_errors++;
+		c->tc.stats.completion_errors++;
 	}
-	vb_close(c, err);
+	tp_close(&c->tc, err);
 }
 
 /*
@@ -149,7 +166,7 @@ static void
 vb_async_post(struct vb_dev *dev, struct vb_conn *c, enum ibv_event_type type,
     unsigned qp, uint8_t port, int err)
 {
-	if (c->evb == dev->evb) {
+	if (c->tc.evb == dev->evb) {
 		vb_async_close(c, type, qp, port, err);
 		return;
 	}
@@ -342,12 +359,8 @@ vb_dev_get(struct event_base *evb, struct ibv_context *ctx)
 		}
 	}
 	if (fd_set_nonblock(ctx->async_fd) < 0 ||
-	    (dev->ev = event_new(evb, ctx->async_fd, EV_READ | EV_PERSIST,
-	    vb_async_cb, dev)) == NULL || event_add(dev->ev, NULL) < 0) {
-		if (dev->ev != NULL)
-			event_free(dev->ev);
+	    vb_watch(evb, ctx->async_fd, vb_async_cb, dev, &dev->ev) < 0)
 		goto out_free;
-	}
 	LIST_INSERT_HEAD(&vb_devs, dev, link);
 	pthread_mutex_unlock(&vb_lock);
 	return dev;

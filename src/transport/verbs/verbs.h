@@ -1,94 +1,42 @@
 /*
- * transport-verbs.c - transport.h over RDMA verbs (libibverbs, librdmacm),
- * on the event loop: rdma_cm event channels, completion channels and the
- * devices' asynchronous event descriptors are watched like sockets.
+ * verbs.h - private to src/transport/verbs/: transport.h over RDMA verbs
+ * (libibverbs, librdmacm) on the connection core (transport-conn.c).
  *
- * A connection is one or more RC queue pairs (qps_per_peer, chosen by the
- * active side) that share a protection domain, one completion queue with
- * its completion channel, and one shared receive queue. Each QP has its
- * own rdma_cm id; QP 0 carries the hello, the others join the connection
- * once it is accepted, presenting the random cookie QP 0's accept gave.
+ * Owns, per connection: RC QPs (qps_per_peer; QP 0 carries the hello, the
+ * others join with the cookie QP 0's accept gave), one PD, one CQ with its
+ * completion channel, one SRQ, registered receive and send buffers and
+ * bounce slabs. Files: verbs-dev.c devices and async events, verbs-conn.c
+ * resources and life, verbs-post.c posting, verbs-cq.c completions,
+ * verbs-recv.c receive, verbs-cm.c rdma_cm and the listener.
  *
- * Connection states (enum vb_state), as transport.h:
- *   CONNECTING  active: QP 0 goes through rdma_cm (per QP, enum vb_qp_state:
- *               ADDR resolve address -> ROUTE resolve route -> CONNECT
- *               connect sent -> UP established); the hello op is queued
- *   HELLO       QP 0 up. Active: the hello is sent, its answer awaited.
- *               Passive: the hello is awaited; nothing else is accepted.
- *               Only our receive buffers (local access only) exist: no
- *               memory is reachable by the peer and no rkey has been sent
- *   JOINING     active: hello accepted; QPs 1.. go through rdma_cm
- *   OPEN        requests and one-sided operations both ways
- *   CLOSING     an error reply (refused hello, violation) is being sent;
- *               input is ignored; then we disconnect
- *   DRAINING    QPs moved to the error state (rdma_disconnect); a marker
- *               WR posted on each send queue flushes after everything
- *               posted before it, so its completion means the hardware is
- *               done with our buffers; operations complete (with an error)
- *               as their work requests flush
- *   CLOSED      teardown scheduled: the rest of the operations complete,
- *               `closed` is called, then everything is destroyed in order
- *               QP -> SRQ -> CQ -> completion channel -> MRs -> PD -> ids
+ * States: enum tp_state (transport-int.h): CONNECTING (QP 0 through
+ * rdma_cm, per QP enum vb_qp_state), HELLO, JOINING (QPs 1..), OPEN,
+ * CLOSING, DRAINING (QPs in the error state; a marker WR per send queue
+ * flushes after all before it), CLOSED (then destroyed in the order
+ * QP -> SRQ -> CQ -> completion channel -> MRs -> PD -> ids).
  *
- * Messages (proto.h frames) travel as SENDs of at most VB_MSG_BUF bytes,
- * copied into registered send buffers; a longer message is cut into
- * consecutive SENDs on one QP, which RC delivers in order, and put back
- * together by the receiver (bounded by max_payload). The first SEND of a
- * message carries immediate data naming its type and flags (vb_imm()):
- * the receiver knows what a message is from its completion, and a SEND
- * whose immediate data disagrees with its header, or a continuation that
- * carries any, is a protocol violation. Replies to READ
- * requests served through `resolve` (tcp-style two-sided reads, used when
- * a lease has no rkey) are copied from region memory the same way.
- * Zero-copy replies (fam_conn_replyv() with a registration in this
- * connection's PD covering the payload): the header goes in a send
- * buffer, the payload is a further SGE into the caller's memory, and
- * `sent` is called only when the message's last SEND retires (completed,
- * or flushed at teardown), not when it is posted.
+ * Locks: vb_lock guards the lists of devices and connections, which every
+ * loop shares; it comes before libevent's locks and the log's, and is
+ * never held while a verbs object is destroyed (that waits for the async
+ * events naming it to be acknowledged, maybe by another loop wanting the
+ * lock). A device's async events are read by each loop using it; an event
+ * for another loop's connection is recorded on it and its ev_async closes
+ * it there. Everything else belongs to the connection's loop.
  *
- * One-sided operations: fam_conn_read()/fam_conn_write() with a lease that
- * has an rkey post RDMA READ/WRITE straight from/to the caller's buffer
- * when the caller registered it (fam_mr_register), otherwise through
- * registered bounce slabs (a write's data is copied into them when it is
- * posted, a read's copied out when it completes). The memory node's famd
- * takes no part in them.
+ * Messages: SENDs of at most VB_MSG_BUF bytes (a longer one cut into
+ * consecutive SENDs on one QP); the first carries immediate data naming
+ * type and flags (vb_imm()), checked by the receiver. Zero-copy replies
+ * send their payload from the caller's registration and call `sent` when
+ * the last SEND retires. One-sided READ/WRITE go straight from or to a
+ * registered buffer, or through bounce slabs.
  *
- * Work requests: every wr_id points at a tagged context (a receive buffer,
- * or a slot of a QP's send ring), so a completion is dispatched without
- * lookup. Requests are queued per QP during a callback and posted once,
- * chained, at its end (ev_post), or at once by fam_conn_flush() (one
- * ibv_post_send per QP: one doorbell for a dpu's batch); only the last
- * WR of a chain and every VB_SIGNAL_EVERY-th WR are signalled; a
- * signalled completion retires every older slot of its ring, finishing
- * the operations whose parts they were (a failed WR completes with its
- * error whether signalled or not). The connection counts doorbells, WRs and
- * signalled WRs (struct fam_conn_stats).
- * The completion channel cycle is: get event -> re-arm -> poll in bounded
- * batches (through vb_poll_cq(), which can turn completions into errors
- * for tests) -> acknowledge events in batches.
- *
- * A completion with an error status other than IBV_WC_WR_FLUSH_ERR (which
- * is teardown), a QP, CQ or SRQ async error, a protocol violation or a
- * missed deadline closes that connection only; it is counted and logged.
- *
- * Everything runs on the loop that created the connection; callbacks to the
- * user run only from that loop, never inside an API call. Loops may run on
- * threads of their own (a dpu's memory-node side): a connection and a
- * listener are touched only by their loop's thread, save that the lists
- * of devices and connections are shared (vb_lock). Each loop watches a
- * device's asynchronous events itself (struct vb_dev per device and
- * loop), and whichever loop reads an event closes the connections it
- * names that are its own; for another loop's it records the event on the
- * connection and activates that connection's ev_async, whose callback, on
- * its own loop, closes it.
- *
- * Lock order: vb_lock comes before libevent's locks (of any loop) and the
- * log's. It is held to look the lists up, link and unlink, add or free the
- * events of its own loop, record an event for another loop's connection
- * and activate its ev_async, or close a connection of its own (vb_close);
- * never while a verbs object is destroyed: that waits until the
- * asynchronous events naming it are acknowledged, which another loop may
- * be about to do once it has the lock.
+ * Work requests: every wr_id points at a tagged context (a receive
+ * buffer, a slot of a QP's send ring): completions dispatch without
+ * lookup. Work is queued per QP during a callback and posted as one chain
+ * at its end (or by fam_conn_flush()), selectively signalled. The CQ
+ * cycle: get event, re-arm, poll in bounded batches, ack in batches. A
+ * bad completion (not IBV_WC_WR_FLUSH_ERR, which is teardown) closes that
+ * connection only.
  */
 #ifndef FAM_TRANSPORT_VERBS_H
 #define FAM_TRANSPORT_VERBS_H
@@ -140,24 +88,12 @@
 #define VB_RESOLVE_MS    2000
 #define VB_RD_ATOMIC     16
 #define VB_PRIV_LEN      24u
-#define VB_INLINE_BODY   160u
 #define VB_IMM_MARK      0xfa000000u /* immediate data of a first SEND */
 #define VB_MAX_SGE       4u         /* per SEND: header and payload parts */
 
-_Static_assert(VB_INLINE_BODY >= FAM_HELLO_LEN, "a hello fits inline");
 _Static_assert(VB_SLABS * VB_SLAB >= FAM_RW_MAX, "bounce covers a chunk");
 _Static_assert(VB_MSG_BUF >= FAM_PROTO_HDR_LEN + FAM_WRITE_HDR_LEN,
     "a WRITE's fixed part fits the first SEND");
-
-enum vb_state {
-	VBS_CONNECTING,
-	VBS_HELLO,
-	VBS_JOINING,
-	VBS_OPEN,
-	VBS_CLOSING,
-	VBS_DRAINING,
-	VBS_CLOSED,
-};
 
 enum vb_qp_state {
 	VQ_IDLE,    /* no rdma_cm id yet */
@@ -180,20 +116,6 @@ enum vb_sqe_kind {
 	SQE_DRAIN, /* the marker posted at teardown */
 };
 
-enum vb_op_kind {
-	OP_HELLO,
-	OP_CALL,
-	OP_READ,
-	OP_WRITE,
-};
-
-enum vb_op_state {
-	OPS_WAITING, /* in waitq: before OPEN, or over max_outstanding */
-	OPS_QUEUED,  /* in a QP's output queue */
-	OPS_POSTED,  /* one-sided: its WRs are on the send queue */
-	OPS_SENT,    /* two-sided: request posted, its response awaited */
-};
-
 /* What the bytes of the message being received go to. */
 enum vb_rx_kind {
 	RXK_BODY,    /* a buffer, handed on whole */
@@ -204,7 +126,6 @@ enum vb_rx_kind {
 
 struct vb_conn;
 struct vb_qp;
-struct vb_op;
 
 struct vb_rbuf {
 	uint8_t tag;
@@ -231,31 +152,20 @@ struct vb_sqe {
 	struct vb_sbuf *sbuf; /* SEND: its send buffer (NULL: payload only) */
 	struct vb_msg *msg;   /* SEND: the zero-copy message this fragment
 	                       * ends, finished when it retires */
-	struct vb_op *op;     /* DATA */
+	struct tp_op *op;     /* DATA */
 	uint32_t len;         /* DATA: bytes of this part */
 	uint8_t opcode;       /* the ibv_wc_opcode a success must carry */
 };
 
 /* A message (or a one-sided operation) waiting to be posted on a QP. */
 struct vb_msg {
+	struct tp_out out;    /* first: the core's part */
 	TAILQ_ENTRY(vb_msg) link;
-	bool data;            /* a one-sided operation (op) */
-	struct vb_op *op;     /* our request, or the one-sided operation */
-	bool resp;            /* a response of ours */
-	bool close_after;
-	fam_sent_fn sent;
-	void *ctx;
-	bool holding;         /* READ data from resolve: release(hold) */
-	void *hold;
-	void *copy;           /* owned payload copy */
+	bool data;            /* a one-sided operation (out.op) */
 	struct ibv_mr *zmr;   /* zero-copy: the payload's registration */
 	size_t total, posted;
-	size_t payload_len;
 	int iovpos;
 	size_t iovoff;
-	int iovcnt;
-	uint8_t inl[FAM_PROTO_HDR_LEN + VB_INLINE_BODY];
-	struct iovec iov[];
 };
 
 TAILQ_HEAD(vb_msgq, vb_msg);
@@ -268,7 +178,7 @@ struct vb_rx {
 	uint8_t *buf;
 	uint32_t len, got;
 	bool owned;
-	struct vb_op *op;
+	struct tp_op *op;
 	bool holding;
 	void *hold;
 	int status;
@@ -289,33 +199,17 @@ struct vb_qp {
 	struct vb_rx rx;
 };
 
-struct vb_op {
-	TAILQ_ENTRY(vb_op) all;
-	TAILQ_ENTRY(vb_op) wait;
-	struct vb_op *hnext;
-	enum vb_op_kind kind;
-	enum vb_op_state state;
+/* What an op of ours holds on verbs (struct tp_op's priv). */
+struct vb_opx {
 	bool onesided;
-	uint8_t type;
-	uint16_t flags;         /* READ/WRITE requests: FAM_F_BACKGROUND */
-	uint64_t id;
-	uint64_t deadline;
-	fam_done_fn done;
-	void *ctx;
-	struct fam_rw rw;
-	void *dst;
-	const void *src;
 	struct ibv_mr *lmr;     /* the caller's registration covering dst/src */
 	uint64_t raddr;
 	uint32_t rkey;
-	void *payload;
-	uint32_t plen;
 	unsigned parts_left;
 	int status;
 	struct vb_slab *slabs;  /* bounce, in order */
 };
 
-TAILQ_HEAD(vb_opq, vb_op);
 
 struct vb_mr {
 	struct fam_mr base;
@@ -339,33 +233,19 @@ struct vb_dev {
 };
 
 struct vb_listener {
-	struct fam_listener base;
-	struct event_base *evb;
+	struct tp_listener tl;
 	struct rdma_event_channel *ch;
 	struct rdma_cm_id *id;
 	struct event *ev;
 	struct vb_dev *dev;      /* its device, when bound to one address */
-	struct fam_conn_opts opts;
-	fam_accept_fn accept;
-	void *arg;
 	unsigned nhello;
-	char addr[TP_ADDR_MAX];
 };
 
 struct vb_conn {
-	struct fam_conn base;
+	struct tp_conn tc;
 	LIST_ENTRY(vb_conn) link;
-	struct event_base *evb;
-	enum vb_state state;
-	bool active;
 	bool counted_hello;        /* in the listener's nhello */
 	struct vb_listener *l;
-	struct fam_conn_opts opts;
-	struct fam_conn_handlers h;
-	void *harg;
-	char peer[TP_ADDR_MAX];
-	char node[FAM_NAME_MAX + 1];
-	struct fam_conn_stats stats;
 	struct sockaddr_storage dst;
 	uint64_t cookie;
 	struct fam_hello_resp joined_resp; /* JOINING: for `connected` */
@@ -391,7 +271,8 @@ struct vb_conn {
 	int rd_atom;
 	struct vb_rbuf *repost;    /* receive buffers to post again */
 
-	struct event *ev_cm, *ev_cq, *ev_timer, *ev_defer, *ev_post, *ev_poll;
+	struct vb_qp *rxq;         /* the QP whose message is handled now */
+	struct event *ev_cm, *ev_cq, *ev_post, *ev_poll;
 	/*
 	 * An asynchronous event another loop read for this connection
 	 * (under vb_lock): ev_async closes it on its own loop.
@@ -402,20 +283,8 @@ struct vb_conn {
 	unsigned async_qp;         /* a QP event's QP */
 	uint8_t async_port;        /* a port event's port; 0: any */
 	bool post_pending;
-	int close_err;
-	int op_err;
-	int final_err;
-	uint64_t deadline;         /* passive HELLO, CLOSING, DRAINING */
-	uint64_t timeout_ns;
 	uint64_t rng;
 
-	uint64_t next_id;
-	struct vb_opq ops;
-	struct vb_opq waitq;
-	struct vb_op **table;
-	uint32_t table_mask;
-	uint32_t nflight;
-	uint32_t nops;
 	TAILQ_HEAD(, vb_mr) mrs;
 };
 
@@ -440,6 +309,8 @@ struct vb_priv {
 	uint64_t cookie;
 };
 
+extern const struct tp_conn_ops vb_conn_ops;
+
 /* What every loop shares, under vb_lock (lock order: see the top). */
 extern pthread_mutex_t vb_lock;
 extern LIST_HEAD(vb_dev_list, vb_dev) vb_devs;
@@ -447,126 +318,74 @@ extern LIST_HEAD(vb_conn_list, vb_conn) vb_conns;
 
 /* Returns the verbs connection behind a transport connection. */
 static inline struct vb_conn *
-vb_conn_of(struct fam_conn *c)
+vb_conn_of(void *c)
 {
 	return (struct vb_conn *)c;
 }
 
-/* Returns the peer for log lines: address, and node name once known. */
-static inline const char *
-vb_who(struct vb_conn *c, char *buf, size_t len)
+/* Returns the verbs part of an op. */
+static inline struct vb_opx *
+vb_opx(struct tp_op *op)
 {
-	if (c->node[0] != '\0')
-		snprintf(buf, len, "%s (node %s)", c->peer, c->node);
-	else
-		snprintf(buf, len, "%s", c->peer);
-	return buf;
+	return (struct vb_opx *)op->priv;
 }
 
 /* verbs-cm.c */
 void vb_priv_put(uint8_t out[VB_PRIV_LEN], const struct vb_priv *p);
-/* verbs-cm.c */
-int vb_qp_connect(struct vb_qp *q, struct sockaddr *src);
-/* verbs-cm.c */
 void vb_cm_cb(evutil_socket_t fd, short what, void *arg);
-/* verbs-cm.c */
-struct rdma_event_channel *vb_channel_open(const char *what, char **cause);
-/* verbs-cm.c */
+int vb_bind(struct tp_listener *tl, const char *addr,
+    struct sockaddr_storage *ss, socklen_t sslen, char **cause);
+int vb_dial(struct event_base *base, const char *addr,
+    const struct sockaddr_storage *ss, socklen_t sslen,
+    const struct fam_conn_opts *opts, struct tp_conn **out, char **cause);
+bool vb_hello_done(struct tp_conn *tc, const struct fam_hello_resp *resp);
 int vb_listen(struct event_base *base, const char *addr,
     const struct fam_conn_opts *opts, fam_accept_fn accept, void *arg,
     struct fam_listener **out, char **cause);
-/* verbs-cm.c */
 void vb_listener_free(struct fam_listener *fl);
-/* verbs-cm.c */
-const char *vb_listener_addr(const struct fam_listener *fl);
+int vb_connect(struct event_base *base, const char *addr,
+    const struct fam_conn_opts *opts, const struct fam_conn_handlers *h,
+    void *arg, struct fam_conn **out, char **cause);
+
 /* verbs-conn.c */
-struct vb_op *vb_table_find(struct vb_conn *c, uint64_t id);
-/* verbs-conn.c */
-void vb_table_add(struct vb_conn *c, struct vb_op *op);
-/* verbs-conn.c */
-void vb_table_remove(struct vb_conn *c, struct vb_op *op);
-/* verbs-conn.c */
-struct vb_conn *vb_conn_new(struct event_base *evb, const struct fam_conn_opts *opts,
-    bool active);
-/* verbs-conn.c */
+struct vb_conn *vb_conn_new(struct event_base *evb,
+    const struct fam_conn_opts *opts, bool active);
 int vb_conn_channel(struct vb_conn *c);
-/* verbs-conn.c */
 int vb_post_recvs(struct vb_conn *c, struct vb_rbuf *list);
-/* verbs-conn.c */
 int vb_conn_setup(struct vb_conn *c, struct ibv_context *ctx, unsigned nqps);
-/* verbs-conn.c */
 int vb_qp_create(struct vb_qp *q);
-/* verbs-conn.c */
-void vb_conn_param(struct vb_conn *c, struct rdma_conn_param *p, uint8_t *priv,
-    const struct vb_priv *pd);
-/* verbs-conn.c */
+void vb_conn_param(struct vb_conn *c, struct rdma_conn_param *p,
+    uint8_t *priv, const struct vb_priv *pd);
 void vb_conn_destroy(struct vb_conn *c);
-/* verbs-conn.c */
-void vb_arm_timer(struct vb_conn *c);
-/* verbs-conn.c */
 void vb_drained(struct vb_conn *c);
-/* verbs-conn.c */
 bool vb_all_drained(const struct vb_conn *c);
-/* verbs-conn.c */
-void vb_close(struct vb_conn *c, int err);
-/* verbs-conn.c */
-void vb_op_free(struct vb_conn *c, struct vb_op *op);
-/* verbs-conn.c */
-void vb_op_finish(struct vb_conn *c, struct vb_op *op, int status,
-    const uint8_t *payload, uint32_t len);
-/* verbs-conn.c */
 void vb_msg_done(struct vb_conn *c, struct vb_msg *m);
+
 /* verbs-cq.c */
-void vb_retire(struct vb_conn *c, struct vb_qp *q, struct vb_sqe *e, int status);
-/* verbs-cq.c */
+void vb_retire(struct vb_conn *c, struct vb_qp *q, struct vb_sqe *e,
+    int status);
 void vb_cq_poll(struct vb_conn *c);
-/* verbs-cq.c */
 void vb_cq_cb(evutil_socket_t fd, short what, void *arg);
-/* verbs-cq.c */
 void vb_poll_cb(evutil_socket_t fd, short what, void *arg);
+
 /* verbs-dev.c */
 int vb_memlock_gate(unsigned nqps, char **cause);
-/* verbs-dev.c */
 uint64_t vb_random64(void);
-/* verbs-dev.c */
+int vb_watch(struct event_base *evb, int fd, event_callback_fn cb, void *arg,
+    struct event **out);
 void vb_async_conn_cb(evutil_socket_t fd, short what, void *arg);
-/* verbs-dev.c */
 struct vb_dev *vb_dev_get(struct event_base *evb, struct ibv_context *ctx);
-/* verbs-dev.c */
 void vb_dev_put(struct vb_dev *dev);
-/* verbs-post.c */
-struct ibv_mr *vb_zc_mr(struct vb_conn *c, struct fam_mr *mr, const struct iovec *iov,
-    int iovcnt);
+
 /* verbs-post.c */
 void vb_kick(struct vb_conn *c);
-/* verbs-post.c */
-struct vb_qp *vb_pick_qp(struct vb_conn *c);
-/* verbs-post.c */
-struct vb_msg *vb_msg_new(int niov);
-/* verbs-post.c */
-void vb_msg_queue(struct vb_conn *c, struct vb_qp *q, struct vb_msg *m);
-/* verbs-post.c */
 uint32_t vb_imm(const uint8_t *p);
-/* verbs-post.c */
 void vb_post_all(struct vb_conn *c);
-/* verbs-post.c */
-int vb_flush(struct fam_conn *fc);
-/* verbs-post.c */
 void vb_post_cb(evutil_socket_t fd, short what, void *arg);
-/* verbs-post.c */
-void vb_reply_status(struct vb_conn *c, struct vb_qp *q, const struct fam_hdr *req,
-    int status, bool close_after, int final_err);
-/* verbs-post.c */
-void vb_violation(struct vb_conn *c, const struct fam_hdr *h, int status, int err,
-    const char *fmt, ...) printflike(5, 6);
-/* verbs-post.c */
-int vb_op_queue(struct vb_conn *c, struct vb_op *op);
-/* verbs-post.c */
-void vb_pump(struct vb_conn *c);
-/* verbs-post.c */
-void vb_op_submit(struct vb_conn *c, struct vb_op *op);
-/* verbs-post.c */
-int vb_check_usable(const struct vb_conn *c);
+void vb_out_queue(struct tp_conn *tc, struct tp_out *o, bool rx);
+int vb_op_start(struct tp_conn *tc, struct tp_op *op);
+int vb_flush(struct fam_conn *fc);
+
 /* verbs-recv.c */
 void vb_rx(struct vb_qp *q, const uint8_t *p, uint32_t n, bool has_imm,
     uint32_t imm);
