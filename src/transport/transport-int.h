@@ -140,6 +140,9 @@ TAILQ_HEAD(tp_opq, tp_op);
 
 /* Short payloads kept in an output entry itself (a hello fits). */
 #define TP_OUT_INLINE 160
+_Static_assert(TP_OUT_INLINE >= FAM_HELLO_LEN, "a hello fits inline");
+_Static_assert(TP_OUT_INLINE >= FAM_HELLO_RESP_LEN, "so does its answer");
+_Static_assert(TP_OUT_INLINE >= FAM_WRITE_HDR_LEN, "a WRITE's fixed part");
 
 /*
  * A message of ours on its way out: the first member of each transport's

@@ -47,8 +47,6 @@
 #define TCP_KEEPINTVL_S  5
 #define TCP_KEEP_COUNT   3
 
-_Static_assert(TP_OUT_INLINE >= FAM_HELLO_LEN, "a hello fits inline");
-_Static_assert(TP_OUT_INLINE >= FAM_HELLO_RESP_LEN, "so does its answer");
 
 /* What the bytes arriving next are. */
 enum tcp_rx {
