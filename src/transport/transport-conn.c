@@ -239,8 +239,9 @@ tp_timer_cb(evutil_socket_t fd, short what, void *arg)
 		why = c->tops->expired(c, now);
 	if (why != NULL) {
 		c->stats.timeouts += c->nops > 0 ? c->nops : 1;
-		log_notice("%s: %s: %s within %u ms; closing", c->base.ops->name,
-		    tp_who(c, who, sizeof who), why, c->opts.op_timeout_ms);
+		log_notice("%s: %s: %s within %u ms; closing",
+		    c->base.ops->name, tp_who(c, who, sizeof who), why,
+		    c->opts.op_timeout_ms);
 		c->op_err = -ETIMEDOUT;
 		tp_close(c, -ETIMEDOUT);
 		return;
@@ -478,8 +479,8 @@ tp_connect_check(const struct fam_conn_opts *opts, const char *addr,
 	if (opts->hello.node[0] == '\0' ||
 	    opts->hello.role < FAM_WIRE_ROLE_HOST ||
 	    opts->hello.role > FAM_WIRE_ROLE_MEMORY) {
-		*cause = xasprintf("connect %s: the hello needs a node name and "
-		    "a role", addr);
+		*cause = xasprintf("connect %s: the hello needs a node name "
+		    "and a role", addr);
 		return -EINVAL;
 	}
 	return 0;

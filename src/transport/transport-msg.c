@@ -130,7 +130,8 @@ tp_on_hdr(struct tp_conn *c, const uint8_t *raw, struct fam_hdr *h)
 	if (err == 0)
 		return 0;
 	if (err == -EPROTONOSUPPORT)
-		tp_violation(c, NULL, 0, err, "protocol version %u", h->version);
+		tp_violation(c, NULL, 0, err, "protocol version %u",
+		    h->version);
 	else if (h->magic != FAM_PROTO_MAGIC)
 		tp_violation(c, NULL, 0, err, "bad magic 0x%08x", h->magic);
 	else if (err == -EMSGSIZE)
@@ -219,8 +220,8 @@ tp_on_write_hdr(struct tp_conn *c, const struct fam_hdr *h,
 
 	err = proto_get_write_hdr(whdr, h->len, &m);
 	if (err == -EPROTO) {
-		tp_violation(c, h, EPROTO, err, "write request of %u bytes in a "
-		    "frame of %u", m.len, h->len - FAM_WRITE_HDR_LEN);
+		tp_violation(c, h, EPROTO, err, "write request of %u bytes in "
+		    "a frame of %u", m.len, h->len - FAM_WRITE_HDR_LEN);
 		return -1;
 	}
 	c->stats.writes++;

@@ -184,8 +184,8 @@ tcp_close_hook(struct tp_conn *tc)
 static void
 tcp_out_done(struct tcp_conn *c, struct tcp_out *o)
 {
-	size_t sent = o->out.payload_len - (o->left < o->out.payload_len ? o->left :
-	    o->out.payload_len);
+	size_t plen = o->out.payload_len;
+	size_t sent = plen - (o->left < plen ? o->left : plen);
 
 	if (o->left == 0) {
 		c->tc.stats.msgs_out++;
@@ -381,7 +381,8 @@ tcp_out_advance(struct tcp_conn *c, size_t w)
 
 		if (o == NULL)
 			break;
-		while (o->iovpos < o->out.iovcnt && o->out.iov[o->iovpos].iov_len == 0)
+		while (o->iovpos < o->out.iovcnt &&
+		    o->out.iov[o->iovpos].iov_len == 0)
 			o->iovpos++;
 		if (o->iovpos < o->out.iovcnt) {
 			v = &o->out.iov[o->iovpos];
@@ -469,7 +470,8 @@ tcp_send_queued(struct tcp_conn *c)
 		c->tx_progress = mono_ns();
 		tcp_out_advance(c, (size_t)w);
 	}
-	if (c->writing && (TAILQ_EMPTY(&c->outq) || c->tc.state == TPS_CLOSED)) {
+	if (c->writing && (TAILQ_EMPTY(&c->outq) ||
+	    c->tc.state == TPS_CLOSED)) {
 		event_del(c->ev_write);
 		c->writing = false;
 	}

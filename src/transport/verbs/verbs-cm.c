@@ -138,8 +138,9 @@ vb_hello_done(struct tp_conn *tc, const struct fam_hello_resp *resp)
 		int err = vb_qp_connect(&c->qps[i], (struct sockaddr *)&src);
 
 		if (err < 0) {
-			log_notice("verbs: %s: QP %u: %s; closing the connection",
-			    tp_who(tc, who, sizeof who), i, strerror(-err));
+			log_notice("verbs: %s: QP %u: %s; closing the "
+			    "connection", tp_who(tc, who, sizeof who), i,
+			    strerror(-err));
 			tp_close(tc, err);
 			break;
 		}
@@ -159,8 +160,8 @@ vb_qp_established(struct vb_conn *c, struct vb_qp *q,
 	if (q->index == 0) {
 		if (vb_priv_get(e->priv, e->priv_len, &p) < 0) {
 			c->tc.stats.bad_frames++;
-			log_notice("verbs: %s accepted us without famd's private "
-			    "data; closing", c->tc.peer);
+			log_notice("verbs: %s accepted us without famd's "
+			    "private data; closing", c->tc.peer);
 			c->tc.op_err = -EPROTO;
 			tp_close(&c->tc, -EPROTO);
 			return;
@@ -233,7 +234,8 @@ vb_cm_event(struct vb_conn *c, const struct vb_cm_event *e)
 	char who[160];
 	int err = 0;
 
-	if (c->tc.state >= TPS_DRAINING && e->type != RDMA_CM_EVENT_DISCONNECTED)
+	if (c->tc.state >= TPS_DRAINING &&
+	    e->type != RDMA_CM_EVENT_DISCONNECTED)
 		return;
 	switch (e->type) {
 	case RDMA_CM_EVENT_ADDR_RESOLVED:
@@ -300,12 +302,13 @@ vb_cm_event(struct vb_conn *c, const struct vb_cm_event *e)
 		tp_close(&c->tc, err);
 		return;
 	default:
-		log_debug("verbs: %s: QP %u: %s", tp_who(&c->tc, who, sizeof who),
-		    q->index, rdma_event_str(e->type));
+		log_debug("verbs: %s: QP %u: %s",
+		    tp_who(&c->tc, who, sizeof who), q->index,
+		    rdma_event_str(e->type));
 		return;
 	}
-	log_info("verbs: %s: QP %u: %s", tp_who(&c->tc, who, sizeof who), q->index,
-	    strerror(-err));
+	log_info("verbs: %s: QP %u: %s", tp_who(&c->tc, who, sizeof who),
+	    q->index, strerror(-err));
 	c->tc.op_err = err;
 	tp_close(&c->tc, err);
 }
@@ -478,9 +481,10 @@ vb_listen_cb(evutil_socket_t fd, short what, void *arg)
 		    peer, sizeof peer);
 		err = vb_priv_get(e.priv, e.priv_len, &p);
 		if (err < 0) {
-			log_notice("verbs: refused %s on %s: %s", peer, l->tl.addr,
-			    err == -EPROTONOSUPPORT ? "another protocol "
-			    "version" : "not a famd connect request");
+			log_notice("verbs: refused %s on %s: %s", peer,
+			    l->tl.addr, err == -EPROTONOSUPPORT ?
+			    "another protocol version" :
+			    "not a famd connect request");
 			vb_reject(e.id, err == -EPROTONOSUPPORT ?
 			    EPROTONOSUPPORT : EPROTO);
 			rdma_destroy_id(e.id);

@@ -50,7 +50,8 @@ vb_poll_cq(struct vb_conn *c, int n, struct ibv_wc *wc)
 		    x % 1000000u < c->tc.opts.inject_error_ppm) {
 			wc[i].status = IBV_WC_GENERAL_ERR;
 			log_info("verbs: injecting an error into a completion "
-			    "(inject_error_ppm %u)", c->tc.opts.inject_error_ppm);
+			    "(inject_error_ppm %u)",
+			    c->tc.opts.inject_error_ppm);
 		}
 	}
 	return got;
@@ -65,8 +66,8 @@ vb_wc_fail(struct vb_conn *c, const struct ibv_wc *wc, const char *what)
 	c->tc.stats.completion_errors++;
 	if (c->tc.state < TPS_DRAINING)
 		log_notice("verbs: %s: %s completion: %s (vendor error 0x%x); "
-		    "closing the connection", tp_who(&c->tc, who, sizeof who), what,
-		    ibv_wc_status_str(wc->status), wc->vendor_err);
+		    "closing the connection", tp_who(&c->tc, who, sizeof who),
+		    what, ibv_wc_status_str(wc->status), wc->vendor_err);
 	tp_close(&c->tc, -EIO);
 }
 
@@ -76,10 +77,12 @@ vb_data_done(struct vb_conn *c, struct tp_op *op)
 {
 	int status = vb_opx(op)->status;
 
-	if (status == 0 && op->kind == TP_OP_READ && vb_opx(op)->slabs != NULL) {
+	if (status == 0 && op->kind == TP_OP_READ &&
+	    vb_opx(op)->slabs != NULL) {
 		uint32_t off = 0;
 
-		for (struct vb_slab *s = vb_opx(op)->slabs; s != NULL; s = s->next) {
+		for (struct vb_slab *s = vb_opx(op)->slabs; s != NULL;
+		    s = s->next) {
 			uint32_t len = op->rw.len - off < VB_SLAB ?
 			    op->rw.len - off : VB_SLAB;
 

@@ -148,7 +148,8 @@ vb_async_close(struct vb_conn *c, enum ibv_event_type type, unsigned qp,
 			    tp_who(&c->tc, who, sizeof who), name);
 		else
 			log_notice("verbs: %s: QP %u: %s; closing the "
-			    "connection", tp_who(&c->tc, who, sizeof who), qp, name);
+			    "connection", tp_who(&c->tc, who, sizeof who), qp,
+			    name);
 	} else {
 		if (port != 0 && (c->qps[0].id == NULL ||
 		    c->qps[0].id->port_num != port))

@@ -80,7 +80,8 @@ vb_msg_take(struct vb_msg *m, size_t max, uint8_t **p)
 	struct iovec *v;
 	size_t take;
 
-	while (m->iovpos < m->out.iovcnt && m->iovoff == m->out.iov[m->iovpos].iov_len) {
+	while (m->iovpos < m->out.iovcnt &&
+	    m->iovoff == m->out.iov[m->iovpos].iov_len) {
 		m->iovpos++; /* an empty piece */
 		m->iovoff = 0;
 	}

@@ -141,8 +141,8 @@ vb_rx_start(struct vb_qp *q, const uint8_t *p, uint32_t n)
 	p += FAM_PROTO_HDR_LEN;
 	n -= FAM_PROTO_HDR_LEN;
 	if (n > h->len) {
-		tp_violation(&c->tc, h, EPROTO, -EPROTO, "a SEND of %u bytes for "
-		    "a %s of %u", n + FAM_PROTO_HDR_LEN,
+		tp_violation(&c->tc, h, EPROTO, -EPROTO, "a SEND of %u bytes "
+		    "for a %s of %u", n + FAM_PROTO_HDR_LEN,
 		    proto_type_name(h->type), h->len);
 		return;
 	}
@@ -182,8 +182,8 @@ vb_rx(struct vb_qp *q, const uint8_t *p, uint32_t n, bool has_imm,
 	q->c->rxq = q;
 	if (!rx->active) {
 		if (!has_imm || n < FAM_PROTO_HDR_LEN || imm != vb_imm(p)) {
-			tp_violation(&q->c->tc, NULL, 0, -EPROTO, "a message's first "
-			    "SEND %s immediate data 0x%08x", has_imm ?
+			tp_violation(&q->c->tc, NULL, 0, -EPROTO, "a message's "
+			    "first SEND %s immediate data 0x%08x", has_imm ?
 			    "disagrees with its header:" : "without",
 			    has_imm ? imm : 0);
 			return;
@@ -192,14 +192,14 @@ vb_rx(struct vb_qp *q, const uint8_t *p, uint32_t n, bool has_imm,
 		return;
 	}
 	if (has_imm) {
-		tp_violation(&q->c->tc, NULL, 0, -EPROTO, "immediate data 0x%08x on "
-		    "the continuation of a %s", imm,
+		tp_violation(&q->c->tc, NULL, 0, -EPROTO, "immediate data "
+		    "0x%08x on the continuation of a %s", imm,
 		    proto_type_name(rx->h.type));
 		return;
 	}
 	if (n == 0 || n > rx->len - rx->got) {
-		tp_violation(&q->c->tc, NULL, 0, -EPROTO, "a SEND of %u bytes with "
-		    "%u left of a %s", n, rx->len - rx->got,
+		tp_violation(&q->c->tc, NULL, 0, -EPROTO, "a SEND of %u bytes "
+		    "with %u left of a %s", n, rx->len - rx->got,
 		    proto_type_name(rx->h.type));
 		return;
 	}
