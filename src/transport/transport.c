@@ -1,8 +1,8 @@
 /*
  * transport.c - the public face of transport.h: chooses the transport by
- * kind, dispatches every call to it, and holds what every transport needs
- * whatever the fabric (parsing and printing addresses, option defaults,
- * building validated response headers).
+ * kind, dispatches every call to it, and holds helpers that need no
+ * connection (parsing and printing addresses, option defaults, validated
+ * response headers). The connection core is transport-conn.c.
  */
 #include "config.h"
 
@@ -17,9 +17,9 @@
 #include "base/base.h"
 #include "transport/transport-int.h"
 
-/* Returns the transport of a kind, or NULL when it is not built in. */
+/* Returns the transport of a kind, or NULL (not built in) with *cause. */
 static const struct fam_transport_ops *
-tp_ops(enum fam_transport_kind kind)
+tp_ops(enum fam_transport_kind kind, char **cause)
 {
 	switch (kind) {
 	case FAM_TP_TCP:
@@ -27,6 +27,8 @@ tp_ops(enum fam_transport_kind kind)
 	case FAM_TP_VERBS:
 		return &verbs_transport_ops;
 	}
+	*cause = xasprintf("transport %s is not built into this famd",
+	    kind == FAM_TP_VERBS ? "verbs" : "?");
 	return NULL;
 }
 
@@ -168,13 +170,10 @@ fam_listen(struct event_base *base, const char *addr,
     const struct fam_conn_opts *opts, fam_accept_fn accept, void *arg,
     struct fam_listener **out, char **cause)
 {
-	const struct fam_transport_ops *ops = tp_ops(opts->kind);
+	const struct fam_transport_ops *ops = tp_ops(opts->kind, cause);
 
-	if (ops == NULL) {
-		*cause = xasprintf("transport %s is not built into this famd",
-		    opts->kind == FAM_TP_VERBS ? "verbs" : "?");
+	if (ops == NULL)
 		return -EPROTONOSUPPORT;
-	}
 	return ops->listen(base, addr, opts, accept, arg, out, cause);
 }
 
@@ -207,13 +206,10 @@ fam_connect(struct event_base *base, const char *addr,
     const struct fam_conn_opts *opts, const struct fam_conn_handlers *h,
     void *arg, struct fam_conn **out, char **cause)
 {
-	const struct fam_transport_ops *ops = tp_ops(opts->kind);
+	const struct fam_transport_ops *ops = tp_ops(opts->kind, cause);
 
-	if (ops == NULL) {
-		*cause = xasprintf("transport %s is not built into this famd",
-		    opts->kind == FAM_TP_VERBS ? "verbs" : "?");
+	if (ops == NULL)
 		return -EPROTONOSUPPORT;
-	}
 	return ops->connect(base, addr, opts, h, arg, out, cause);
 }
 

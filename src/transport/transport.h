@@ -3,7 +3,7 @@
  *
  * A transport moves the messages of proto.h between two famd processes and
  * performs chunk reads and writes against a peer's regions. Roles use only
- * this interface; `tcp` (transport-tcp.c) and `verbs` (transport-verbs.c)
+ * this interface; `tcp` (transport-tcp.c) and `verbs` (verbs/)
  * implement it, chosen by `transport` in famd.conf.
  *
  * Operations:
