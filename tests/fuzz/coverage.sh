@@ -33,9 +33,9 @@ llvmcov=$(command -v llvm-cov || command -v llvm-cov-14)
 sources() {
 	case $1 in
 	proto) echo src/wire/proto.c ;;
-	memory) echo src/transport/transport-tcp.c src/transport/transport.c src/wire/proto.c src/memory/memory-region.c src/memory/memory-session.c src/memory/memory-serve.c src/memory/memory-role.c ;;
-	dpu) echo src/transport/transport-tcp.c src/dpu/dpu-role.c src/dpu/dpu-host.c src/dpu/dpu-forward.c src/dpu/dpu-cache.c src/dpu/dpu-cache-static.c src/dpu/dpu-cache-dynamic.c src/dpu/dpu-staging.c src/dpu/dpu-memlink.c ;;
-	client) echo src/transport/transport-tcp.c src/transport/transport.c src/wire/proto.c ;;
+	memory) echo src/transport/transport-tcp.c src/transport/transport-conn.c src/transport/transport-msg.c src/transport/transport.c src/wire/proto.c src/memory/memory-region.c src/memory/memory-session.c src/memory/memory-serve.c src/memory/memory-role.c ;;
+	dpu) echo src/transport/transport-tcp.c src/transport/transport-conn.c src/transport/transport-msg.c src/dpu/dpu-role.c src/dpu/dpu-host.c src/dpu/dpu-forward.c src/dpu/dpu-cache.c src/dpu/dpu-cache-static.c src/dpu/dpu-cache-dynamic.c src/dpu/dpu-staging.c src/dpu/dpu-memlink.c ;;
+	client) echo src/transport/transport-tcp.c src/transport/transport-conn.c src/transport/transport-msg.c src/transport/transport.c src/wire/proto.c ;;
 	admin) echo src/core/admin.c src/daemon/admin-cmds.c src/daemon/control.c ;;
 	config) echo src/core/cfg.c ;;
 	session) echo src/wire/session.c src/host/host-extent.c ;;

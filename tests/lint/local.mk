@@ -1,8 +1,7 @@
 # Checks of the tree itself: the layers, the sizes of files and functions,
 # the example configurations in conf/ against the key table, the installed
 # names against Debian 12's packages.
-LINT_TESTS = tests/lint/layers.sh tests/lint/conf.sh tests/lint/install-names.sh
-EXTRA_DIST += tests/lint/sizes.sh
+LINT_TESTS = tests/lint/layers.sh tests/lint/sizes.sh tests/lint/conf.sh tests/lint/install-names.sh
 TESTS += $(LINT_TESTS)
 EXTRA_DIST += $(LINT_TESTS) scripts/check-layers scripts/check-size \
 	src/base/README.md src/wire/README.md src/transport/README.md \
