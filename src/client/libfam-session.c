@@ -39,6 +39,7 @@
 #include <linux/userfaultfd.h>
 
 #include "famd-client/famd-client.h"
+#include "wire/fdpass.h"
 #include "wire/session.h"
 #include "client/libfam-internal.h"
 
@@ -54,7 +55,6 @@
 #endif
 
 #define LIBFAM_RETRY_NS 1000000000ull /* between attempts to connect */
-#define LIBFAM_MAX_FDS  4             /* descriptors accepted on one reply */
 
 struct libfam libfam = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
@@ -217,60 +217,28 @@ libfam_unlock(int cancel)
 
 /* ---- the session socket --------------------------------------------- */
 
-/* Closes every descriptor in the SCM_RIGHTS messages of mh but one kept. */
-static void
-take_fds(struct msghdr *mh, int *keep)
-{
-	struct cmsghdr *c;
-	size_t i, n;
-	int fd;
-
-	for (c = CMSG_FIRSTHDR(mh); c != NULL; c = CMSG_NXTHDR(mh, c)) {
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (i = 0; i < n; i++) {
-			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-			if (keep != NULL && *keep < 0)
-				*keep = fd;
-			else
-				close(fd);
-		}
-	}
-}
-
 /*
  * Reads exactly len bytes from the session socket; the first descriptor
- * that comes with them goes to *fd, any other is closed.
+ * that comes with them goes to *fd (when fd is not NULL), any other is
+ * closed.
  */
 static int
 sock_read(void *buf, size_t len, int *fd)
 {
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(LIBFAM_MAX_FDS * sizeof(int))];
-	} cm;
-	struct iovec iov;
-	struct msghdr mh;
 	size_t done = 0;
+	bool truncated;
 	ssize_t n;
 
 	while (done < len) {
-		iov.iov_base = (char *)buf + done;
-		iov.iov_len = len - done;
-		memset(&mh, 0, sizeof mh);
-		mh.msg_iov = &iov;
-		mh.msg_iovlen = 1;
-		mh.msg_control = cm.buf;
-		mh.msg_controllen = sizeof cm.buf;
-		n = recvmsg(libfam.sock, &mh, MSG_CMSG_CLOEXEC);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		take_fds(&mh, fd);
-		if (mh.msg_flags & MSG_CTRUNC)
+		int extra = -1;
+
+		n = fdpass_recv(libfam.sock, (char *)buf + done, len - done,
+		    fd != NULL ? fd : &extra, &truncated, 0);
+		if (extra >= 0)
+			close(extra);
+		if (n < 0)
+			return (int)n;
+		if (truncated)
 			return -EPROTO;
 		if (n == 0)
 			return -ECONNRESET;
@@ -283,45 +251,27 @@ sock_read(void *buf, size_t len, int *fd)
 static int
 sock_send(const struct fam_smsg *m, const void *data, int fd)
 {
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} cm;
 	struct iovec iov[2] = {
 		{ .iov_base = (void *)m, .iov_len = sizeof *m },
 		{ .iov_base = (void *)data, .iov_len = m->len },
 	};
-	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = m->len ? 2 : 1 };
-	struct cmsghdr *c;
+	struct iovec *v = iov;
+	int nv = m->len ? 2 : 1;
 	ssize_t n;
 
-	if (fd >= 0) {
-		memset(&cm, 0, sizeof cm);
-		mh.msg_control = cm.buf;
-		mh.msg_controllen = sizeof cm.buf;
-		c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &fd, sizeof fd);
-	}
-	while (mh.msg_iovlen > 0) {
-		n = sendmsg(libfam.sock, &mh, MSG_NOSIGNAL);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
+	while (nv > 0) {
+		n = fdpass_send(libfam.sock, v, nv, fd, MSG_NOSIGNAL);
+		if (n < 0)
+			return (int)n;
+		fd = -1; /* the descriptor went with the first bytes */
+		while (nv > 0 && (size_t)n >= v->iov_len) {
+			n -= (ssize_t)v->iov_len;
+			v++;
+			nv--;
 		}
-		mh.msg_control = NULL;
-		mh.msg_controllen = 0;
-		while (mh.msg_iovlen > 0 && (size_t)n >= mh.msg_iov->iov_len) {
-			n -= (ssize_t)mh.msg_iov->iov_len;
-			mh.msg_iov++;
-			mh.msg_iovlen--;
-		}
-		if (mh.msg_iovlen > 0) {
-			mh.msg_iov->iov_base = (char *)mh.msg_iov->iov_base + n;
-			mh.msg_iov->iov_len -= (size_t)n;
+		if (nv > 0) {
+			v->iov_base = (char *)v->iov_base + n;
+			v->iov_len -= (size_t)n;
 		}
 	}
 	return 0;

@@ -18,7 +18,7 @@ FAMLIB_LDFLAGS = -Wl,-z,nodelete -Wl,-z,now -pthread
 # src/wire/session.h.
 LIBFAM_SOURCES = src/client/libfam-api.c src/client/libfam-session.c \
 	src/client/libfam-arena.c src/client/libfam-internal.h \
-	src/wire/session.h src/wire/session.c
+	src/wire/session.h src/wire/session.c src/wire/fdpass.h src/wire/fdpass.c
 src_libfamd_client_la_SOURCES = $(LIBFAM_SOURCES)
 src_libfamd_client_la_CFLAGS = $(AM_CFLAGS) -pthread
 src_libfamd_client_la_LDFLAGS = $(AM_LDFLAGS) -version-info 0:0:0 \

@@ -28,6 +28,7 @@
 
 #include "host/host.h"
 #include "host/host-uffd.h"
+#include "wire/fdpass.h"
 
 static void session_resume(struct host_client *cl);
 
@@ -46,33 +47,14 @@ session_reply(struct host_client *cl, int status, uint32_t flags, uint64_t a,
 		.a = a, .b = b, .c = c, .d = d,
 	};
 	struct iovec iov = { &m, sizeof m };
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} u;
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 	ssize_t n;
 
-	if (fd >= 0) {
-		struct cmsghdr *cm;
-
-		memset(&u, 0, sizeof u);
-		mh.msg_control = u.buf;
-		mh.msg_controllen = sizeof u.buf;
-		cm = CMSG_FIRSTHDR(&mh);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &fd, sizeof fd);
-	}
 	cl->busy = false;
-	do
-		n = sendmsg(cl->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-	while (n < 0 && errno == EINTR);
+	n = fdpass_send(cl->fd, &iov, 1, fd, MSG_NOSIGNAL | MSG_DONTWAIT);
 	if (n != (ssize_t)sizeof m) {
 		/* The program does not read its replies: end the session. */
 		log_info("session pid %ld: cannot reply: %s", (long)cl->pid,
-		    n < 0 ? strerror(errno) : "short write");
+		    n < 0 ? strerror((int)-n) : "short write");
 		return -EPIPE;
 	}
 	return 0;
@@ -869,12 +851,8 @@ static void
 session_read_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct host_client *cl = arg;
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(4 * sizeof(int))];
-	} u;
-	struct iovec iov;
-	struct msghdr mh;
+	bool truncated = false;
+	int got = -1;
 	ssize_t n;
 
 	if (cl->busy) {
@@ -885,32 +863,17 @@ session_read_cb(evutil_socket_t fd, short what, void *arg)
 		event_del(cl->sock_ev);
 		return;
 	}
-	iov.iov_base = cl->inbuf + cl->inlen;
-	iov.iov_len = sizeof cl->inbuf - cl->inlen;
-	memset(&mh, 0, sizeof mh);
-	mh.msg_iov = &iov;
-	mh.msg_iovlen = 1;
-	mh.msg_control = u.buf;
-	mh.msg_controllen = sizeof u.buf;
-	n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+	n = fdpass_recv(fd, cl->inbuf + cl->inlen, sizeof cl->inbuf - cl->inlen,
+	    &got, &truncated, MSG_DONTWAIT);
+	if (n == -EAGAIN)
 		return;
-	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); n > 0 && cm != NULL;
-	    cm = CMSG_NXTHDR(&mh, cm)) {
-		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-			continue;
-		for (size_t i = 0; i < (cm->cmsg_len - CMSG_LEN(0)) /
-		    sizeof(int); i++) {
-			int pfd;
-
-			memcpy(&pfd, CMSG_DATA(cm) + i * sizeof(int), sizeof pfd);
-			if (cl->pending_fd >= 0)
-				close(cl->pending_fd);
-			cl->pending_fd = pfd;
-		}
+	if (got >= 0) {
+		if (cl->pending_fd >= 0)
+			close(cl->pending_fd);
+		cl->pending_fd = got;
 	}
-	if (n <= 0 || (mh.msg_flags & MSG_CTRUNC)) {
-		if (mh.msg_flags & MSG_CTRUNC) {
+	if (n <= 0 || truncated) {
+		if (truncated) {
 			cl->h->stats.bad_messages++;
 			log_info("session pid %ld: too many descriptors on one "
 			    "message; ending the session", (long)cl->pid);
