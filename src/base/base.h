@@ -64,5 +64,12 @@ int fd_set_nonblock(int fd);
 int fd_set_cloexec(int fd);
 char *fmt_bytes(char *buf, size_t len, uint64_t bytes);
 int mkdir_parent(const char *path);
+const char *list_item(const char *p, size_t *len, const char **next);
+
+struct event;
+/* Back-off of a retried connection: the first delay, doubling to the most. */
+#define BACKOFF_FIRST_MS 100
+#define BACKOFF_MAX_MS   5000
+void backoff_schedule(struct event *timer, unsigned *backoff_ms);
 
 #endif /* FAMD_BASE_H */

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include <event2/event.h>
+
 #include "base/base.h"
 
 /* Returns a newly allocated formatted string; aborts on exhaustion. */
@@ -95,4 +97,44 @@ mkdir_parent(const char *path)
 	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
 		return -errno;
 	return 0;
+}
+
+/*
+ * Returns the item of a comma-separated list that starts at p, spaces
+ * around it trimmed, its length in *len; *next is where the next item
+ * starts, or NULL after the last.
+ */
+const char *
+list_item(const char *p, size_t *len, const char **next)
+{
+	const char *e = strchr(p, ',');
+	size_t n = e != NULL ? (size_t)(e - p) : strlen(p);
+
+	while (n > 0 && *p == ' ') {
+		p++;
+		n--;
+	}
+	while (n > 0 && p[n - 1] == ' ')
+		n--;
+	*len = n;
+	*next = e != NULL ? e + 1 : NULL;
+	return p;
+}
+
+/*
+ * Arms timer for the next attempt of a retried connection: *backoff_ms
+ * starts at BACKOFF_FIRST_MS and doubles up to BACKOFF_MAX_MS (0 after a
+ * success starts it again).
+ */
+void
+backoff_schedule(struct event *timer, unsigned *backoff_ms)
+{
+	struct timeval tv;
+
+	*backoff_ms = *backoff_ms == 0 ? BACKOFF_FIRST_MS : *backoff_ms * 2;
+	if (*backoff_ms > BACKOFF_MAX_MS)
+		*backoff_ms = BACKOFF_MAX_MS;
+	tv.tv_sec = *backoff_ms / 1000;
+	tv.tv_usec = (*backoff_ms % 1000) * 1000;
+	evtimer_add(timer, &tv);
 }

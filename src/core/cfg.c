@@ -337,26 +337,16 @@ cfg_parse_addrlist(const struct cfg_key_def *d, const char *text, int64_t *v,
 
 	if (text[0] == '\0' && d->empty_ok)
 		return 0;
-	for (;;) {
-		const char *e = strchr(p, ',');
-		size_t len = e != NULL ? (size_t)(e - p) : strlen(p);
-		const char *why;
+	while (p != NULL) {
+		size_t len;
+		const char *item = list_item(p, &len, &p);
+		const char *why = cfg_check_addr(item, len, false);
 
-		while (len > 0 && *p == ' ') {
-			p++;
-			len--;
-		}
-		while (len > 0 && p[len - 1] == ' ')
-			len--;
-		why = cfg_check_addr(p, len, false);
 		if (why != NULL) {
-			*cause = xasprintf("'%.*s': %s", (int)len, p, why);
+			*cause = xasprintf("'%.*s': %s", (int)len, item, why);
 			return -EINVAL;
 		}
 		n++;
-		if (e == NULL)
-			break;
-		p = e + 1;
 	}
 	if (n > d->max) {
 		*cause = xasprintf("more than %" PRId64 " addresses", d->max);

@@ -31,30 +31,21 @@ static_names_set(struct dpu *dpu, const char *list)
 	free(dpu->static_names);
 	dpu->static_names = NULL;
 	dpu->nstatic_names = 0;
-	for (const char *p = list; *p != '\0';) {
-		const char *e = strchr(p, ',');
-		size_t len = e != NULL ? (size_t)(e - p) : strlen(p);
+	for (const char *p = list; p != NULL && *p != '\0';) {
+		size_t len;
+		const char *item = list_item(p, &len, &p);
 		char **names;
 
-		while (len > 0 && *p == ' ') {
-			p++;
-			len--;
-		}
-		while (len > 0 && p[len - 1] == ' ')
-			len--;
-		if (len > 0) {
-			names = realloc(dpu->static_names,
-			    (dpu->nstatic_names + 1) * sizeof *names);
-			if (names == NULL)
-				return;
-			dpu->static_names = names;
-			names[dpu->nstatic_names] = strndup(p, len);
-			if (names[dpu->nstatic_names] != NULL)
-				dpu->nstatic_names++;
-		}
-		if (e == NULL)
-			break;
-		p = e + 1;
+		if (len == 0)
+			continue;
+		names = realloc(dpu->static_names,
+		    (dpu->nstatic_names + 1) * sizeof *names);
+		if (names == NULL)
+			return;
+		dpu->static_names = names;
+		names[dpu->nstatic_names] = strndup(item, len);
+		if (names[dpu->nstatic_names] != NULL)
+			dpu->nstatic_names++;
 	}
 }
 

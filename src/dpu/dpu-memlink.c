@@ -28,8 +28,6 @@
 
 #include "dpu/dpu-memlink.h"
 
-#define BACKOFF_FIRST_MS 100
-#define BACKOFF_MAX_MS   5000
 
 static void node_connect(struct dpu_node *n);
 
@@ -169,15 +167,7 @@ node_retry_cb(evutil_socket_t fd, short what, void *arg)
 static void
 node_schedule(struct dpu_node *n)
 {
-	struct timeval tv;
-
-	n->backoff_ms = n->backoff_ms == 0 ? BACKOFF_FIRST_MS :
-	    n->backoff_ms * 2;
-	if (n->backoff_ms > BACKOFF_MAX_MS)
-		n->backoff_ms = BACKOFF_MAX_MS;
-	tv.tv_sec = n->backoff_ms / 1000;
-	tv.tv_usec = (n->backoff_ms % 1000) * 1000;
-	evtimer_add(n->retry, &tv);
+	backoff_schedule(n->retry, &n->backoff_ms);
 }
 
 /* The connection to a memory node is gone. */
@@ -308,25 +298,16 @@ dpu_nodes_parse(struct dpu *dpu, const char *list)
 {
 	const char *p = list;
 
-	while (*p != '\0' && dpu->nnodes < DPU_MAX_NODES) {
-		const char *e = strchr(p, ',');
-		size_t len = e != NULL ? (size_t)(e - p) : strlen(p);
+	while (p != NULL && *p != '\0' && dpu->nnodes < DPU_MAX_NODES) {
 		struct dpu_node *n = &dpu->nodes[dpu->nnodes];
+		size_t len;
+		const char *item = list_item(p, &len, &p);
 
-		while (len > 0 && *p == ' ') {
-			p++;
-			len--;
-		}
-		while (len > 0 && p[len - 1] == ' ')
-			len--;
-		n->addr = strndup(p, len);
+		n->addr = strndup(item, len);
 		if (n->addr == NULL)
 			return -ENOMEM;
 		n->dpu = dpu;
 		n->index = dpu->nnodes++;
-		if (e == NULL)
-			break;
-		p = e + 1;
 	}
 	return 0;
 }

@@ -22,8 +22,6 @@
 
 #include "host/host.h"
 
-#define BACKOFF_FIRST_MS 100
-#define BACKOFF_MAX_MS   5000
 static void node_connect(struct mnode *n);
 static void node_connect_bg(struct mnode *n);
 
@@ -405,15 +403,7 @@ node_retry_cb(evutil_socket_t fd, short what, void *arg)
 static void
 node_schedule(struct mnode *n)
 {
-	struct timeval tv;
-
-	n->backoff_ms = n->backoff_ms == 0 ? BACKOFF_FIRST_MS :
-	    n->backoff_ms * 2;
-	if (n->backoff_ms > BACKOFF_MAX_MS)
-		n->backoff_ms = BACKOFF_MAX_MS;
-	tv.tv_sec = n->backoff_ms / 1000;
-	tv.tv_usec = (n->backoff_ms % 1000) * 1000;
-	evtimer_add(n->retry, &tv);
+	backoff_schedule(n->retry, &n->backoff_ms);
 }
 
 /* The connection to a memory node is gone. */

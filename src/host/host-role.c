@@ -51,25 +51,16 @@ host_parse_nodes(struct host *h, const char *list)
 {
 	const char *p = list;
 
-	while (*p != '\0' && h->nnodes < HOST_MAX_NODES) {
-		const char *e = strchr(p, ',');
-		size_t len = e != NULL ? (size_t)(e - p) : strlen(p);
+	while (p != NULL && *p != '\0' && h->nnodes < HOST_MAX_NODES) {
 		struct mnode *n = &h->nodes[h->nnodes];
+		size_t len;
+		const char *item = list_item(p, &len, &p);
 
-		while (len > 0 && *p == ' ') {
-			p++;
-			len--;
-		}
-		while (len > 0 && p[len - 1] == ' ')
-			len--;
-		n->addr = strndup(p, len);
+		n->addr = strndup(item, len);
 		if (n->addr == NULL)
 			return -1;
 		n->h = h;
 		n->index = h->nnodes++;
-		if (e == NULL)
-			break;
-		p = e + 1;
 	}
 	return 0;
 }

@@ -498,6 +498,23 @@ START_TEST(test_error_value_not_utf8)
 }
 END_TEST
 
+START_TEST(test_list_items_are_trimmed_and_empty_ones_kept)
+{
+	const char *p = " a:1 ,b:2,, c:3 ", *item;
+	const char *want[] = { "a:1", "b:2", "", "c:3" };
+	size_t len, n = 0;
+
+	while (p != NULL) {
+		item = list_item(p, &len, &p);
+		ck_assert_uint_lt(n, 4);
+		ck_assert_uint_eq(len, strlen(want[n]));
+		ck_assert(strncmp(item, want[n], len) == 0);
+		n++;
+	}
+	ck_assert_uint_eq(n, 4);
+}
+END_TEST
+
 START_TEST(test_load_from_a_stream)
 {
 	char bad[] = "[famd]\nrole = memory\n[memory]\ncapacity = 2G\n"
@@ -577,6 +594,7 @@ cfg_suite(void)
 	tcase_add_test(t, test_addresses_and_auto);
 	tcase_add_test(t, test_error_required_only_for_its_role);
 	tcase_add_test(t, test_error_watermarks_crossed);
+	tcase_add_test(t, test_list_items_are_trimmed_and_empty_ones_kept);
 	suite_add_tcase(s, t);
 	return s;
 }
