@@ -660,6 +660,8 @@ fault(struct host_client *cl, uint64_t addr, uint64_t flags, pid_t tid)
 		unsigned si;
 		uint64_t off = host_stripe_offset(h, r, c, &si);
 		uint64_t held = host_stripe_len(h, &r->stripes[si], off);
+		char why[160];
+		int rc;
 
 		h->stats.faults_wp++;
 		if (r->flags & FAM_S_ALLOC_SHARED) {
@@ -684,9 +686,18 @@ fault(struct host_client *cl, uint64_t addr, uint64_t flags, pid_t tid)
 		}
 		ch->flags |= CH_REF | CH_UNPROT;
 		ch->flags &= ~CH_PREFETCH;
-		if (uffd_protect(cl->uffd, chunk_uaddr(h, r, c),
-		    (held + PAGE - 1) & ~(uint64_t)(PAGE - 1), false) < 0)
+		rc = uffd_protect(cl->uffd, chunk_uaddr(h, r, c),
+		    (held + PAGE - 1) & ~(uint64_t)(PAGE - 1), false);
+		if (rc == -EAGAIN) /* the address space is changing: again */
 			uffd_wake(cl->uffd, addr & ~(uint64_t)(PAGE - 1), PAGE);
+		else if (rc < 0) {
+			/* Waking it would only fault again, forever. */
+			snprintf(why, sizeof why, "cannot lift write protection "
+			    "of chunk %llu of region %llu: %s",
+			    (unsigned long long)c,
+			    (unsigned long long)r->handle, strerror(-rc));
+			host_sigbus(h, cl, tid, why);
+		}
 		return;
 	}
 

@@ -146,7 +146,12 @@ uffd_wake(int uffd, uint64_t addr, uint64_t len)
 	return 0;
 }
 
-/* Sets (wp) or lifts write protection on a range, waking writers. */
+/*
+ * Sets (wp) or lifts write protection on a range, waking writers. A range
+ * the program split into several mappings fails with ENOENT as a whole on
+ * kernels before 6.5: it is then done a page at a time, and a page no
+ * registered mapping holds any more is skipped.
+ */
 int
 uffd_protect(int uffd, uint64_t addr, uint64_t len, bool wp)
 {
@@ -155,7 +160,15 @@ uffd_protect(int uffd, uint64_t addr, uint64_t len, bool wp)
 		.mode = wp ? UFFDIO_WRITEPROTECT_MODE_WP : 0,
 	};
 
-	if (ioctl(uffd, UFFDIO_WRITEPROTECT, &w) < 0)
+	if (ioctl(uffd, UFFDIO_WRITEPROTECT, &w) == 0)
+		return 0;
+	if (errno != ENOENT)
 		return -errno;
+	for (uint64_t off = 0; off < len; off += PAGE) {
+		w.range.start = addr + off;
+		w.range.len = PAGE;
+		if (ioctl(uffd, UFFDIO_WRITEPROTECT, &w) < 0 && errno != ENOENT)
+			return -errno;
+	}
 	return 0;
 }
