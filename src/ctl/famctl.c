@@ -27,10 +27,12 @@ static void
 ctl_usage(FILE *f)
 {
 	fprintf(f,
-	    "usage: famctl [-j] [-s socket] [-T seconds] command [args]\n"
+	    "usage: famctl [-jV] [-s socket] [-T seconds] command [args]\n"
 	    "  -s socket   famd's admin socket (default %s, or $FAMD_SOCKET)\n"
 	    "  -j, --json  print famd's answer as JSON\n"
 	    "  -T seconds  how long to wait for an answer (default 10)\n"
+	    "  -V, --version  print the version and exit\n"
+	    "  -h, --help  print this and exit\n"
 	    "commands:\n"
 	    "  status                  role, uptime, peers and counters\n"
 	    "  regions                 host: programs using fabric-attached memory;\n"
@@ -202,6 +204,7 @@ main(int argc, char **argv)
 		{ "json", no_argument, NULL, 'j' },
 		{ "socket", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *env = getenv("FAMD_SOCKET"), *cmd, *method;
@@ -211,7 +214,7 @@ main(int argc, char **argv)
 
 	if (env != NULL && *env != '\0')
 		ctl_socket = env;
-	while ((ch = getopt_long(argc, argv, "+hjs:T:", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "+hjs:T:V", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'j':
 			as_json = true;
@@ -229,6 +232,9 @@ main(int argc, char **argv)
 			break;
 		case 'h':
 			ctl_usage(stdout);
+			return FAMD_EX_OK;
+		case 'V':
+			printf("famctl %s\n", PACKAGE_VERSION);
 			return FAMD_EX_OK;
 		default:
 			ctl_usage(stderr);

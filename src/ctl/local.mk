@@ -1,5 +1,5 @@
 # src/ctl: famctl, the admin socket's client.
-sbin_PROGRAMS += src/famctl
+bin_PROGRAMS += src/famctl
 src_famctl_SOURCES = src/ctl/famctl.c src/ctl/famctl.h src/ctl/famctl-render.c
 src_famctl_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
 src_famctl_LDADD = src/libfamdcore.la $(DEP_LIBS)

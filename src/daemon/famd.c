@@ -41,7 +41,8 @@ famd_usage(FILE *f)
 	    "  -f       stay in the foreground and log to stderr\n"
 	    "  -t       check the configuration and exit\n"
 	    "  -o s.k=v override one key of the configuration\n"
-	    "  -V       print the version and exit\n", FAMD_DEFAULT_CONFIG);
+	    "  -V, --version  print the version and exit\n"
+	    "  -h, --help     print this and exit\n", FAMD_DEFAULT_CONFIG);
 }
 
 /* Handles SIGTERM, SIGINT and SIGHUP on the control loop. */
@@ -128,10 +129,15 @@ struct famd_opts {
 static int
 famd_parse_opts(int argc, char **argv, struct famd_opts *o)
 {
+	static const struct option longopts[] = {
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
 	int ch;
 
 	o->cfg_path = FAMD_DEFAULT_CONFIG;
-	while ((ch = getopt(argc, argv, "c:fho:tV")) != -1) {
+	while ((ch = getopt_long(argc, argv, "c:fho:tV", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'c':
 			o->cfg_path = optarg;

@@ -27,6 +27,13 @@ mapfile -t files < <(cd "$root" && find . \( -type f -o -type l \) | sed 's|^\.|
 [ "${#files[@]}" -gt 0 ] || fail "make install installed nothing"
 printf '%s\n' "${files[@]}" | sed 's/^/installed: /'
 
+# famd in sbin (systemd starts it); famctl in bin, on the PATH of the
+# admin_group members it is for.
+printf '%s\n' "${files[@]}" | grep -q '/sbin/famd$' || fail "famd is not installed in sbin"
+printf '%s\n' "${files[@]}" | grep -q '/bin/famctl$' && ! printf '%s\n' "${files[@]}" | grep -q '/sbin/famctl$' ||
+	fail "famctl is not installed in bin"
+echo "PASS: famd in sbin, famctl in bin"
+
 # The header is <famd-client/famd-client.h>, found through pkg-config.
 pc=$(printf '%s\n' "${files[@]}" | grep '/pkgconfig/famd-client\.pc$') ||
 	fail "no famd-client.pc installed"
