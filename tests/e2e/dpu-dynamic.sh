@@ -84,10 +84,17 @@ fdpu=dpu2 fsock=$FAM_SOCKET
 [ "$TEST_SCALE" = 1 ] && fdpu=dpu fsock=$T/host.session
 fdyn() { ctl "$fdpu" status -j | jq -er ".cache.dynamic.$1"; }
 ctl "$fdpu" stats-reset >/dev/null
-FAM_SOCKET=$fsock shim env ${fenv[@]+"${fenv[@]}"} "$FAMTEST" -f -s "$size" seq random strided shared split realloc >"$T/ft.txt" 2>&1 ||
-	fail "famtest through the dynamic cache: $(tail -3 "$T/ft.txt")"
+# Whether a write-back still finds its chunk's entry cached depends on
+# timing where the cache is small (the second dpu's 16 entries, in the
+# Soft-RoCE guest): famtest runs again, every byte verified each time,
+# until writes have updated an entry (three runs at most).
+for run in 1 2 3; do
+	FAM_SOCKET=$fsock shim env ${fenv[@]+"${fenv[@]}"} "$FAMTEST" -f -s "$size" seq random strided shared split realloc >"$T/ft.txt" 2>&1 ||
+		fail "famtest through the dynamic cache (run $run): $(tail -3 "$T/ft.txt")"
+	[ "$(fdyn hits)" -gt 0 ] && [ "$(fdyn write_updates)" -gt 0 ] && break
+done
 [ "$(fdyn hits)" -gt 0 ] && [ "$(fdyn write_updates)" -gt 0 ] ||
-	fail "famtest: $(ctl "$fdpu" status -j | jq -c .cache.dynamic)"
+	fail "famtest, $run runs: $(ctl "$fdpu" status -j | jq -c .cache.dynamic)"
 pass "famtest -s $size through the dynamic cache: every byte verified; $(fdyn hits) hits, $(fdyn write_updates) cached entries updated by writes"
 
 regions_gone() { counter_is "$fdpu" regions 0 && [ "$(fdyn entries_used)" = 0 ]; }
