@@ -98,6 +98,7 @@ ctl_read_line(int fd)
 		if (left <= 0 || poll(&pfd, 1, (int)left) == 0) {
 			fprintf(stderr, "famctl: no answer from famd at %s "
 			    "within %d s\n", ctl_socket, ctl_timeout_ms / 1000);
+			free(buf);
 			exit(FAMD_EX_UNAVAILABLE);
 		}
 		if (len + 1 >= cap) {
@@ -113,6 +114,7 @@ ctl_read_line(int fd)
 			fprintf(stderr, "famctl: famd at %s closed the "
 			    "connection%s%s\n", ctl_socket, n < 0 ? ": " : "",
 			    n < 0 ? strerror(errno) : "");
+			free(buf);
 			exit(FAMD_EX_UNAVAILABLE);
 		}
 		len += (size_t)n;
@@ -162,6 +164,8 @@ ctl_call(const char *method, json_t *params)
 	if (resp == NULL || !json_is_object(resp)) {
 		fprintf(stderr, "famctl: unreadable answer from famd: %s\n",
 		    resp == NULL ? jerr.text : "not an object");
+		json_decref(resp);
+		free(ans);
 		exit(FAMD_EX_FAIL);
 	}
 	free(ans);
@@ -169,11 +173,13 @@ ctl_call(const char *method, json_t *params)
 	if (err != NULL) {
 		json_t *code = json_object_get(err, "code");
 		json_t *msg = json_object_get(err, "message");
+		int rc = json_integer_value(code) == ADMIN_ERR_PERMISSION ?
+		    FAMD_EX_NOPERM : FAMD_EX_FAIL;
 
 		fprintf(stderr, "famctl: %s: %s\n", method,
 		    json_is_string(msg) ? json_string_value(msg) : "error");
-		exit(json_integer_value(code) == ADMIN_ERR_PERMISSION ?
-		    FAMD_EX_NOPERM : FAMD_EX_FAIL);
+		json_decref(resp); /* nothing left for a leak checker */
+		exit(rc);
 	}
 	result = json_incref(json_object_get(resp, "result"));
 	json_decref(resp);
