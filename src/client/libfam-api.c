@@ -76,7 +76,7 @@ alloc_new_arena(int memfd, uint64_t id, size_t len, struct libfam_arena **ap)
 	rc = session_call(FAM_S_MAP, &m, NULL, -1, NULL);
 	if (rc < 0) {
 		/* Nobody has a pointer into it yet. */
-		munmap((void *)base, len);
+		libfam_munmap((void *)base, len);
 		arena_unprepare(a);
 		return rc;
 	}
@@ -248,7 +248,6 @@ libfam_free(void *ptr)
 	struct fam_smsg m;
 	uintptr_t addr;
 	size_t size;
-	uint32_t flags;
 	int rc = 0, cancel;
 
 	if (a == NULL)
@@ -269,7 +268,6 @@ libfam_free(void *ptr)
 	}
 	addr = r->addr;
 	size = r->size;
-	flags = r->flags;
 	memset(&m, 0, sizeof m);
 	m.a = r->handle;
 	rc = session_call(FAM_S_FREE, &m, NULL, -1, NULL);
@@ -278,7 +276,12 @@ libfam_free(void *ptr)
 	region_drop(region_find(addr));
 	if (rc == -ECONNRESET || rc == -EPROTO)
 		rc = 0; /* released with the session */
-	if ((flags & FAM_S_ALLOC_SHARED) && libfam.state == LIBFAM_S_LIVE)
+	/*
+	 * Whatever protection the program gave its block (mprotect, or a
+	 * mapping call libfamshim emulated), its chunks are writable again
+	 * before another block gets them.
+	 */
+	if (libfam.state == LIBFAM_S_LIVE)
 		mprotect((void *)addr, size, PROT_READ | PROT_WRITE);
 out:
 	libfam_unlock(cancel);
@@ -369,6 +372,91 @@ libfam_advise(const void *ptr, int advice)
 		rc = session_call(FAM_S_ADVISE, &m, NULL, -1, NULL);
 	}
 	libfam_unlock(cancel);
+	return rc;
+}
+
+/*
+ * Asks famd to discard the whole chunks of [lo, hi) that lie in regions,
+ * one region per round trip. Returns 0 or the first error.
+ */
+static int
+discard_chunks(uintptr_t lo, uintptr_t hi)
+{
+	uintptr_t pos = lo;
+	size_t chunk = libfam.chunk;
+	int rc = 0, cancel;
+
+	cancel = libfam_lock();
+	while (pos < hi && rc == 0) {
+		struct libfam_arena *a = arena_of(pos);
+		struct fam_smsg m;
+
+		if (a == NULL || !arena_served(a) ||
+		    !arena_busy(a, (pos - a->base) / chunk, 1)) {
+			pos += chunk;
+			continue;
+		}
+		memset(&m, 0, sizeof m);
+		m.a = pos;
+		m.b = hi - pos;
+		rc = session_call(FAM_S_DISCARD, &m, NULL, -1, NULL);
+		if (rc == 0 && (m.a == 0 || m.a > hi - pos ||
+		    (m.a & (chunk - 1)) != 0)) {
+			session_break(-EPROTO);
+			rc = -EPROTO;
+		}
+		if (rc == -ENOENT) {
+			rc = 0; /* freed meanwhile */
+			m.a = chunk;
+		}
+		pos += (uintptr_t)m.a;
+	}
+	libfam_unlock(cancel);
+	return rc;
+}
+
+/* Writes zeros over [lo, hi), inside one chunk, if that chunk is in use. */
+static void
+discard_bytes(uintptr_t lo, uintptr_t hi)
+{
+	struct libfam_arena *a = arena_of(lo);
+
+	if (lo >= hi || a == NULL || !arena_served(a) ||
+	    !arena_busy(a, (lo - a->base) / libfam.chunk, 1))
+		return;
+	memset((void *)lo, 0, hi - lo);
+}
+
+/*
+ * Makes [addr, addr + len) read back as zeros: famd discards the whole
+ * chunks (dropped from the buffer without a write-back, their data
+ * forgotten), the parts of chunks at either end are written with zeros.
+ * Bytes outside every region are left alone.
+ */
+int
+libfam_discard(void *addr, size_t len)
+{
+	uintptr_t start = (uintptr_t)addr, end = start + len;
+	uintptr_t mask = (uintptr_t)libfam.chunk - 1, lo, hi;
+	int rc = 0;
+
+	if (len == 0 || end < start)
+		return len == 0 ? 0 : -EINVAL;
+	if (libfam.chunk == 0)
+		return -ENOTCONN;
+	lo = (start + mask) & ~mask;
+	hi = end & ~mask;
+	if (lo >= hi) {
+		/* No whole chunk: zeros, at most over two chunks. */
+		uintptr_t mid = (start | mask) + 1;
+
+		discard_bytes(start, mid < end ? mid : end);
+		discard_bytes(mid, end);
+		return 0;
+	}
+	rc = discard_chunks(lo, hi);
+	discard_bytes(start, lo);
+	discard_bytes(hi, end);
 	return rc;
 }
 

@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include <unistd.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 
 #include "wire/session.h"
 #include "client/libfam-internal.h"
@@ -35,6 +36,29 @@ struct libfam_arena arenas[LIBFAM_MAX_ARENAS];
 _Atomic size_t narenas;
 static _Atomic uintptr_t arenas_lo = UINTPTR_MAX;
 static _Atomic uintptr_t arenas_hi;
+
+/* ---- the kernel's mapping calls ------------------------------------ */
+
+/* mmap(2) itself. */
+void *
+libfam_mmap(void *addr, size_t len, int prot, int flags, int fd, long off)
+{
+	return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+}
+
+/* munmap(2) itself. */
+int
+libfam_munmap(void *addr, size_t len)
+{
+	return (int)syscall(SYS_munmap, addr, len);
+}
+
+/* madvise(2) itself. */
+int
+libfam_madvise(void *addr, size_t len, int advice)
+{
+	return (int)syscall(SYS_madvise, addr, len, advice);
+}
 
 /* ---- arena table ---------------------------------------------------- */
 
@@ -123,28 +147,28 @@ arena_map(int memfd, size_t len, uintptr_t *basep)
 		align >>= 1;
 	if (align < (size_t)sysconf(_SC_PAGESIZE))
 		align = (size_t)sysconf(_SC_PAGESIZE);
-	p = mmap(NULL, len + align, PROT_NONE,
+	p = libfam_mmap(NULL, len + align, PROT_NONE,
 	    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (p == MAP_FAILED)
 		return -errno;
 	resv = (uintptr_t)p;
 	base = (resv + align - 1) & ~(uintptr_t)(align - 1);
-	p = mmap((void *)base, len, PROT_READ | PROT_WRITE,
+	p = libfam_mmap((void *)base, len, PROT_READ | PROT_WRITE,
 	    MAP_SHARED | MAP_FIXED | MAP_NORESERVE, memfd, 0);
 	if (p == MAP_FAILED) {
 		int rc = -errno;
 
-		munmap((void *)resv, len + align);
+		libfam_munmap((void *)resv, len + align);
 		return rc;
 	}
 	if (base > resv)
-		munmap((void *)resv, base - resv);
+		libfam_munmap((void *)resv, base - resv);
 	if (resv + align > base)
-		munmap((void *)(base + len), resv + align - base);
-	if (madvise((void *)base, len, MADV_DONTFORK) < 0) {
+		libfam_munmap((void *)(base + len), resv + align - base);
+	if (libfam_madvise((void *)base, len, MADV_DONTFORK) < 0) {
 		int rc = -errno;
 
-		munmap((void *)base, len);
+		libfam_munmap((void *)base, len);
 		return rc;
 	}
 	*basep = base;
@@ -164,7 +188,7 @@ arena_prepare(size_t len, struct libfam_arena **ap)
 		return -ENOMEM;
 	a = &arenas[n];
 	blen = (blen + 4095) & ~(size_t)4095;
-	p = mmap(NULL, blen, PROT_READ | PROT_WRITE,
+	p = libfam_mmap(NULL, blen, PROT_READ | PROT_WRITE,
 	    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (p == MAP_FAILED)
 		return -errno;
@@ -178,7 +202,7 @@ arena_prepare(size_t len, struct libfam_arena **ap)
 void
 arena_unprepare(struct libfam_arena *a)
 {
-	munmap(a->used, a->used_len);
+	libfam_munmap(a->used, a->used_len);
 	a->used = NULL;
 	a->used_len = 0;
 }
@@ -211,10 +235,10 @@ arena_replace(struct libfam_arena *a)
 	void *p = MAP_FAILED;
 
 	if (libfam.lost_fd >= 0)
-		p = mmap((void *)a->base, a->len, PROT_READ | PROT_WRITE,
+		p = libfam_mmap((void *)a->base, a->len, PROT_READ | PROT_WRITE,
 		    MAP_SHARED | MAP_FIXED | MAP_NORESERVE, libfam.lost_fd, 0);
 	if (p == MAP_FAILED)
-		p = mmap((void *)a->base, a->len, PROT_NONE,
+		p = libfam_mmap((void *)a->base, a->len, PROT_NONE,
 		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
 		    -1, 0);
 	if (p == MAP_FAILED)
@@ -271,7 +295,7 @@ region_add(const struct libfam_region *r)
 	if ((libfam.nregions + 1) * 2 > libfam.region_cap) {
 		cap = libfam.region_cap != 0 ? libfam.region_cap * 2 :
 		    LIBFAM_MIN_REGIONS;
-		t = mmap(NULL, cap * sizeof *t, PROT_READ | PROT_WRITE,
+		t = libfam_mmap(NULL, cap * sizeof *t, PROT_READ | PROT_WRITE,
 		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (t == MAP_FAILED)
 			return -ENOMEM;
@@ -279,7 +303,7 @@ region_add(const struct libfam_region *r)
 			if (libfam.regions[i].addr != 0)
 				region_put(t, cap, &libfam.regions[i]);
 		if (libfam.regions != NULL)
-			munmap(libfam.regions,
+			libfam_munmap(libfam.regions,
 			    libfam.region_cap * sizeof *libfam.regions);
 		libfam.regions = t;
 		libfam.region_cap = cap;

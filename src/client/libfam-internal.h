@@ -46,6 +46,14 @@ int libfam_alloc_file(const char *path, unsigned flags, void **ptr,
  */
 int libfam_free(void *ptr);
 
+/*
+ * Makes [addr, addr + len) of fabric-attached memory read back as zeros:
+ * the whole chunks are discarded by famd (out of the buffer, forgotten on
+ * the memory node), the rest written with zeros. Touches the memory: call
+ * it without the lock.
+ */
+int libfam_discard(void *addr, size_t len);
+
 /* Tells whether ptr lies in an arena of this process; lock-free. */
 bool libfam_owns(const void *ptr);
 
@@ -163,6 +171,15 @@ int session_call(uint16_t type, struct fam_smsg *m, const void *data, int fd,
 void session_break(int why);
 
 /* libfam-arena.c */
+
+/*
+ * The kernel's mmap(2), munmap(2) and madvise(2) themselves: libfamshim's
+ * see fabric-attached memory, and libfam's own mappings must not.
+ */
+void *libfam_mmap(void *addr, size_t len, int prot, int flags, int fd,
+    long off);
+int libfam_munmap(void *addr, size_t len);
+int libfam_madvise(void *addr, size_t len, int advice);
 
 /* The arena holding addr, or NULL; lock-free. */
 struct libfam_arena *arena_of(uintptr_t addr);

@@ -628,16 +628,16 @@ atfork_child(void)
 		struct libfam_arena *a = &arenas[i];
 
 		if (atomic_load(&a->state) == LIBFAM_A_LIVE) {
-			p = mmap((void *)a->base, a->len, PROT_NONE,
+			p = libfam_mmap((void *)a->base, a->len, PROT_NONE,
 			    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE |
 			    MAP_FIXED_NOREPLACE, -1, 0);
 			if (p != MAP_FAILED && p != (void *)a->base)
-				munmap(p, a->len);
+				libfam_munmap(p, a->len);
 		}
 		atomic_store(&a->state, LIBFAM_A_INHERITED);
 	}
 	if (libfam.regions != NULL)
-		munmap(libfam.regions,
+		libfam_munmap(libfam.regions,
 		    libfam.region_cap * sizeof *libfam.regions);
 	libfam.regions = NULL;
 	libfam.region_cap = 0;

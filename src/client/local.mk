@@ -28,7 +28,8 @@ EXTRA_src_libfamd_client_la_DEPENDENCIES = src/client/libfamd-client.sym
 # libfamshim.so: the LD_PRELOAD malloc, with libfam compiled in so that it
 # works alone. Never sanitized: a sanitizer runtime cannot be preloaded
 # behind another malloc.
-src_libfamshim_la_SOURCES = src/client/shim.c $(LIBFAM_SOURCES)
+src_libfamshim_la_SOURCES = src/client/shim.c src/client/shim-map.c \
+	src/client/shim.h $(LIBFAM_SOURCES)
 src_libfamshim_la_CFLAGS = -std=gnu11 $(WARN_CFLAGS) -fvisibility=hidden \
 	-fno-builtin -pthread
 src_libfamshim_la_LDFLAGS = -module -avoid-version -shared $(FAMLIB_LDFLAGS) \

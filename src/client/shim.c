@@ -35,6 +35,7 @@
 
 #include "wire/session.h"
 #include "client/libfam-internal.h"
+#include "client/shim.h"
 
 #define SHIM_DEFAULT_THRESHOLD ((size_t)1 << 20)
 #define SHIM_BOOT_SIZE         (64 * 1024)
@@ -65,14 +66,14 @@ static struct {
 } real;
 
 static _Atomic int shim_state;
-static bool shim_fam_on;      /* FAM_DISABLE not set */
-static bool shim_strict;      /* FAM_STRICT set */
-static size_t shim_threshold = SHIM_DEFAULT_THRESHOLD;
+bool shim_fam_on;      /* FAM_DISABLE not set */
+bool shim_strict;      /* FAM_STRICT set */
+size_t shim_threshold = SHIM_DEFAULT_THRESHOLD;
 static _Atomic bool shim_failure_reported;
 static _Atomic bool shim_bad_free_reported;
 
 /* Nesting of FAM calls in this thread: inside one, everything is libc's. */
-static __thread unsigned shim_depth __attribute__((tls_model("initial-exec")));
+__thread unsigned shim_depth __attribute__((tls_model("initial-exec")));
 
 static _Alignas(SHIM_BOOT_ALIGN) unsigned char boot_pool[SHIM_BOOT_SIZE];
 static _Atomic size_t boot_used;
@@ -124,7 +125,7 @@ boot_size(const void *p)
 /* ---- set-up --------------------------------------------------------- */
 
 /* Tells whether the environment variable name is set to anything but 0. */
-static bool
+bool
 shim_env_on(const char *name)
 {
 	const char *v = getenv(name);
@@ -241,6 +242,13 @@ shim_ready(void)
 	    SHIM_READY;
 }
 
+/* Tells whether libc's functions are known (for shim-map.c). */
+bool
+shim_is_ready(void)
+{
+	return shim_ready();
+}
+
 /* ---- the FAM side --------------------------------------------------- */
 
 /* Tells whether a request of size bytes should be fabric-attached memory. */
@@ -251,7 +259,7 @@ shim_wants_fam(size_t size)
 }
 
 /* Reports, once, an allocation famd did not grant. */
-static void
+void
 shim_report_failure(size_t size, int err)
 {
 	char nbuf[21], ebuf[128];
@@ -269,7 +277,7 @@ shim_report_failure(size_t size, int err)
  * true when the request is settled: *out is the memory, or NULL with errno
  * ENOMEM under FAM_STRICT. Returns false when libc should serve it.
  */
-static bool
+bool
 shim_fam(size_t size, size_t align, void **out)
 {
 	bool quiet;

@@ -474,3 +474,44 @@ host_region_drop_chunks(struct host *h, struct region *r)
 	r->resident = 0;
 	r->dirty = 0;
 }
+
+/*
+ * Discards chunks [first, first + n) of r: from now on they read back as
+ * zeros. Resident ones leave the buffer without a write-back; none is on
+ * the memory node any more (CH_REMOTE cleared: the next fault zero-fills).
+ * Returns -EBUSY, changing nothing, while one of them is being read or
+ * written back.
+ */
+int
+host_chunks_discard(struct host *h, struct region *r, uint64_t first,
+    uint64_t n)
+{
+	uint64_t run = 0;
+
+	for (uint64_t c = first; c < first + n; c++)
+		if (r->chunks[c].state == CH_FETCHING ||
+		    r->chunks[c].state == CH_EVICTING)
+			return -EBUSY;
+	for (uint64_t c = first; c < first + n; c++) {
+		struct chunk *ch = &r->chunks[c];
+
+		if (ch->state == CH_RESIDENT) {
+			if (ch->flags & CH_DIRTY) {
+				r->dirty--;
+				h->dirty--;
+			}
+			host_frame_put(h, ch->frame);
+			r->resident--;
+			ch->state = CH_ABSENT;
+			run++;
+		} else if (run > 0) {
+			chunks_punch(h, r, c - run, run);
+			run = 0;
+		}
+		ch->flags = 0;
+	}
+	if (run > 0)
+		chunks_punch(h, r, first + n - run, run);
+	h->stats.discards += n;
+	return 0;
+}

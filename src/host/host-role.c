@@ -258,6 +258,8 @@ role_host_status(struct famd *d, json_t *st)
 	    json_integer((json_int_t)s->ops_direct));
 	json_object_set_new(json_object_get(st, "counters"), "ops_dpu",
 	    json_integer((json_int_t)s->ops_dpu));
+	json_object_set_new(json_object_get(st, "counters"), "discards",
+	    json_integer((json_int_t)s->discards));
 	json_object_set_new(json_object_get(st, "counters"), "allocs_redone",
 	    json_integer((json_int_t)s->allocs_redone));
 	json_object_set_new(json_object_get(st, "counters"), "path_switches",

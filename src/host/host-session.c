@@ -690,19 +690,29 @@ session_alloc(struct host_client *cl)
 	return 0;
 }
 
-/* Serves again the ALLOCs that wait for the dpu (it is back, or time). */
+static int session_discard(struct host_client *cl);
+
+/*
+ * Serves again the ALLOCs that wait for the dpu (it is back, or time) and
+ * the DISCARDs that wait for their chunks' reads and write-backs.
+ */
 void
 host_session_retry(struct host *h)
 {
 	struct host_client *cl, *next;
 
 	for (cl = h->clients; cl != NULL; cl = next) {
+		int rc;
+
 		next = cl->next;
-		if (!cl->waits_dpu || cl->dead || cl->pending_region != NULL)
+		if (cl->dead || cl->pending_region != NULL ||
+		    (!cl->waits_dpu && !cl->waits_discard))
 			continue;
 		cl->busy = false;
 		cl->refs++; /* the session may end */
-		if (session_alloc(cl) < 0)
+		rc = cl->waits_discard ? session_discard(cl) :
+		    session_alloc(cl);
+		if (rc < 0)
 			host_client_release(cl);
 		else if (!cl->busy)
 			session_resume(cl); /* answered: what came meanwhile */
@@ -775,6 +785,37 @@ session_advise(struct host_client *cl)
 	return session_reply(cl, 0, 0, 0, 0, 0, 0, -1);
 }
 
+/*
+ * DISCARD: chunks of a region read back as zeros from now on; served again
+ * at each tick while one of them is being read or written back.
+ */
+static int
+session_discard(struct host_client *cl)
+{
+	struct host *h = cl->h;
+	struct arena *ar = NULL;
+	struct region *r = host_region_find(cl, cl->req.a, &ar);
+	uint64_t first, n;
+
+	cl->waits_discard = false;
+	cl->busy = false;
+	if (r == NULL)
+		return session_fail(cl, ENOENT);
+	if (((cl->req.a | cl->req.b) & (h->chunk - 1)) != 0 ||
+	    cl->req.b == 0 || (r->flags & FAM_S_ALLOC_FILE))
+		return session_fail(cl, EINVAL);
+	first = (cl->req.a - ar->uaddr - r->off) >> h->chunk_shift;
+	n = cl->req.b >> h->chunk_shift;
+	if (n > r->nchunks - first)
+		n = r->nchunks - first;
+	if (host_chunks_discard(h, r, first, n) == -EBUSY) {
+		cl->waits_discard = true;
+		cl->busy = true;
+		return 0;
+	}
+	return session_reply(cl, 0, 0, n << h->chunk_shift, 0, 0, 0, -1);
+}
+
 /* Validates one request and serves it; returns -1 to end the session. */
 static int
 session_dispatch(struct host_client *cl)
@@ -800,6 +841,7 @@ session_dispatch(struct host_client *cl)
 	case FAM_S_FREE: rc = session_free(cl); break;
 	case FAM_S_STAT: rc = session_stat(cl); break;
 	case FAM_S_ADVISE: rc = session_advise(cl); break;
+	case FAM_S_DISCARD: rc = session_discard(cl); break;
 	default: rc = -1; break;
 	}
 	return rc < 0 ? -1 : 0;

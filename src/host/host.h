@@ -187,6 +187,7 @@ struct host_client {
 	int pending_fd;
 	bool busy;          /* a request is being served asynchronously */
 	bool waits_dpu;     /* an ALLOC waits for the dpu (fallback none) */
+	bool waits_discard; /* a DISCARD waits for reads and write-backs */
 	bool pending_redo;  /* the dpu went away under the pending ALLOC */
 	uint64_t wait_since; /* ... since */
 	struct region *pending_region;
@@ -244,6 +245,7 @@ struct host_stats {
 	uint64_t sessions, sessions_refused, bad_messages;
 	uint64_t allocs, alloc_errors, allocs_redone, frees, frees_deferred;
 	uint64_t quota_refusals;
+	uint64_t discards;   /* chunks the programs discarded (DISCARD) */
 	uint64_t ops_direct, ops_dpu;        /* reads and writes by path */
 	uint64_t path_switches, fences, handovers, adoptions;
 	uint64_t switch_errors;
@@ -361,6 +363,8 @@ void host_frame_put(struct host *h, uint32_t frame);
 void host_evict_background(struct host *h);
 bool host_evict_for_room(struct host *h);
 void host_region_drop_chunks(struct host *h, struct region *r);
+int host_chunks_discard(struct host *h, struct region *r, uint64_t first,
+    uint64_t n);
 uint64_t host_stripe_offset(const struct host *h, const struct region *r,
     uint64_t c, unsigned *stripe);
 uint32_t host_stripe_len(const struct host *h, const struct stripe *s,

@@ -81,7 +81,14 @@ enum fam_smsg_type {
 	 * values of FAM_ADVICE_* in proto.h); reply: status
 	 */
 	FAM_S_ADVISE = 7,
-	FAM_S_TYPE_MAX = 7,
+	/*
+	 * a: address of a chunk inside a region, b: bytes (a multiple of
+	 * chunk_size): from a on, up to the region's end, those chunks read
+	 * back as zeros from now on (madvise DONTNEED, FREE and REMOVE,
+	 * munmap of part of a block); reply a: the bytes discarded
+	 */
+	FAM_S_DISCARD = 8,
+	FAM_S_TYPE_MAX = 8,
 };
 
 #define FAM_S_ALLOC_FILE     0x01u /* preload `data` from the memory node */
