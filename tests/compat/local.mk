@@ -18,8 +18,6 @@ COMPAT_TESTS = \
 
 # What does not work yet, each for its reason (they fail as they should
 # until it is fixed, and an XPASS fails the suite so the list is kept true):
-# - gcc, java: cc1's heap and the JVM's are memory they map themselves
-#   (mmap), which famd does not serve yet.
 # - perl, sqlite3: their data is many small objects; FAM_HEAP=all (the
 #   whole heap in fabric-attached memory) does not exist yet.
 # - python-fork, redis: a forked child cannot read its parent's blocks.
@@ -27,9 +25,7 @@ COMPAT_TESTS = \
 #   thrashes (xz -9's match finder, a resize's column pass): far past the
 #   time budget of 20 times the local run.
 COMPAT_XFAIL = \
-	tests/compat/gcc.sh \
 	tests/compat/imagemagick.sh \
-	tests/compat/java.sh \
 	tests/compat/perl.sh \
 	tests/compat/python-fork.sh \
 	tests/compat/redis.sh \
