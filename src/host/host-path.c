@@ -121,6 +121,52 @@ host_region_advise(struct host *h, struct region *r)
 		stripe_dpu_advise(h, &r->stripes[i]);
 }
 
+/* Completion of a REGION_DISCARD nobody waits for. */
+static void
+path_discard_done(void *ctx, int status, const uint8_t *payload,
+    uint32_t len)
+{
+	if (status < 0 && status != -ENOENT)
+		log_debug("host: discard on a memory node: %s",
+		    strerror(-status));
+}
+
+/*
+ * Tells the memory nodes that chunks [first, first + n) of r were
+ * discarded, so that they release that memory: one REGION_DISCARD per
+ * stripe, on our own session with its node (a stripe we do not hold
+ * there, or whose node is away, keeps its memory until it is freed).
+ */
+void
+host_region_discard(struct host *h, struct region *r, uint64_t first,
+    uint64_t n)
+{
+	unsigned ns = r->nstripes;
+
+	for (unsigned i = 0; i < ns && n > 0; i++) {
+		struct stripe *s = &r->stripes[i];
+		uint64_t c0 = first + (i + ns - first % ns) % ns, c1;
+		struct fam_region_discard d;
+		uint8_t buf[FAM_REGION_DISCARD_LEN];
+
+		if (c0 >= first + n || !s->owned || s->node == NULL ||
+		    s->node->state != MN_UP || s->node->conn == NULL ||
+		    s->instance != s->node->instance)
+			continue;
+		c1 = first + n - 1 - (first + n - 1 + ns - i) % ns;
+		d.region = s->remote.region;
+		d.offset = (c0 / ns) << h->chunk_shift;
+		d.len = ((c1 / ns + 1) << h->chunk_shift) - d.offset;
+		if (d.offset >= s->remote.size)
+			continue;
+		if (d.len > s->remote.size - d.offset)
+			d.len = s->remote.size - d.offset;
+		proto_put_region_discard(buf, &d);
+		(void)fam_conn_call(s->node->conn, FAM_MSG_REGION_DISCARD, buf,
+		    sizeof buf, path_discard_done, NULL);
+	}
+}
+
 /* Sends REGION_ADOPT for the stripe's memory region to peer n. */
 static int
 stripe_send_adopt(struct stripe *s, struct mnode *n, uint32_t flags,

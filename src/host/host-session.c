@@ -813,6 +813,7 @@ session_discard(struct host_client *cl)
 		cl->busy = true;
 		return 0;
 	}
+	host_region_discard(h, r, first, n);
 	return session_reply(cl, 0, 0, n << h->chunk_shift, 0, 0, 0, -1);
 }
 

@@ -383,6 +383,8 @@ void host_path_node_up(struct host *h, struct mnode *n, bool resumed);
 void host_path_tick(struct host *h);
 void host_path_set(struct host *h, int path, const char *why);
 void host_region_advise(struct host *h, struct region *r);
+void host_region_discard(struct host *h, struct region *r, uint64_t first,
+    uint64_t n);
 json_t *host_path_json(struct host *h);
 
 /* host-node.c */

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <event2/event.h>
 
@@ -35,7 +36,7 @@ mem_serve_counters_json(void)
 
 	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
 	    "s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
-	    "s:I,s:I,s:I}",
+	    "s:I,s:I,s:I,s:I,s:I}",
 	    "reads", (json_int_t)n->reads,
 	    "writes", (json_int_t)n->writes,
 	    "bytes_read", (json_int_t)n->bytes_read,
@@ -65,6 +66,8 @@ mem_serve_counters_json(void)
 	    "sessions_resumed", (json_int_t)n->sessions_resumed,
 	    "sessions_ended", (json_int_t)n->sessions_ended,
 	    "quota_refusals", (json_int_t)n->quota_refusals,
+	    "discards", (json_int_t)n->discards,
+	    "discard_bytes", (json_int_t)n->discard_bytes,
 	    "connections_open", (json_int_t)mem.nconns);
 }
 
@@ -209,6 +212,58 @@ mem_serve_advise(struct mem_conn *mc, const struct fam_hdr *h,
 	mem_reply_status(mc, h, err);
 }
 
+/* Tells whether a verbs lease has r's memory registered (pinned). */
+static bool
+region_leased(const struct mem_region *r)
+{
+	const struct mem_handle *hd;
+
+	if (mem.opts.kind != FAM_TP_VERBS)
+		return false;
+	LIST_FOREACH(hd, &r->handles, by_region)
+		if (hd->lease != NULL)
+			return true;
+	return false;
+}
+
+/*
+ * REGION_DISCARD: the sender will not read the range before writing it:
+ * its whole pages are released (given back to the kernel, read as zeros
+ * later), unless a verbs lease has the region's memory pinned, where
+ * releasing would part the registration from the mapping.
+ */
+static void
+mem_serve_discard(struct mem_conn *mc, const struct fam_hdr *h,
+    const uint8_t *payload)
+{
+	struct fam_region_discard d;
+	struct mem_region *r = NULL;
+	uint64_t lo, hi;
+	int err;
+
+	err = proto_get_region_discard(payload, h->len, &d);
+	if (err == -EPROTO) {
+		mem_bad_request(mc, h);
+		return;
+	}
+	if (err == 0 && ((r = mem_region_find(d.region)) == NULL ||
+	    mem_handle_find(mc->s, r) == NULL))
+		err = -ENOENT;
+	if (err == 0 && ((r->flags & FAM_RF_FILE) || d.offset > r->size ||
+	    d.len > r->size - d.offset))
+		err = -EINVAL;
+	if (err == 0) {
+		mem.n.discards++;
+		lo = (d.offset + mem.pagesize - 1) & ~(mem.pagesize - 1);
+		hi = (d.offset + d.len) & ~(mem.pagesize - 1);
+		if (lo < hi && !region_leased(r) &&
+		    madvise((uint8_t *)r->mem + lo, hi - lo,
+		    MADV_DONTNEED) == 0)
+			mem.n.discard_bytes += hi - lo;
+	}
+	mem_reply_status(mc, h, err);
+}
+
 /* REGION_FREE: the session's use of a region ends. */
 static void
 mem_serve_free(struct mem_conn *mc, const struct fam_hdr *h,
@@ -275,6 +330,7 @@ static const mem_serve_fn mem_serve_table[FAM_MSG_TYPE_MAX + 1] = {
 	[FAM_MSG_REGION_CREATE] = mem_serve_create,
 	[FAM_MSG_REGION_ADOPT] = mem_serve_adopt,
 	[FAM_MSG_REGION_ADVISE] = mem_serve_advise,
+	[FAM_MSG_REGION_DISCARD] = mem_serve_discard,
 	[FAM_MSG_REGION_FREE] = mem_serve_free,
 	[FAM_MSG_REGION_LEASE] = mem_serve_lease,
 	[FAM_MSG_STATS] = mem_serve_stats,

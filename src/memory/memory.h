@@ -125,6 +125,7 @@ struct mem_counters {
 	uint64_t completion_errors;
 	uint64_t sessions_started, sessions_resumed, sessions_ended;
 	uint64_t quota_refusals;
+	uint64_t discards, discard_bytes;     /* REGION_DISCARDs; released */
 };
 
 /* The memory role's state; the file that sets each group is named. */

@@ -40,6 +40,8 @@ static const struct proto_bounds proto_bounds[FAM_MSG_TYPE_MAX + 1] = {
 	    FAM_REGION_INFO_LEN, FAM_REGION_INFO_LEN },
 	[FAM_MSG_REGION_ADVISE] = { FAM_REGION_ADVISE_LEN,
 	    FAM_REGION_ADVISE_LEN, 0, 0 },
+	[FAM_MSG_REGION_DISCARD] = { FAM_REGION_DISCARD_LEN,
+	    FAM_REGION_DISCARD_LEN, 0, 0 },
 };
 
 static const char *const proto_type_names[FAM_MSG_TYPE_MAX + 1] = {
@@ -52,6 +54,7 @@ static const char *const proto_type_names[FAM_MSG_TYPE_MAX + 1] = {
 	[FAM_MSG_REGION_LEASE] = "region_lease",
 	[FAM_MSG_REGION_ADOPT] = "region_adopt",
 	[FAM_MSG_REGION_ADVISE] = "region_advise",
+	[FAM_MSG_REGION_DISCARD] = "region_discard",
 };
 
 /* Stores a 16-bit integer big-endian. */
@@ -504,6 +507,32 @@ proto_get_region_adopt(const uint8_t *in, size_t len,
 	m->key = get_u32(in + 12);
 	m->flags = get_u32(in + 16);
 	if (m->region == 0 || (m->flags & ~FAM_ADOPT_ALL))
+		return -EINVAL;
+	return 0;
+}
+
+/* Encodes a REGION_DISCARD request; returns FAM_REGION_DISCARD_LEN. */
+size_t
+proto_put_region_discard(uint8_t *out, const struct fam_region_discard *m)
+{
+	put_u32(out, m->region);
+	put_u32(out + 4, 0);
+	put_u64(out + 8, m->offset);
+	put_u64(out + 16, m->len);
+	return FAM_REGION_DISCARD_LEN;
+}
+
+/* Decodes and validates a REGION_DISCARD request. */
+int
+proto_get_region_discard(const uint8_t *in, size_t len,
+    struct fam_region_discard *m)
+{
+	if (len != FAM_REGION_DISCARD_LEN || !is_zero(in + 4, 4))
+		return -EPROTO;
+	m->region = get_u32(in);
+	m->offset = get_u64(in + 8);
+	m->len = get_u64(in + 16);
+	if (m->region == 0 || m->len == 0 || m->offset + m->len < m->offset)
 		return -EINVAL;
 	return 0;
 }

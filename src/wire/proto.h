@@ -43,7 +43,8 @@ enum fam_msg_type {
 	FAM_MSG_REGION_LEASE = 7,  /* a new lease on a region (verbs) */
 	FAM_MSG_REGION_ADOPT = 8,  /* take a handle on a delegate's region */
 	FAM_MSG_REGION_ADVISE = 9, /* a hint about how a region is used */
-	FAM_MSG_TYPE_MAX = 9,
+	FAM_MSG_REGION_DISCARD = 10, /* part of a region will not be read */
+	FAM_MSG_TYPE_MAX = 10,
 };
 
 #define FAM_F_RESPONSE   0x0001u /* this is the response to request `id` */
@@ -228,6 +229,21 @@ struct fam_region_adopt {
 #define FAM_REGION_ADVISE_LEN 8u
 
 /*
+ * REGION_DISCARD request, 24 bytes: u32 region, u32 reserved, u64 offset,
+ * u64 len. The sender will not read [offset, offset + len) again before it
+ * writes it: the memory node may release that memory. Response: empty.
+ * Errors: ENOENT (unknown region or not this session's), EINVAL (a range
+ * past the end, a file region, len 0).
+ */
+struct fam_region_discard {
+	uint32_t region;
+	uint64_t offset;
+	uint64_t len;
+};
+
+#define FAM_REGION_DISCARD_LEN 24u
+
+/*
  * REGION_FREE request, 8 bytes: u32 region, u32 reserved. Response: empty.
  * Errors: ENOENT (unknown region or not this session's).
  */
@@ -298,6 +314,10 @@ int proto_get_region_free(const uint8_t *in, size_t len, uint32_t *region);
 size_t proto_put_region_adopt(uint8_t *out, const struct fam_region_adopt *m);
 int proto_get_region_adopt(const uint8_t *in, size_t len,
     struct fam_region_adopt *m);
+size_t proto_put_region_discard(uint8_t *out,
+    const struct fam_region_discard *m);
+int proto_get_region_discard(const uint8_t *in, size_t len,
+    struct fam_region_discard *m);
 size_t proto_put_region_advise(uint8_t *out, uint32_t region,
     uint32_t advice);
 int proto_get_region_advise(const uint8_t *in, size_t len, uint32_t *region,

@@ -4,7 +4,8 @@
 # 64 MiB blocks through a 16 MiB buffer: every advice, mprotect, mlock,
 # msync, munmap of parts, MAP_FIXED over a block, mremap, a PROT_NONE
 # reservation committed the ways runtimes do. Discarded chunks are
-# counted, and every region is gone when the program exits.
+# counted and released on the memory node, and every region is gone when
+# the program exits.
 . "$(dirname "$0")/lib.sh"
 require_cmd jq
 
@@ -20,6 +21,16 @@ st=$(ctl host status -j)
 echo "$st" | jq -e '.counters.discards > 0 and .counters.sigbus == 0 and .counters.evictions_dirty > 0' >/dev/null ||
 	fail "counters after fammap: $(echo "$st" | jq -c .counters)"
 pass "under the shim, blocks 4x the buffer: $(grep -c '^ok' "$T/fam.out") tests, $(echo "$st" | jq .counters.discards) chunks discarded"
+ms=$(ctl mem status -j)
+if [ "$TEST_TRANSPORT" = verbs ]; then
+	echo "$ms" | jq -e '.counters.discards > 0' >/dev/null ||
+		fail "no REGION_DISCARD reached the memory node: $(echo "$ms" | jq -c .counters)"
+	pass "the memory node was told of $(echo "$ms" | jq .counters.discards) discards (its leased memory stays pinned)"
+else
+	echo "$ms" | jq -e '.counters.discards > 0 and .counters.discard_bytes > 0' >/dev/null ||
+		fail "the memory node released nothing: $(echo "$ms" | jq -c .counters)"
+	pass "the memory node released $(( $(echo "$ms" | jq .counters.discard_bytes) >> 20 )) MiB of discarded chunks"
+fi
 
 regions_gone() {
 	[ "$(ctl host status -j | jq .programs.regions)" = 0 ] &&

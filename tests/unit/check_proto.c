@@ -934,7 +934,8 @@ START_TEST(test_message_types_have_distinct_wire_numbers_and_names)
 	ck_assert_int_eq(FAM_MSG_REGION_LEASE, 7);
 	ck_assert_int_eq(FAM_MSG_REGION_ADOPT, 8);
 	ck_assert_int_eq(FAM_MSG_REGION_ADVISE, 9);
-	ck_assert_int_eq(FAM_MSG_TYPE_MAX, 9);
+	ck_assert_int_eq(FAM_MSG_REGION_DISCARD, 10);
+	ck_assert_int_eq(FAM_MSG_TYPE_MAX, 10);
 	for (unsigned a = 1; a <= FAM_MSG_TYPE_MAX; a++) {
 		ck_assert_str_ne(proto_type_name(a), "unknown");
 		for (unsigned b = a + 1; b <= FAM_MSG_TYPE_MAX; b++)
@@ -963,6 +964,40 @@ START_TEST(test_lease_adopt_advise_lengths_checked)
 	ck_assert_int_eq(proto_check_hdr(&h, 0), 0);
 	h = hdr(FAM_MSG_REGION_ADVISE, FAM_F_RESPONSE, 8);
 	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+}
+END_TEST
+
+START_TEST(test_discard_round_trip_and_bad_ranges)
+{
+	struct fam_region_discard in = { .region = 7, .offset = 1ull << 33,
+		.len = 5 << 16 }, out;
+	uint8_t buf[FAM_REGION_DISCARD_LEN];
+	struct fam_hdr h = hdr(FAM_MSG_REGION_DISCARD, 0,
+	    FAM_REGION_DISCARD_LEN);
+
+	ck_assert_int_eq(proto_check_hdr(&h, 0), 0);
+	h.len = FAM_REGION_DISCARD_LEN - 1;
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+	ck_assert_uint_eq(proto_put_region_discard(buf, &in),
+	    FAM_REGION_DISCARD_LEN);
+	ck_assert_int_eq(proto_get_region_discard(buf, sizeof buf, &out), 0);
+	ck_assert_uint_eq(out.region, 7);
+	ck_assert_uint_eq(out.offset, 1ull << 33);
+	ck_assert_uint_eq(out.len, 5 << 16);
+	ck_assert_int_eq(proto_get_region_discard(buf, sizeof buf - 1, &out),
+	    -EPROTO);
+	buf[5] = 1; /* reserved */
+	ck_assert_int_eq(proto_get_region_discard(buf, sizeof buf, &out),
+	    -EPROTO);
+	in.offset = UINT64_MAX - 10; /* wraps */
+	proto_put_region_discard(buf, &in);
+	ck_assert_int_eq(proto_get_region_discard(buf, sizeof buf, &out),
+	    -EINVAL);
+	in.offset = 0;
+	in.len = 0;
+	proto_put_region_discard(buf, &in);
+	ck_assert_int_eq(proto_get_region_discard(buf, sizeof buf, &out),
+	    -EINVAL);
 }
 END_TEST
 
@@ -1050,6 +1085,7 @@ proto_suite(void)
 	tcase_add_test(t, test_type_names);
 	tcase_add_test(t, test_message_types_have_distinct_wire_numbers_and_names);
 	tcase_add_test(t, test_lease_adopt_advise_lengths_checked);
+	tcase_add_test(t, test_discard_round_trip_and_bad_ranges);
 	tcase_add_test(t, test_utf8_validation);
 	suite_add_tcase(s, t);
 	return s;
