@@ -132,6 +132,21 @@ fuzz_region_free(const uint8_t *p, size_t len)
 	fuzz_assert(memcmp(out, p, FAM_REGION_FREE_LEN) == 0);
 }
 
+/* Decodes a REGION_DISCARD request; what passes must re-encode. */
+static void
+fuzz_region_discard(const uint8_t *p, size_t len)
+{
+	struct fam_region_discard m;
+	uint8_t out[FAM_REGION_DISCARD_LEN];
+
+	if (proto_get_region_discard(p, len, &m) != 0)
+		return;
+	fuzz_assert(m.region != 0 && m.len != 0 && m.offset + m.len > m.offset);
+	fuzz_assert(proto_put_region_discard(out, &m) ==
+	    FAM_REGION_DISCARD_LEN);
+	fuzz_assert(memcmp(out, p, FAM_REGION_DISCARD_LEN) == 0);
+}
+
 /* Decodes a REGION_ADOPT request; what passes must re-encode. */
 static void
 fuzz_region_adopt(const uint8_t *p, size_t len)
@@ -264,6 +279,10 @@ fuzz_typed(const struct fam_hdr *h, const uint8_t *p, size_t len)
 	case FAM_MSG_REGION_ADVISE:
 		if (!resp)
 			fuzz_region_advise(p, len);
+		break;
+	case FAM_MSG_REGION_DISCARD:
+		if (!resp)
+			fuzz_region_discard(p, len);
 		break;
 	case FAM_MSG_READ:
 		if (!resp)

@@ -294,6 +294,19 @@ seed_advise(struct seed *s, uint64_t id, uint32_t region, uint32_t advice)
 	seed_frame(s, FAM_MSG_REGION_ADVISE, 0, 0, id, p, sizeof p);
 }
 
+/* Appends a REGION_DISCARD request. */
+static void
+seed_discard(struct seed *s, uint64_t id, uint32_t region, uint64_t off,
+    uint64_t len)
+{
+	struct fam_region_discard d = { .region = region, .offset = off,
+		.len = len };
+	uint8_t p[FAM_REGION_DISCARD_LEN];
+
+	proto_put_region_discard(p, &d);
+	seed_frame(s, FAM_MSG_REGION_DISCARD, 0, 0, id, p, sizeof p);
+}
+
 /* Appends a READ request. */
 static void
 seed_read(struct seed *s, uint64_t id, uint32_t region, uint64_t off,
@@ -411,6 +424,17 @@ seed_memory(void)
 	seed_create(&s, 5, 100, FAM_RF_FILE, "", "graphs/web.bin");
 	seed_read(&s, 6, 1, 0, 4096);
 	seed_flush(&s, "memory", "file-edges");
+
+	/* Discards: inside, past the end, unaligned, a file, no region. */
+	seed_hello(&s, "sesame");
+	seed_create(&s, 2, 65536, 0, "", "");
+	seed_write_req(&s, 3, 1, 4096, 512);
+	seed_discard(&s, 4, 1, 4096, 8192);
+	seed_discard(&s, 5, 1, 0, 1 << 20);
+	seed_discard(&s, 6, 1, 100, 5000);
+	seed_discard(&s, 7, 9, 0, 4096);
+	seed_read(&s, 8, 1, 4096, 512);
+	seed_flush(&s, "memory", "discard");
 
 	/* Adopting another session's region needs its key (random). */
 	seed_hello(&s, "sesame");
@@ -622,6 +646,17 @@ seed_session(void)
 	    NULL);
 	seed_smsg(&s, FAM_S_ADVISE, 5, 0, arena, 7, 0, 0, NULL);
 	seed_flush(&s, "session", "advise");
+	/* Discards: whole chunks, past the end, unaligned, of no region. */
+	seed_smsg(&s, FAM_S_HELLO, 1, 0, FAM_API_VERSION, 0, 0, 0, NULL);
+	seed_smsg(&s, FAM_S_UFFD, 2, 0, 0, 0, 0, 0, NULL);
+	seed_smsg(&s, FAM_S_ALLOC, 3, 0, 8 * mib, 0, 0, 0, NULL);
+	seed_smsg(&s, FAM_S_DISCARD, 4, 0, arena + 65536, 2 * mib, 0, 0,
+	    NULL);
+	seed_smsg(&s, FAM_S_DISCARD, 5, 0, arena, 64 * mib, 0, 0, NULL);
+	seed_smsg(&s, FAM_S_DISCARD, 6, 0, arena + 4096, 65536, 0, 0, NULL);
+	seed_smsg(&s, FAM_S_DISCARD, 7, 0, 4096, 65536, 0, 0, NULL);
+	seed_smsg(&s, FAM_S_DISCARD, 8, 0, arena, 0, 0, 0, NULL);
+	seed_flush(&s, "session", "discard");
 	/* famd's replies, for libfam's checks. */
 	seed_smsg(&s, FAM_S_HELLO, 1, FAM_S_FEAT_DEVFD, 64 * 1024,
 	    64ull << 30, FAM_S_FEAT_DEVFD, 0, NULL);

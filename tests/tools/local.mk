@@ -32,6 +32,7 @@ tests_tools_famsoak_CFLAGS = $(PRELOADED_CFLAGS)
 tests_tools_famsoak_LDFLAGS = -pthread
 tests_tools_famsoak_LDADD =
 tests_tools_fammap_CFLAGS = $(PRELOADED_CFLAGS)
+tests_tools_fammap_LDFLAGS = -pthread
 tests_tools_fammap_LDADD =
 # Speaks the session protocol's structures by hand (bad messages).
 tests_tools_famsess_LDADD =
