@@ -77,20 +77,47 @@ arena_find(struct host_client *cl, uint32_t id)
 	return NULL;
 }
 
-/* Creates an arena of size bytes: a memfd that famd maps too. */
+/*
+ * Seals an arena's memfd: the program may not shrink it (famd's write-back
+ * would read past its end: EFAULT over tcp, SIGBUS in famd over verbs) nor
+ * add seals (F_SEAL_FUTURE_WRITE would stop famd punching holes). Only
+ * famd sizes it, and only up.
+ */
+static int
+arena_seal(int memfd)
+{
+	int seals;
+
+	if (fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_SEAL) < 0)
+		return -errno;
+	seals = fcntl(memfd, F_GET_SEALS);
+	if (seals < 0)
+		return -errno;
+	if ((seals & (F_SEAL_SHRINK | F_SEAL_SEAL)) !=
+	    (F_SEAL_SHRINK | F_SEAL_SEAL))
+		return -EPERM;
+	return 0;
+}
+
+/* Creates an arena of size bytes: a sealed memfd that famd maps too. */
 static struct arena *
 arena_new(struct host_client *cl, uint64_t size)
 {
 	struct host *h = cl->h;
 	struct arena *ar = calloc(1, sizeof *ar);
 	char name[32];
+	int rc;
 
 	if (ar == NULL)
 		return NULL;
 	snprintf(name, sizeof name, "famd-arena-%ld", (long)cl->pid);
-	ar->memfd = memfd_create(name, MFD_CLOEXEC);
+	ar->memfd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (ar->memfd < 0 || ftruncate(ar->memfd, (off_t)size) < 0)
 		goto fail;
+	if ((rc = arena_seal(ar->memfd)) < 0) {
+		errno = -rc;
+		goto fail;
+	}
 	ar->local = mmap(NULL, size, PROT_READ | PROT_WRITE,
 	    MAP_SHARED | MAP_NORESERVE, ar->memfd, 0);
 	if (ar->local == MAP_FAILED) {

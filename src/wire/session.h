@@ -25,7 +25,9 @@
  * The session ends when the socket closes: famd then releases every region
  * of the program on the host and on the memory nodes.
  *
- * Arenas: an arena's length is the size of its memfd. The program maps each
+ * Arenas: an arena's length is the size of its memfd, which famd seals
+ * (F_SEAL_SHRINK, F_SEAL_SEAL): ftruncate to less and F_ADD_SEALS fail
+ * with EPERM. The program maps each
  * arena at an address aligned to the largest power of two that is at most
  * both that length and FAM_SESSION_ARENA_ALIGN, so a region whose offset is
  * aligned to `alignment` (up to that) has an address so aligned.

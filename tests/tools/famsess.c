@@ -3,13 +3,15 @@
  * on raw sockets, for tests: each attack sends malformed or out-of-place
  * messages and checks famd's answer, or that famd drops the connection.
  *
- * usage: famsess [-t MS] SOCKET ATTACK...
+ * usage: famsess [-s MIB] [-t MS] SOCKET ATTACK...
+ *   -s MIB  how much the attacks on the host famd page (default 16)
  *   -t MS   how long to wait for an answer (default 5000)
  * Each attack runs on connections of its own and prints one line,
  * "ok - ATTACK: what famd did". `famsess -l` lists the attacks, with
  * "drop" after those famd must answer by dropping the connection (and
  * counting a bad message), "answer" after those it must answer with an
- * error, keeping the session usable.
+ * error, keeping the session usable, "host" after the attacks on the host
+ * famd's resources (tests/e2e/host-attacks.sh checks famd's side).
  * Exit status: 0 when famd behaved as specified, 1 when not, 2 usage.
  */
 #include "config.h"
@@ -40,6 +42,10 @@
 #endif
 
 #define SESS_MAX_FDS 8
+
+/* What famd must do with an attack (famsess -l prints it). */
+enum { SESS_DROP, SESS_ANSWER, SESS_HOST };
+static const char *const sess_kinds[] = { "drop", "answer", "host" };
 
 static const char *sess_path;
 static int sess_timeout_ms = 5000;
@@ -884,54 +890,132 @@ attack_other_session(void)
 	sess_close(&a);
 }
 
+/* ---- attacks on the host famd itself (tests/e2e/host-attacks.sh) ------ */
+
+static uint64_t sess_size = 16u << 20; /* -s MiB: bytes an attack pages */
+
+/*
+ * ALLOCs size bytes in s, maps the new arena and MAPs it; returns the
+ * region's address and the arena's memfd in *memfd.
+ */
+static uint8_t *
+sess_region(struct sess *s, uint64_t size, int *memfd)
+{
+	struct fam_smsg r;
+	uint8_t *base;
+
+	*memfd = sess_alloc(s->fd, size, 0, 0, NULL, 0, 0, &r);
+	if (*memfd < 0 || !(r.flags & FAM_S_NEW_ARENA))
+		sess_fail("the ALLOC brought no arena (flags %#x)", r.flags);
+	base = mmap(NULL, s->arena_size, PROT_READ | PROT_WRITE,
+	    MAP_SHARED | MAP_NORESERVE, *memfd, 0);
+	if (base == MAP_FAILED)
+		sess_fail("mmap of the arena: %s", strerror(errno));
+	sess_simple(s->fd, FAM_S_MAP, r.a, (uint64_t)(uintptr_t)base, 0);
+	return base + r.b;
+}
+
+/* Writes v into every page of [p, p + len). */
+static void
+sess_fill(uint8_t *p, uint64_t len, uint8_t v)
+{
+	for (uint64_t i = 0; i < len; i += 4096)
+		p[i] = v;
+}
+
+/* Checks that every page of [p, p + len) holds v. */
+static void
+sess_check(const uint8_t *p, uint64_t len, uint8_t v, const char *what)
+{
+	for (uint64_t i = 0; i < len; i += 4096)
+		if (p[i] != v)
+			sess_fail("%s: byte %" PRIu64 " is %u, not %u", what, i,
+			    p[i], v);
+}
+
+/*
+ * Dirties a region, then shrinks its arena's memfd (and tries to seal it
+ * against famd's hole punching); a second session then pages as much
+ * again, so famd writes the first one's dirty chunks back. famd must have
+ * sealed the arena: ftruncate and F_ADD_SEALS fail with EPERM, and the
+ * first region's data comes back whole.
+ */
+static void
+attack_arena_shrink(void)
+{
+	struct sess a = sess_open(), b = sess_open();
+	int fa, fb, shrink, seal;
+	uint8_t *pa = sess_region(&a, sess_size, &fa), *pb;
+
+	sess_fill(pa, sess_size, 0xa1);
+	shrink = ftruncate(fa, 0) == 0 ? 0 : errno;
+	seal = fcntl(fa, F_ADD_SEALS, F_SEAL_FUTURE_WRITE) == 0 ? 0 : errno;
+	printf("# ftruncate of the arena: %s; F_SEAL_FUTURE_WRITE: %s\n",
+	    sess_errname(shrink), sess_errname(seal));
+	pb = sess_region(&b, sess_size, &fb);
+	sess_fill(pb, sess_size, 0xb2);
+	sess_check(pb, sess_size, 0xb2, "the second session's region");
+	if (shrink != EPERM || seal != EPERM)
+		sess_fail("the program changed its arena under famd "
+		    "(ftruncate %s, F_ADD_SEALS %s; EPERM expected)",
+		    sess_errname(shrink), sess_errname(seal));
+	sess_check(pa, sess_size, 0xa1, "the shrunk region, paged back in");
+	close(fa);
+	close(fb);
+	sess_close(&b);
+	sess_close(&a);
+}
+
 static const struct {
 	const char *name;
-	bool drops;
+	int kind; /* SESS_DROP, SESS_ANSWER, SESS_HOST */
 	void (*fn)(void);
 	const char *what;
 } attacks[] = {
-	{ "truncated", true, attack_truncated,
+	{ "truncated", SESS_DROP, attack_truncated,
 	    "a message cut short by a close is dropped" },
-	{ "bad-magic", true, attack_bad_magic, "dropped" },
-	{ "bad-version", true, attack_bad_version, "dropped" },
-	{ "unknown-type", true, attack_unknown_type, "dropped" },
-	{ "type-zero", true, attack_type_zero, "dropped" },
-	{ "huge-len", true, attack_huge_len, "dropped" },
-	{ "long-path", true, attack_long_path,
+	{ "bad-magic", SESS_DROP, attack_bad_magic, "dropped" },
+	{ "bad-version", SESS_DROP, attack_bad_version, "dropped" },
+	{ "unknown-type", SESS_DROP, attack_unknown_type, "dropped" },
+	{ "type-zero", SESS_DROP, attack_type_zero, "dropped" },
+	{ "huge-len", SESS_DROP, attack_huge_len, "dropped" },
+	{ "long-path", SESS_DROP, attack_long_path,
 	    "a path one byte too long is dropped" },
-	{ "nul-in-path", true, attack_nul_in_path, "dropped" },
-	{ "data-on-stat", true, attack_data_on_stat, "dropped" },
-	{ "status-set", true, attack_status_set, "dropped" },
-	{ "reserved-set", true, attack_reserved_set, "dropped" },
-	{ "alloc-before-uffd", true, attack_alloc_before_uffd, "dropped" },
-	{ "requests-before-uffd", true, attack_requests_before_uffd,
+	{ "nul-in-path", SESS_DROP, attack_nul_in_path, "dropped" },
+	{ "data-on-stat", SESS_DROP, attack_data_on_stat, "dropped" },
+	{ "status-set", SESS_DROP, attack_status_set, "dropped" },
+	{ "reserved-set", SESS_DROP, attack_reserved_set, "dropped" },
+	{ "alloc-before-uffd", SESS_DROP, attack_alloc_before_uffd, "dropped" },
+	{ "requests-before-uffd", SESS_DROP, attack_requests_before_uffd,
 	    "MAP, FREE and STAT each dropped" },
-	{ "too-many-fds", true, attack_too_many_fds,
+	{ "too-many-fds", SESS_DROP, attack_too_many_fds,
 	    "dropped, and every descriptor closed" },
-	{ "hello-version", false, attack_hello_version,
+	{ "hello-version", SESS_ANSWER, attack_hello_version,
 	    "EPROTONOSUPPORT, session kept" },
-	{ "uffd-without-fd", false, attack_uffd_without_fd,
+	{ "uffd-without-fd", SESS_ANSWER, attack_uffd_without_fd,
 	    "EBADF, session kept" },
-	{ "uffd-not-userfaultfd", false, attack_uffd_not_userfaultfd,
+	{ "uffd-not-userfaultfd", SESS_ANSWER, attack_uffd_not_userfaultfd,
 	    "EINVAL, the pipe closed, session kept" },
-	{ "second-uffd", false, attack_second_uffd, "EEXIST, session kept" },
-	{ "stray-fd", false, attack_stray_fd,
+	{ "second-uffd", SESS_ANSWER, attack_second_uffd, "EEXIST, session kept" },
+	{ "stray-fd", SESS_ANSWER, attack_stray_fd,
 	    "answered, the descriptor closed at once" },
-	{ "free-unknown", false, attack_free_unknown, "ENOENT, session kept" },
-	{ "stat-nowhere", false, attack_stat_nowhere, "ENOENT, session kept" },
-	{ "other-session", false, attack_other_session,
+	{ "free-unknown", SESS_ANSWER, attack_free_unknown, "ENOENT, session kept" },
+	{ "stat-nowhere", SESS_ANSWER, attack_stat_nowhere, "ENOENT, session kept" },
+	{ "other-session", SESS_ANSWER, attack_other_session,
 	    "another session's region and arena: ENOENT, both kept" },
-	{ "map-unknown-arena", false, attack_map_unknown_arena,
+	{ "map-unknown-arena", SESS_ANSWER, attack_map_unknown_arena,
 	    "ENOENT, session kept" },
-	{ "bad-alloc", false, attack_bad_alloc,
+	{ "bad-alloc", SESS_ANSWER, attack_bad_alloc,
 	    "EINVAL or EFBIG each, session kept" },
-	{ "map-bad-address", false, attack_map_bad_address,
+	{ "map-bad-address", SESS_ANSWER, attack_map_bad_address,
 	    "EINVAL for unaligned, 0, wrapping and unmapped addresses, ENOENT "
 	    "for a second MAP; then the region is served and freed" },
-	{ "pipelined", false, attack_pipelined,
+	{ "pipelined", SESS_ANSWER, attack_pipelined,
 	    "four requests in one write answered in order" },
-	{ "pipelined-alloc", false, attack_pipelined_alloc,
+	{ "pipelined-alloc", SESS_ANSWER, attack_pipelined_alloc,
 	    "a STAT sent behind an ALLOC is answered after it" },
+	{ "arena-shrink", SESS_HOST, attack_arena_shrink,
+	    "the arena cannot be shrunk or sealed; its data came back" },
 };
 
 #define NATTACKS (sizeof attacks / sizeof attacks[0])
@@ -940,7 +1024,7 @@ static const struct {
 static void __attribute__((noreturn))
 sess_usage(void)
 {
-	fprintf(stderr, "usage: famsess [-t MS] SOCKET ATTACK...\n"
+	fprintf(stderr, "usage: famsess [-s MIB] [-t MS] SOCKET ATTACK...\n"
 	    "       famsess -l\nattacks:");
 	for (size_t i = 0; i < NATTACKS; i++)
 		fprintf(stderr, " %s", attacks[i].name);
@@ -956,13 +1040,16 @@ main(int argc, char **argv)
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	signal(SIGPIPE, SIG_IGN);
-	while ((c = getopt(argc, argv, "lt:")) != -1) {
+	while ((c = getopt(argc, argv, "ls:t:")) != -1) {
 		switch (c) {
 		case 'l':
 			for (size_t i = 0; i < NATTACKS; i++)
 				printf("%s %s\n", attacks[i].name,
-				    attacks[i].drops ? "drop" : "answer");
+				    sess_kinds[attacks[i].kind]);
 			return 0;
+		case 's':
+			sess_size = strtoull(optarg, NULL, 10) << 20;
+			break;
 		case 't':
 			sess_timeout_ms = atoi(optarg);
 			break;
