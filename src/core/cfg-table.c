@@ -411,6 +411,16 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		.help = "Most regions (allocations) the programs of one user may "
 		    "hold at once on this host; beyond it EDQUOT. 0: no limit.",
 	},
+	[CFG_HOST_UFFD_POISON] = {
+		.section = "host", .name = "uffd_poison", .type = CFG_T_BOOL,
+		.def = "on", .roles = HOST,
+		.help = "A fault famd cannot serve poisons the page "
+		    "(UFFDIO_POISON, Linux 6.6 and later): the kernel raises "
+		    "SIGBUS there itself, at every touch. Off, or on an older "
+		    "kernel: famd sends the thread SIGBUS, and ends the session "
+		    "of a thread that faults 16 times in a row on such a page (a "
+		    "SIGBUS handler that returns).",
+	},
 	[CFG_VERBS_QPS_PER_PEER] = {
 		.section = "verbs", .name = "qps_per_peer", .type = CFG_T_INT,
 		.min = 1, .max = 16, .def = "1", .roles = HOST | DPU,

@@ -315,6 +315,23 @@ session_hello(struct host_client *cl)
 	return rc;
 }
 
+/*
+ * A program's fault messages: served by the fault service; a session whose
+ * thread faults again and again on a page it was sent SIGBUS for (no
+ * UFFDIO_POISON here) is ended.
+ */
+static void
+session_uffd_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct host_client *cl = arg;
+
+	host_uffd_cb(fd, what, cl);
+	if (cl->give_up && !cl->dead) {
+		cl->h->stats.sessions_given_up++;
+		host_client_release(cl);
+	}
+}
+
 /* UFFD: the program's userfaultfd arrives; famd does the API handshake. */
 static int
 session_uffd(struct host_client *cl)
@@ -336,7 +353,7 @@ session_uffd(struct host_client *cl)
 	}
 	cl->uffd = fd;
 	cl->uffd_ev = event_new(h->base, fd, EV_READ | EV_PERSIST,
-	    host_uffd_cb, cl);
+	    session_uffd_cb, cl);
 	if (cl->uffd_ev == NULL || event_add(cl->uffd_ev, NULL) < 0)
 		return session_fail(cl, ENOMEM);
 	return session_reply(cl, 0, 0, 0, 0, 0, 0, -1);
@@ -372,6 +389,11 @@ region_place(struct host_client *cl, struct region *r, uint64_t align,
 	r->ar = ar;
 	r->off = (uint64_t)off << h->chunk_shift;
 	r->nchunks = len;
+	/* Pages poisoned for a fault there (host_sigbus) go with a punch. */
+	if (ar->poisoned && fallocate(ar->memfd, FALLOC_FL_PUNCH_HOLE |
+	    FALLOC_FL_KEEP_SIZE, (off_t)r->off, (off_t)r->size) < 0)
+		log_warn("session pid %ld: punching a new region: %s",
+		    (long)cl->pid, strerror(errno));
 	r->chunks = calloc(len, sizeof *r->chunks);
 	if (r->chunks == NULL || host_arena_add_region(ar, r) < 0) {
 		if (host_extent_give(&ar->free, (uint64_t)off, len) < 0)

@@ -160,6 +160,7 @@ struct arena {
 	uint64_t size;
 	uint8_t *local;   /* famd's own mapping */
 	uint64_t uaddr;   /* the program's mapping; 0 until MAP */
+	bool poisoned;    /* UFFDIO_POISON was used in it (host_sigbus) */
 	struct extent *free;
 	struct region **regions; /* sorted by offset */
 	size_t nregions, cap;
@@ -193,6 +194,10 @@ struct host_client {
 	unsigned pending_calls;
 	int pending_err;
 	bool dead;
+	bool give_up;       /* faults it cannot stop: end the session */
+	pid_t sigbus_tid;   /* the last thread sent SIGBUS, and where */
+	uint64_t sigbus_page;
+	unsigned sigbus_repeats; /* ... times in a row (no UFFDIO_POISON) */
 	unsigned refs;      /* in-flight operations that point at us */
 	struct host_client *next;
 };
@@ -241,6 +246,7 @@ struct host_stats {
 	uint64_t evictions_clean, evictions_dirty, writebacks;
 	uint64_t writeback_bytes, writeback_errors, evictions_cancelled;
 	uint64_t fault_waits_for_room, sigbus;
+	uint64_t sigbus_poisoned, sessions_given_up;
 	uint64_t sessions, sessions_refused, bad_messages;
 	uint64_t allocs, alloc_errors, allocs_redone, frees, frees_deferred;
 	uint64_t quota_refusals;
@@ -267,6 +273,7 @@ struct host {
 	/* userfaultfd features we ask for on each program's uffd */
 	uint64_t uffd_features;
 	bool wp_ok;
+	bool poison_ok;          /* UFFDIO_POISON (Linux 6.6) */
 	/* memory nodes */
 	struct mnode nodes[HOST_MAX_NODES];
 	unsigned nnodes;
@@ -349,7 +356,7 @@ void host_uffd_cb(int fd, short what, void *arg);
 void host_fetch_kick(struct host *h);
 void host_fetch_unpark(struct host *h);
 void host_sigbus(struct host *h, struct host_client *cl, pid_t tid,
-    const char *why);
+    uint64_t addr, uint64_t len, const char *why);
 int host_uffd_probe(struct host *h, char **cause);
 int host_uffd_setup(struct host *h, int uffd, char **cause);
 

@@ -25,3 +25,37 @@ kill -0 "$HOST_PID" 2>/dev/null || fail "the host famd died of the shrunk arena"
 	fail "write-back errors: $(counter host writeback_errors)"
 [ "$rc" = 0 ] || fail "arena-shrink"
 pass "an arena cannot be shrunk or sealed by its program; write-backs and the memory-node connection unharmed"
+
+# cpu_ticks PID: user + system clock ticks the process has used.
+cpu_ticks() {
+	awk '{ print $14 + $15 }' "/proc/$1/stat"
+}
+
+# ---- a SIGBUS handler that returns: the fault comes again at once
+lines0=$(grep -c SIGBUS "$T/host.log")
+ticks0=$(cpu_ticks "$HOST_PID")
+fs sigbus-returns >"$T/sigbus.out" 2>&1 || fail "sigbus-returns: $(cat "$T/sigbus.out")"
+cat "$T/sigbus.out"
+ticks=$(($(cpu_ticks "$HOST_PID") - ticks0))
+lines=$(($(grep -c SIGBUS "$T/host.log") - lines0))
+echo "# host famd: $ticks clock ticks and $lines log lines about SIGBUS in the 2 s"
+kill -0 "$HOST_PID" 2>/dev/null || fail "the host famd died"
+[ "$lines" -le 40 ] || fail "$lines log lines about SIGBUS in 2 s (at most 40)"
+[ "$ticks" -le 40 ] || fail "the host famd used $ticks clock ticks in 2 s (at most 40)"
+pass "a SIGBUS handler that returns costs the host famd bounded CPU and log"
+
+# ---- the same without UFFDIO_POISON (as before Linux 6.6): the session ends
+start_host host2 8M "$MEM_ADDR" -o host.uffd_poison=off
+lines0=$(grep -c SIGBUS "$T/host2.log")
+ticks0=$(cpu_ticks "$HOST_PID")
+fs sigbus-returns >"$T/sigbus2.out" 2>&1 || fail "sigbus-returns: $(cat "$T/sigbus2.out")"
+cat "$T/sigbus2.out"
+ticks=$(($(cpu_ticks "$HOST_PID") - ticks0))
+lines=$(($(grep -c SIGBUS "$T/host2.log") - lines0))
+echo "# host famd: $ticks clock ticks and $lines log lines about SIGBUS in the 2 s"
+[ "$lines" -le 40 ] || fail "$lines log lines about SIGBUS in 2 s (at most 40)"
+[ "$ticks" -le 40 ] || fail "the host famd used $ticks clock ticks in 2 s (at most 40)"
+[ "$(counter host2 sessions_given_up)" = 1 ] || fail "sessions_given_up: $(counter host2 sessions_given_up)"
+grep -q "faulted 16 times on 0x[0-9a-f]* after SIGBUS; ending the session" "$T/host2.log" ||
+	fail "the session's end is not logged"
+pass "without UFFDIO_POISON, a thread faulting again after SIGBUS ends its session after 16"
