@@ -411,6 +411,20 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		.help = "Most regions (allocations) the programs of one user may "
 		    "hold at once on this host; beyond it EDQUOT. 0: no limit.",
 	},
+	[CFG_HOST_UFFD_DEVICE_GROUP] = {
+		.section = "host", .name = "uffd_device_group",
+		.type = CFG_T_STRING, .min = 0, .max = 63, .def = "",
+		.reloadable = true, .roles = HOST,
+		.help = "Group whose members are handed an open /dev/userfaultfd "
+		    "at the start of a session, so that their programs' "
+		    "userfaultfds also catch the kernel's own accesses to "
+		    "fabric-attached memory (read(2) into a page not yet "
+		    "resident). A program outside it creates a user-mode-only "
+		    "userfaultfd, and such a system call fails with EFAULT "
+		    "instead (famd(8), SECURITY CONSIDERATIONS). Whoever holds "
+		    "the device can create userfaultfds that catch kernel "
+		    "faults anywhere in its own memory. Empty: nobody.",
+	},
 	[CFG_HOST_UFFD_POISON] = {
 		.section = "host", .name = "uffd_poison", .type = CFG_T_BOOL,
 		.def = "on", .roles = HOST,

@@ -298,7 +298,36 @@ host_client_release(struct host_client *cl)
 	host_client_put(cl);
 }
 
-/* HELLO: the program says who it is; we offer /dev/userfaultfd. */
+/*
+ * Tells whether the program's user is in uffd_device_group: its gid or
+ * one of its supplementary groups (SO_PEERGROUPS, taken at connect).
+ */
+static bool
+session_in_device_group(struct host_client *cl)
+{
+	const char *name = cfg_str(cl->h->d->cfg, CFG_HOST_UFFD_DEVICE_GROUP);
+	gid_t groups[256];
+	socklen_t len = sizeof groups;
+	struct group *gr;
+
+	if (*name == '\0' || (gr = getgrnam(name)) == NULL)
+		return false;
+	if (cl->gid == gr->gr_gid)
+		return true;
+	if (getsockopt(cl->fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0)
+		return false;
+	for (size_t i = 0; i < len / sizeof groups[0]; i++)
+		if (groups[i] == gr->gr_gid)
+			return true;
+	return false;
+}
+
+/*
+ * HELLO: the program says who it is; a member of uffd_device_group is
+ * offered /dev/userfaultfd (anyone holding it can create userfaultfds
+ * that catch kernel faults, which vm.unprivileged_userfaultfd = 0
+ * forbids); others create a user-mode-only one themselves.
+ */
 static int
 session_hello(struct host_client *cl)
 {
@@ -307,7 +336,8 @@ session_hello(struct host_client *cl)
 
 	if (cl->req.a != FAM_SESSION_VERSION)
 		return session_fail(cl, EPROTONOSUPPORT);
-	devfd = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+	if (session_in_device_group(cl))
+		devfd = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
 	rc = session_reply(cl, 0, devfd >= 0 ? FAM_S_FEAT_DEVFD : 0, h->chunk,
 	    h->arena_size, devfd >= 0 ? FAM_S_FEAT_DEVFD : 0, 0, devfd);
 	if (devfd >= 0)
@@ -968,6 +998,7 @@ session_accept_cb(evutil_socket_t lfd, short what, void *arg)
 	cl->fd = fd;
 	cl->pid = cred.pid;
 	cl->uid = cred.uid;
+	cl->gid = cred.gid;
 	cl->uffd = -1;
 	cl->pending_fd = -1;
 	cl->refs = 1;

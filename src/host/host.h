@@ -173,6 +173,7 @@ struct host_client {
 	int fd;
 	pid_t pid;
 	uid_t uid;
+	gid_t gid;
 	int uffd;
 	struct event *sock_ev;
 	struct event *uffd_ev;

@@ -11,9 +11,13 @@
  * A session:
  *   1. program -> HELLO                 famd -> HELLO reply, carrying a
  *                                       descriptor of /dev/userfaultfd when
- *                                       famd could open it
- *   2. program creates its userfaultfd (the syscall, or USERFAULTFD_IOC_NEW
- *      on that descriptor when the syscall is refused) and keeps a copy
+ *                                       the program's user is in famd's
+ *                                       uffd_device_group
+ *   2. program creates its userfaultfd (the syscall; USERFAULTFD_IOC_NEW on
+ *      that descriptor when the syscall is refused; else the syscall with
+ *      UFFD_USER_MODE_ONLY, which does not catch the kernel's faults: a
+ *      system call into a page not resident fails with EFAULT) and keeps a
+ *      copy
  *      program -> UFFD + descriptor      famd -> reply (UFFDIO_API done)
  *   3. program -> ALLOC                 famd -> reply; with FAM_S_NEW_ARENA
  *                                       and the arena's memfd attached the

@@ -59,3 +59,39 @@ echo "# host famd: $ticks clock ticks and $lines log lines about SIGBUS in the 2
 grep -q "faulted 16 times on 0x[0-9a-f]* after SIGBUS; ending the session" "$T/host2.log" ||
 	fail "the session's end is not logged"
 pass "without UFFDIO_POISON, a thread faulting again after SIGBUS ends its session after 16"
+
+# ---- /dev/userfaultfd: handed only to members of uffd_device_group
+# as USER GROUP CMD...: runs CMD as USER with GROUP as its only group.
+as() {
+	local user=$1 group=$2
+	shift 2
+	setpriv --reuid "$user" --regid "$group" --clear-groups "$@"
+}
+if command -v setpriv >/dev/null && [ "$(id -u)" = 0 ] &&
+	[ "$(sysctl -n vm.unprivileged_userfaultfd 2>/dev/null)" = 0 ]; then
+	chmod 711 "$T"
+	as nobody daemon "$FAMSESS" "$FAM_SOCKET" devfd >"$T/devfd.out" 2>&1 || fail "devfd: $(cat "$T/devfd.out")"
+	cat "$T/devfd.out"
+	grep -q "^devfd: none$" "$T/devfd.out" || fail "an unprivileged program was handed /dev/userfaultfd"
+	as nobody daemon "$FAMSESS" "$FAM_SOCKET" kernel-fault >"$T/kf.out" 2>&1 || fail "kernel-fault: $(cat "$T/kf.out")"
+	cat "$T/kf.out"
+	grep -q "^read(2) into a page not resident: EFAULT$" "$T/kf.out" ||
+		fail "a user-mode-only userfaultfd: expected EFAULT"
+	pass "a program outside uffd_device_group gets no /dev/userfaultfd and a user-mode-only userfaultfd (a system call into a page not resident: EFAULT)"
+
+	start_host host3 8M "$MEM_ADDR" -o host.uffd_device_group=nogroup
+	as nobody nogroup "$FAMSESS" "$FAM_SOCKET" devfd kernel-fault >"$T/devfd3.out" 2>&1 ||
+		fail "devfd in the group: $(cat "$T/devfd3.out")"
+	cat "$T/devfd3.out"
+	grep -q "^devfd: given; USERFAULTFD_IOC_NEW: 0$" "$T/devfd3.out" &&
+		grep -q "^read(2) into a page not resident: ok$" "$T/devfd3.out" ||
+		fail "a member of uffd_device_group: the device and kernel faults expected"
+	as nobody daemon "$FAMSESS" "$FAM_SOCKET" devfd >"$T/devfd4.out" 2>&1 || fail "devfd: $(cat "$T/devfd4.out")"
+	grep -q "^devfd: none$" "$T/devfd4.out" || fail "a user outside uffd_device_group was handed the device"
+	pass "uffd_device_group members get the device, and their system calls into pages not resident work"
+else
+	echo "# skipped the userfaultfd device checks: they need root, setpriv and vm.unprivileged_userfaultfd = 0"
+fi
+"$FAMSESS" "$FAM_SOCKET" kernel-fault >"$T/kf0.out" 2>&1 || fail "kernel-fault as root: $(cat "$T/kf0.out")"
+grep -q "^read(2) into a page not resident: ok$" "$T/kf0.out" || fail "root: $(cat "$T/kf0.out")"
+pass "root's programs still get a userfaultfd that catches kernel faults"

@@ -42,6 +42,9 @@
 #ifndef USERFAULTFD_IOC_NEW
 #define USERFAULTFD_IOC_NEW _IO(0xAA, 0x00)
 #endif
+#ifndef UFFD_USER_MODE_ONLY
+#define UFFD_USER_MODE_ONLY 1
+#endif
 
 #define SESS_MAX_FDS 8
 
@@ -321,7 +324,10 @@ sess_pipe(int *wr)
 	return p[0];
 }
 
-/* Creates a userfaultfd, through /dev/userfaultfd's devfd if need be. */
+/*
+ * Creates a userfaultfd as libfam does: through /dev/userfaultfd's devfd
+ * if need be, else user-mode-only.
+ */
 static int
 sess_uffd_new(int devfd)
 {
@@ -329,6 +335,9 @@ sess_uffd_new(int devfd)
 
 	if (fd < 0 && errno == EPERM && devfd >= 0)
 		fd = ioctl(devfd, USERFAULTFD_IOC_NEW, O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0 && errno == EPERM)
+		fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK |
+		    UFFD_USER_MODE_ONLY);
 	if (fd < 0)
 		sess_fail("cannot create a userfaultfd: %s", strerror(errno));
 	return fd;
@@ -1025,6 +1034,69 @@ attack_sigbus_returns(void)
 	_exit(0);
 }
 
+/*
+ * HELLO, and what famd handed over: prints "devfd: none", or "devfd:
+ * given" and whether USERFAULTFD_IOC_NEW on it makes a userfaultfd that
+ * catches kernel faults (which vm.unprivileged_userfaultfd = 0 forbids an
+ * unprivileged user).
+ */
+static void
+attack_devfd(void)
+{
+	struct fam_smsg m;
+	int fd = sess_connect(), devfd, u;
+
+	sess_msg(&m, FAM_S_HELLO);
+	m.a = FAM_SESSION_VERSION;
+	devfd = sess_call(fd, &m, NULL, -1, 0);
+	if (devfd < 0) {
+		printf("devfd: none\n");
+		close(fd);
+		return;
+	}
+	u = ioctl(devfd, USERFAULTFD_IOC_NEW, O_CLOEXEC);
+	printf("devfd: given; USERFAULTFD_IOC_NEW: %s\n",
+	    sess_errname(u < 0 ? errno : 0));
+	if (u >= 0)
+		close(u);
+	close(devfd);
+	close(fd);
+}
+
+/*
+ * A system call that writes into a page of a region not yet resident
+ * (read(2) from a pipe), then the same after the program touched it:
+ * prints each result. A user-mode-only userfaultfd does not catch the
+ * kernel's fault: EFAULT.
+ */
+static void
+attack_kernel_fault(void)
+{
+	struct sess s = sess_open();
+	uint8_t *p;
+	int memfd, pfd[2];
+	ssize_t n;
+
+	p = sess_region(&s, 1 << 20, &memfd);
+	if (pipe(pfd) < 0)
+		sess_fail("pipe: %s", strerror(errno));
+	if (write(pfd[1], "famd", 4) != 4)
+		sess_fail("write to the pipe");
+	n = read(pfd[0], p, 4);
+	printf("read(2) into a page not resident: %s\n",
+	    n == 4 ? "ok" : sess_errname(errno));
+	if (n != 4)
+		p[0] = 1; /* the program's own touch: a user-mode fault */
+	if (n != 4 && read(pfd[0], p, 4) != 4)
+		sess_fail("read(2) into a resident page: %s", strerror(errno));
+	if (memcmp(p, "famd", 4) != 0)
+		sess_fail("the page does not hold what read(2) put there");
+	close(pfd[0]);
+	close(pfd[1]);
+	close(memfd);
+	sess_close(&s);
+}
+
 static const struct {
 	const char *name;
 	int kind; /* SESS_DROP, SESS_ANSWER, SESS_HOST */
@@ -1075,6 +1147,10 @@ static const struct {
 	    "a STAT sent behind an ALLOC is answered after it" },
 	{ "sigbus-returns", SESS_HOST, attack_sigbus_returns,
 	    "a SIGBUS handler that returns, for 2 s" },
+	{ "devfd", SESS_HOST, attack_devfd,
+	    "what HELLO handed over said" },
+	{ "kernel-fault", SESS_HOST, attack_kernel_fault,
+	    "a system call into a page not resident said" },
 	{ "arena-shrink", SESS_HOST, attack_arena_shrink,
 	    "the arena cannot be shrunk or sealed; its data came back" },
 };
