@@ -411,6 +411,16 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		.help = "Most regions (allocations) the programs of one user may "
 		    "hold at once on this host; beyond it EDQUOT. 0: no limit.",
 	},
+	[CFG_HOST_UID_MAX_ARENAS] = {
+		.section = "host", .name = "uid_max_arenas", .type = CFG_T_INT,
+		.min = 1, .max = 1 << 16, .def = "64", .reloadable = true,
+		.roles = HOST,
+		.help = "Most arenas (memfds of arena_size bytes, or of one large "
+		    "region, each as much address space in famd) the programs of "
+		    "one user may hold at once on this host; an allocation that "
+		    "needs one more is refused with EDQUOT. A session holds at "
+		    "most one arena it has not mapped yet (EBUSY).",
+	},
 	[CFG_HOST_UFFD_DEVICE_GROUP] = {
 		.section = "host", .name = "uffd_device_group",
 		.type = CFG_T_STRING, .min = 0, .max = 63, .def = "",

@@ -161,6 +161,7 @@ arena_free(struct host *h, struct arena *ar)
 }
 
 static void region_free_remote(struct host *h, struct region *r);
+static bool arena_drop_unmapped(struct host_client *cl, struct arena *ar);
 
 /*
  * Frees a region struct once nothing is in flight for it, and only then
@@ -233,6 +234,8 @@ host_region_free(struct region *r)
 		    r->size >> h->chunk_shift) < 0)
 			log_err("out of memory returning arena space; it is "
 			    "leaked");
+		if (arena_drop_unmapped(cl, r->ar))
+			r->ar = NULL;
 	}
 	if (r->listed) {
 		for (pp = &cl->regions; *pp != NULL; pp = &(*pp)->next)
@@ -389,6 +392,57 @@ session_uffd(struct host_client *cl)
 	return session_reply(cl, 0, 0, 0, 0, 0, 0, -1);
 }
 
+/*
+ * Checks that cl may have one more arena: none of its own still unmapped
+ * (EBUSY: an ALLOC whose arena is never mapped would otherwise make a new
+ * one each time), and its user within uid_max_arenas (EDQUOT). Each arena
+ * is arena_size bytes of famd's address space and a descriptor.
+ */
+static int
+arena_admit(struct host_client *cl)
+{
+	struct host *h = cl->h;
+	uint64_t max = (uint64_t)cfg_int(h->d->cfg, CFG_HOST_UID_MAX_ARENAS);
+	uint64_t n = 0;
+
+	for (struct arena *ar = cl->arenas; ar != NULL; ar = ar->next)
+		if (ar->uaddr == 0)
+			return EBUSY;
+	for (struct host_client *c = h->clients; c != NULL; c = c->next) {
+		if (c->uid != cl->uid || c->dead)
+			continue;
+		for (struct arena *ar = c->arenas; ar != NULL; ar = ar->next)
+			n++;
+	}
+	if (n < max)
+		return 0;
+	h->stats.quota_refusals++;
+	log_rl(LOG_INFO, "session pid %ld uid %ld: over the user's quota of "
+	    "%llu arenas", (long)cl->pid, (long)cl->uid,
+	    (unsigned long long)max);
+	return EDQUOT;
+}
+
+/*
+ * Unlinks and frees an arena the program never mapped, once it is empty
+ * (nothing of it was ever resident); returns whether it did.
+ */
+static bool
+arena_drop_unmapped(struct host_client *cl, struct arena *ar)
+{
+	struct arena **pp;
+
+	if (ar->uaddr != 0 || ar->nregions > 0)
+		return false;
+	for (pp = &cl->arenas; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == ar) {
+			*pp = ar->next;
+			arena_free(cl->h, ar);
+			return true;
+		}
+	return false;
+}
+
 /* Places a reserved region in an arena (a new one if need be). */
 static int
 region_place(struct host_client *cl, struct region *r, uint64_t align,
@@ -407,7 +461,10 @@ region_place(struct host_client *cl, struct region *r, uint64_t align,
 			break;
 	if (ar == NULL) {
 		uint64_t size = r->size > h->arena_size ? r->size : h->arena_size;
+		int err = arena_admit(cl);
 
+		if (err != 0)
+			return -err;
 		ar = arena_new(cl, size);
 		if (ar == NULL)
 			return -ENOMEM;

@@ -95,3 +95,28 @@ fi
 "$FAMSESS" "$FAM_SOCKET" kernel-fault >"$T/kf0.out" 2>&1 || fail "kernel-fault as root: $(cat "$T/kf0.out")"
 grep -q "^read(2) into a page not resident: ok$" "$T/kf0.out" || fail "root: $(cat "$T/kf0.out")"
 pass "root's programs still get a userfaultfd that catches kernel faults"
+
+# ---- ALLOCs whose arenas are never mapped
+fds0=$(ls "/proc/$HOST_PID/fd" | wc -l)
+fs arena-flood >"$T/flood.out" 2>&1 || fail "arena-flood: $(cat "$T/flood.out")"
+cat "$T/flood.out"
+grep -q "^arenas: 1 granted, then EBUSY$" "$T/flood.out" ||
+	fail "a session got more than one arena it never mapped"
+echo "# host famd: $fds0 descriptors before, $(ls "/proc/$HOST_PID/fd" | wc -l) after"
+start_host host4 8M "$MEM_ADDR" -o host.uid_max_arenas=4
+mkfifo "$T/hold"
+FAMSESS_HOLD=1 "$FAMSESS" "$FAM_SOCKET" arena-sessions <"$T/hold" >"$T/asess.out" 2>&1 &
+exec 9>"$T/hold"
+wait_until 10 grep -q '^holding$' "$T/asess.out" || fail "arena-sessions: $(cat "$T/asess.out")"
+cat "$T/asess.out"
+[ "$(grep -c "^arenas: 1 granted" "$T/asess.out")" = 4 ] &&
+	[ "$(grep -c "^arenas: 0 granted, then EDQUOT" "$T/asess.out")" = 4 ] ||
+	fail "uid_max_arenas = 4: expected 4 arenas granted, then EDQUOT"
+if command -v setpriv >/dev/null && [ "$(id -u)" = 0 ]; then
+	chmod 711 "$T"
+	setpriv --reuid nobody --regid nogroup --clear-groups "$FAMSESS" "$FAM_SOCKET" arena-flood >"$T/other.out" 2>&1 ||
+		fail "another user: $(cat "$T/other.out")"
+	grep -q "^arenas: 1 granted, then EBUSY$" "$T/other.out" || fail "another user: $(cat "$T/other.out")"
+fi
+exec 9>&-
+pass "one unmapped arena per session (EBUSY), uid_max_arenas per user (EDQUOT); other users unaffected"

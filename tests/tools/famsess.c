@@ -1097,6 +1097,89 @@ attack_kernel_fault(void)
 	sess_close(&s);
 }
 
+/*
+ * Sends ALLOCs of 4 KiB that each need a new arena, never mapping one:
+ * prints how many were granted before the first refusal, and its status.
+ * Returns the handle of the last region granted (0: none).
+ */
+static uint64_t
+sess_alloc_unmapped(struct sess *s, unsigned max)
+{
+	uint64_t handle = 0;
+	unsigned granted = 0;
+	int status = 0;
+
+	while (granted < max) {
+		struct fam_smsg m, r;
+		int rfd;
+
+		sess_msg(&m, FAM_S_ALLOC);
+		m.a = 4096;
+		sess_send(s->fd, &m, NULL, 0, NULL, 0);
+		if (sess_recv(s->fd, &r, &rfd) < 0)
+			sess_fail("famd closed the session after %u ALLOCs",
+			    granted);
+		if (rfd >= 0)
+			close(rfd);
+		if (r.status != 0) {
+			status = r.status;
+			break;
+		}
+		handle = r.d;
+		granted++;
+	}
+	printf("arenas: %u granted, then %s\n", granted, sess_errname(status));
+	return handle;
+}
+
+/*
+ * 1,000 ALLOCs, none mapped, on one session; then the region granted is
+ * freed (as libfam does when it cannot map an arena), and an ALLOC gets a
+ * new arena again.
+ */
+static void
+attack_arena_flood(void)
+{
+	struct sess s = sess_open();
+	uint64_t handle = sess_alloc_unmapped(&s, 1000);
+	int fd;
+
+	if (handle != 0) {
+		sess_simple(s.fd, FAM_S_FREE, handle, 0, 0);
+		fd = sess_alloc(s.fd, 4096, 0, 0, NULL, 0, 0, NULL);
+		if (fd < 0)
+			sess_fail("no new arena once the unmapped one was "
+			    "emptied");
+		close(fd);
+	}
+	sess_alive(s.fd);
+	sess_close(&s);
+}
+
+/*
+ * Eight sessions of one user, each with one ALLOC it never maps; with
+ * FAMSESS_HOLD set, they are held until standard input ends.
+ */
+static void
+attack_arena_sessions(void)
+{
+	struct sess s[8];
+	char b;
+
+	for (int i = 0; i < 8; i++) {
+		s[i] = sess_open();
+		sess_alloc_unmapped(&s[i], 1);
+	}
+	if (getenv("FAMSESS_HOLD") != NULL) {
+		printf("holding\n");
+		fflush(stdout);
+		while (read(0, &b, 1) > 0)
+			;
+	}
+	for (int i = 0; i < 8; i++)
+		sess_close(&s[i]);
+}
+
 static const struct {
 	const char *name;
 	int kind; /* SESS_DROP, SESS_ANSWER, SESS_HOST */
@@ -1151,6 +1234,10 @@ static const struct {
 	    "what HELLO handed over said" },
 	{ "kernel-fault", SESS_HOST, attack_kernel_fault,
 	    "a system call into a page not resident said" },
+	{ "arena-flood", SESS_HOST, attack_arena_flood,
+	    "ALLOCs of arenas never mapped, on one session" },
+	{ "arena-sessions", SESS_HOST, attack_arena_sessions,
+	    "an arena never mapped on each of eight sessions" },
 	{ "arena-shrink", SESS_HOST, attack_arena_shrink,
 	    "the arena cannot be shrunk or sealed; its data came back" },
 };
