@@ -109,12 +109,26 @@ sigbus_repeating(struct host_client *cl, pid_t tid, uint64_t page)
 }
 
 /*
+ * Tells whether the process that connected still lives, from the pidfd
+ * taken at accept: its pid then still names it, not a process that got
+ * the number since. Without a pidfd (before Linux 5.3), assumed.
+ */
+static bool
+sigbus_owner_alive(struct host_client *cl)
+{
+	if (cl->pidfd < 0)
+		return true;
+	return syscall(SYS_pidfd_send_signal, cl->pidfd, 0, NULL, 0) == 0;
+}
+
+/*
  * Makes a fault famd cannot serve raise SIGBUS, and says why: the missing
  * pages of [addr, addr + len) are poisoned where the kernel can (the
  * thread, woken, gets SIGBUS from the kernel, and so does every touch
  * after it, with no fault message); else (or where a page holds a
- * write-protect marker) the thread is sent SIGBUS, and a thread that
- * faults on the same page again and again ends its session.
+ * write-protect marker) the thread is sent SIGBUS if it is one of the
+ * process that connected (pidfd), and a thread that faults on the same
+ * page again and again, or of another process, ends its session.
  * len 0: the page is present (a write-protect fault), nothing to poison.
  */
 void
@@ -135,6 +149,8 @@ host_sigbus(struct host *h, struct host_client *cl, pid_t tid,
 		h->stats.sigbus_poisoned++;
 		return;
 	}
+	if (!sigbus_owner_alive(cl))
+		return; /* nobody left to signal: not another process */
 	if (sigbus_repeating(cl, tid, page)) {
 		if (!cl->give_up)
 			log_rl(LOG_WARNING, "pid %ld thread %ld: faulted %u "
@@ -144,11 +160,15 @@ host_sigbus(struct host *h, struct host_client *cl, pid_t tid,
 		cl->give_up = true;
 		return;
 	}
-	if (tid > 0) {
-		if (syscall(SYS_tgkill, cl->pid, tid, SIGBUS) == 0)
-			return;
-	}
-	kill(cl->pid, SIGBUS);
+	if (tid > 0 && syscall(SYS_tgkill, cl->pid, tid, SIGBUS) == 0)
+		return;
+	/*
+	 * The thread is not one of the process that connected (a worker it
+	 * forked uses the session): no one else is signalled.
+	 */
+	log_rl(LOG_WARNING, "pid %ld: thread %ld is not one of its threads; "
+	    "ending the session", (long)cl->pid, (long)tid);
+	cl->give_up = true;
 }
 
 /* Records a fault service time in the log2-microseconds histogram. */

@@ -21,6 +21,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -29,6 +30,10 @@
 #include "host/host.h"
 #include "host/host-uffd.h"
 #include "wire/fdpass.h"
+
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77 /* Linux 6.5 */
+#endif
 
 static void session_resume(struct host_client *cl);
 
@@ -292,7 +297,9 @@ host_client_release(struct host_client *cl)
 		close(cl->uffd);
 	if (cl->pending_fd >= 0)
 		close(cl->pending_fd);
-	cl->uffd = cl->pending_fd = cl->fd = -1;
+	if (cl->pidfd >= 0)
+		close(cl->pidfd);
+	cl->uffd = cl->pending_fd = cl->fd = cl->pidfd = -1;
 	for (pp = &h->clients; *pp != NULL; pp = &(*pp)->next)
 		if (*pp == cl) {
 			*pp = cl->next;
@@ -1026,6 +1033,29 @@ session_read_cb(evutil_socket_t fd, short what, void *arg)
 	session_drain(cl);
 }
 
+/*
+ * Returns a pidfd of the process that connected on fd, or -1:
+ * SO_PEERPIDFD (Linux 6.5) names that process itself; before it,
+ * pidfd_open of its pid at accept (a pid reused between connect and
+ * accept would be named instead).
+ */
+static int
+session_pidfd(int fd, pid_t pid)
+{
+	socklen_t len = sizeof(int);
+	int pidfd = -1;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) == 0 &&
+	    pidfd >= 0) {
+		fd_set_cloexec(pidfd);
+		return pidfd;
+	}
+	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pidfd >= 0)
+		fd_set_cloexec(pidfd);
+	return pidfd < 0 ? -1 : pidfd;
+}
+
 /* Accepts a program's connection. */
 static void
 session_accept_cb(evutil_socket_t lfd, short what, void *arg)
@@ -1056,6 +1086,7 @@ session_accept_cb(evutil_socket_t lfd, short what, void *arg)
 	cl->pid = cred.pid;
 	cl->uid = cred.uid;
 	cl->gid = cred.gid;
+	cl->pidfd = session_pidfd(fd, cred.pid);
 	cl->uffd = -1;
 	cl->pending_fd = -1;
 	cl->refs = 1;
@@ -1064,6 +1095,8 @@ session_accept_cb(evutil_socket_t lfd, short what, void *arg)
 	if (cl->sock_ev == NULL || event_add(cl->sock_ev, NULL) < 0) {
 		if (cl->sock_ev != NULL)
 			event_free(cl->sock_ev);
+		if (cl->pidfd >= 0)
+			close(cl->pidfd);
 		close(fd);
 		free(cl);
 		return;

@@ -172,6 +172,7 @@ struct host_client {
 	struct host *h;
 	int fd;
 	pid_t pid;
+	int pidfd;          /* the process that connected, from accept; -1 */
 	uid_t uid;
 	gid_t gid;
 	int uffd;

@@ -120,3 +120,13 @@ if command -v setpriv >/dev/null && [ "$(id -u)" = 0 ]; then
 fi
 exec 9>&-
 pass "one unmapped arena per session (EBUSY), uid_max_arenas per user (EDQUOT); other users unaffected"
+
+# ---- SIGBUS for a thread of a process other than the one that connected
+# (host2: no UFFDIO_POISON, so famd signals)
+FAM_SOCKET=$T/host2.session
+fs forked-worker >"$T/fork.out" 2>&1
+rc=$?
+cat "$T/fork.out"
+[ "$rc" = 0 ] && grep -q "^parent: alive$" "$T/fork.out" ||
+	fail "the process that connected was killed for its forked worker's fault"
+pass "a forked worker's fault never signals the process that connected"

@@ -35,6 +35,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <linux/userfaultfd.h>
 
 #include "wire/session.h"
@@ -1180,6 +1181,61 @@ attack_arena_sessions(void)
 		sess_close(&s[i]);
 }
 
+/*
+ * The process that connects forks a worker that does everything on the
+ * connection: HELLO, its own userfaultfd, an ALLOC it maps, FREE, and a
+ * touch of the freed region under a SIGBUS handler. famd must signal only
+ * the faulting thread, never the process that connected: prints what
+ * became of each after 3 s.
+ */
+static void
+attack_forked_worker(void)
+{
+	struct sess s = { .fd = sess_connect(), .uffd = -1 };
+	struct timespec ts = { .tv_sec = 3 };
+	pid_t child;
+	int st;
+
+	child = fork();
+	if (child < 0)
+		sess_fail("fork: %s", strerror(errno));
+	if (child == 0) {
+		struct sigaction sa = { .sa_handler = sess_sigbus_return };
+		struct fam_smsg m;
+		uint8_t *p;
+		int devfd, memfd;
+
+		sess_msg(&m, FAM_S_HELLO);
+		m.a = FAM_SESSION_VERSION;
+		devfd = sess_call(s.fd, &m, NULL, -1, 0);
+		s.chunk = m.a;
+		s.arena_size = m.b;
+		s.uffd = sess_uffd_new(devfd);
+		sess_msg(&m, FAM_S_UFFD);
+		sess_call(s.fd, &m, NULL, s.uffd, 0);
+		p = sess_region(&s, 1 << 20, &memfd);
+		sess_msg(&m, FAM_S_STAT);
+		m.a = (uint64_t)(uintptr_t)p;
+		sess_call(s.fd, &m, NULL, -1, 0);
+		sess_simple(s.fd, FAM_S_FREE, m.a, 0, 0);
+		sigaction(SIGBUS, &sa, NULL);
+		(void)*(volatile uint8_t *)p;
+		_exit(sess_sigbus_n > 0 ? 3 : 4);
+	}
+	close(s.fd);
+	nanosleep(&ts, NULL);
+	if (waitpid(child, &st, WNOHANG) == 0) {
+		printf("worker: still waiting in its fault\n");
+		kill(child, SIGKILL);
+		waitpid(child, &st, 0);
+	} else if (WIFEXITED(st) && WEXITSTATUS(st) == 3) {
+		printf("worker: got SIGBUS\n");
+	} else {
+		printf("worker: ended with status %#x\n", st);
+	}
+	printf("parent: alive\n");
+}
+
 static const struct {
 	const char *name;
 	int kind; /* SESS_DROP, SESS_ANSWER, SESS_HOST */
@@ -1238,6 +1294,8 @@ static const struct {
 	    "ALLOCs of arenas never mapped, on one session" },
 	{ "arena-sessions", SESS_HOST, attack_arena_sessions,
 	    "an arena never mapped on each of eight sessions" },
+	{ "forked-worker", SESS_HOST, attack_forked_worker,
+	    "the process that connected was not signalled" },
 	{ "arena-shrink", SESS_HOST, attack_arena_shrink,
 	    "the arena cannot be shrunk or sealed; its data came back" },
 };
