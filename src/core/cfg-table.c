@@ -421,6 +421,21 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		    "needs one more is refused with EDQUOT. A session holds at "
 		    "most one arena it has not mapped yet (EBUSY).",
 	},
+	[CFG_HOST_UID_MAX_SESSIONS] = {
+		.section = "host", .name = "uid_max_sessions", .type = CFG_T_INT,
+		.min = 1, .max = 1 << 16, .def = "64", .reloadable = true,
+		.roles = HOST,
+		.help = "Most sessions (programs connected to session_socket) of "
+		    "one user at once; a connection beyond it is closed at once "
+		    "and counted (sessions_refused).",
+	},
+	[CFG_HOST_MAX_SESSIONS] = {
+		.section = "host", .name = "max_sessions", .type = CFG_T_INT,
+		.min = 1, .max = 1 << 16, .def = "256", .reloadable = true,
+		.roles = HOST,
+		.help = "Most sessions of all users at once; a connection beyond "
+		    "it is closed at once and counted (sessions_refused).",
+	},
 	[CFG_HOST_UFFD_DEVICE_GROUP] = {
 		.section = "host", .name = "uffd_device_group",
 		.type = CFG_T_STRING, .min = 0, .max = 63, .def = "",

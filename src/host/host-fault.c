@@ -822,8 +822,8 @@ host_uffd_cb(int fd, short what, void *arg)
 			if (errno == EINTR)
 				continue;
 			if (errno != EAGAIN)
-				log_rl(LOG_WARNING, "pid %ld: reading faults: %s",
-				    (long)cl->pid, strerror(errno));
+				log_rl(LOG_WARNING, "pid %ld: reading faults: "
+				    "%s", (long)cl->pid, strerror(errno));
 			break;
 		}
 		for (size_t i = 0; i < (size_t)n / sizeof msgs[0]; i++)

@@ -170,6 +170,7 @@ host_security_counters(const struct host *h, json_t *counters)
 	} c[] = {
 		{ "sigbus_poisoned", s->sigbus_poisoned },
 		{ "sessions_given_up", s->sessions_given_up },
+		{ "sessions_refused", s->sessions_refused },
 	};
 
 	for (size_t i = 0; i < nitems(c); i++)

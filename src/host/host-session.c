@@ -58,7 +58,8 @@ session_reply(struct host_client *cl, int status, uint32_t flags, uint64_t a,
 	n = fdpass_send(cl->fd, &iov, 1, fd, MSG_NOSIGNAL | MSG_DONTWAIT);
 	if (n != (ssize_t)sizeof m) {
 		/* The program does not read its replies: end the session. */
-		log_info("session pid %ld: cannot reply: %s", (long)cl->pid,
+		log_rl(LOG_INFO, "session pid %ld: cannot reply: %s",
+		    (long)cl->pid,
 		    n < 0 ? strerror((int)-n) : "short write");
 		return -EPIPE;
 	}
@@ -142,8 +143,9 @@ arena_new(struct host_client *cl, uint64_t size)
 	cl->arenas = ar;
 	return ar;
 fail:
-	log_warn("session pid %ld: cannot create an arena of %llu bytes: %s",
-	    (long)cl->pid, (unsigned long long)size, strerror(errno));
+	log_rl(LOG_WARNING, "session pid %ld: cannot create an arena of %llu "
+	    "bytes: %s", (long)cl->pid, (unsigned long long)size,
+	    strerror(errno));
 	if (ar->local != NULL)
 		munmap(ar->local, size);
 	if (ar->memfd >= 0)
@@ -232,7 +234,8 @@ host_region_free(struct region *r)
 		host_region_drop_chunks(h, r);
 		if (fallocate(r->ar->memfd, FALLOC_FL_PUNCH_HOLE |
 		    FALLOC_FL_KEEP_SIZE, (off_t)r->off, (off_t)r->size) < 0)
-			log_warn("session pid %ld: punching a freed region: %s",
+			log_rl(LOG_WARNING, "session pid %ld: punching a freed "
+			    "region: %s",
 			    (long)cl->pid, strerror(errno));
 		host_arena_del_region(r->ar, r);
 		if (host_extent_give(&r->ar->free, r->off >> h->chunk_shift,
@@ -281,7 +284,8 @@ host_client_release(struct host_client *cl)
 	if (cl->dead)
 		return;
 	cl->dead = true;
-	log_info("session pid %ld ended: %llu regions, %llu bytes released",
+	log_rl(LOG_INFO, "session pid %ld ended: %llu regions, %llu bytes "
+	    "released",
 	    (long)cl->pid, (unsigned long long)cl->nregions,
 	    (unsigned long long)cl->bytes);
 	if (cl->pending_region != NULL)
@@ -386,7 +390,8 @@ session_uffd(struct host_client *cl)
 		return session_fail(cl, EEXIST);
 	cl->pending_fd = -1;
 	if (host_uffd_setup(h, fd, &cause) < 0) {
-		log_warn("session pid %ld: %s", (long)cl->pid, cause);
+		log_rl(LOG_WARNING, "session pid %ld: %s", (long)cl->pid,
+		    cause);
 		free(cause);
 		close(fd);
 		return session_fail(cl, EINVAL);
@@ -486,7 +491,8 @@ region_place(struct host_client *cl, struct region *r, uint64_t align,
 	/* Pages poisoned for a fault there (host_sigbus) go with a punch. */
 	if (ar->poisoned && fallocate(ar->memfd, FALLOC_FL_PUNCH_HOLE |
 	    FALLOC_FL_KEEP_SIZE, (off_t)r->off, (off_t)r->size) < 0)
-		log_warn("session pid %ld: punching a new region: %s",
+		log_rl(LOG_WARNING, "session pid %ld: punching a new region: "
+		    "%s",
 		    (long)cl->pid, strerror(errno));
 	r->chunks = calloc(len, sizeof *r->chunks);
 	if (r->chunks == NULL || host_arena_add_region(ar, r) < 0) {
@@ -532,7 +538,7 @@ uid_quota(struct host *h, uid_t uid, uint64_t size, pid_t pid,
 	    (max_bytes == 0 || (size <= max_bytes && bytes <= max_bytes - size)))
 		return 0;
 	h->stats.quota_refusals++;
-	log_info("session pid %ld uid %ld: over the user's quota: %llu "
+	log_rl(LOG_INFO, "session pid %ld uid %ld: over the user's quota: %llu "
 	    "regions and %llu bytes held, %llu more asked; the limits are %llu "
 	    "regions and %llu bytes (0: none)", (long)pid, (long)uid,
 	    (unsigned long long)regions, (unsigned long long)bytes,
@@ -647,7 +653,8 @@ alloc_stripe_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 		if (cl->pending_err == 0)
 			cl->pending_err = -status;
 		if (!cl->dead)
-			log_info("session pid %ld: memory node %s refused a "
+			log_rl(LOG_INFO, "session pid %ld: memory node %s "
+			    "refused a "
 			    "region: %s", (long)cl->pid, s->node->addr,
 			    strerror(-status));
 	} else if (s->path == SP_DPU && info.mem_instance != 0) {
@@ -868,7 +875,8 @@ session_map(struct host_client *cl)
 		return session_fail(cl, EINVAL);
 	rc = uffd_register(cl->uffd, addr, ar->size, h->wp_ok);
 	if (rc < 0) {
-		log_warn("session pid %ld: cannot register arena %u at %#llx: "
+		log_rl(LOG_WARNING, "session pid %ld: cannot register arena "
+		    "%u at %#llx: "
 		    "%s", (long)cl->pid, ar->id, (unsigned long long)addr,
 		    strerror(-rc));
 		return session_fail(cl, -rc);
@@ -927,8 +935,8 @@ session_dispatch(struct host_client *cl)
 
 	if (fam_smsg_check_request(m, cl->uffd >= 0) < 0) {
 		cl->h->stats.bad_messages++;
-		log_info("session pid %ld: malformed message (type %u); ending "
-		    "the session", (long)cl->pid, m->type);
+		log_rl(LOG_INFO, "session pid %ld: malformed message (type "
+		    "%u); ending the session", (long)cl->pid, m->type);
 		return -1;
 	}
 	if (m->type != FAM_S_UFFD && cl->pending_fd >= 0) {
@@ -1018,13 +1026,14 @@ session_read_cb(evutil_socket_t fd, short what, void *arg)
 	if (n <= 0 || truncated) {
 		if (truncated) {
 			cl->h->stats.bad_messages++;
-			log_info("session pid %ld: too many descriptors on one "
-			    "message; ending the session", (long)cl->pid);
+			log_rl(LOG_INFO, "session pid %ld: too many "
+			    "descriptors on one message; ending the session",
+			    (long)cl->pid);
 		} else if (n == 0 && cl->inlen > 0) {
 			cl->h->stats.bad_messages++;
-			log_info("session pid %ld: closed in the middle of a "
-			    "message (%zu bytes of it came)", (long)cl->pid,
-			    cl->inlen);
+			log_rl(LOG_INFO, "session pid %ld: closed in the "
+			    "middle of a message (%zu bytes of it came)",
+			    (long)cl->pid, cl->inlen);
 		}
 		host_client_release(cl);
 		return;
@@ -1056,6 +1065,64 @@ session_pidfd(int fd, pid_t pid)
 	return pidfd < 0 ? -1 : pidfd;
 }
 
+/* The back-off after EMFILE is over: listens for programs again. */
+static void
+session_listen_again_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct host *h = arg;
+
+	if (h->listen_ev != NULL && event_add(h->listen_ev, NULL) < 0)
+		log_err("session socket: cannot watch it again");
+}
+
+/*
+ * accept failed for want of descriptors or memory: stops listening for a
+ * while (50 ms, doubling to 1 s while it fails), or the level-triggered
+ * listener would spin on the connection still waiting.
+ */
+static void
+session_accept_pause(struct host *h, int err)
+{
+	struct timeval tv;
+
+	h->listen_backoff_ms = h->listen_backoff_ms == 0 ? 50 :
+	    h->listen_backoff_ms * 2;
+	if (h->listen_backoff_ms > 1000)
+		h->listen_backoff_ms = 1000;
+	tv.tv_sec = h->listen_backoff_ms / 1000;
+	tv.tv_usec = (h->listen_backoff_ms % 1000) * 1000;
+	event_del(h->listen_ev);
+	evtimer_add(h->listen_retry, &tv);
+	log_rl(LOG_WARNING, "session socket: accept: %s; accepting again in "
+	    "%u ms", strerror(err), h->listen_backoff_ms);
+}
+
+/*
+ * Checks a new connection of uid against max_sessions and
+ * uid_max_sessions; returns 0 or EUSERS.
+ */
+static int
+session_admit(struct host *h, uid_t uid, pid_t pid)
+{
+	uint64_t max = (uint64_t)cfg_int(h->d->cfg, CFG_HOST_MAX_SESSIONS);
+	uint64_t umax = (uint64_t)cfg_int(h->d->cfg, CFG_HOST_UID_MAX_SESSIONS);
+	uint64_t all = 0, mine = 0;
+
+	for (struct host_client *cl = h->clients; cl != NULL; cl = cl->next) {
+		all++;
+		mine += cl->uid == uid;
+	}
+	if (all < max && mine < umax)
+		return 0;
+	h->stats.sessions_refused++;
+	log_rl(LOG_INFO, "session socket: pid %ld uid %ld refused: %llu "
+	    "sessions of the user (uid_max_sessions %llu), %llu in all "
+	    "(max_sessions %llu)", (long)pid, (long)uid,
+	    (unsigned long long)mine, (unsigned long long)umax,
+	    (unsigned long long)all, (unsigned long long)max);
+	return EUSERS;
+}
+
 /* Accepts a program's connection. */
 static void
 session_accept_cb(evutil_socket_t lfd, short what, void *arg)
@@ -1068,11 +1135,14 @@ session_accept_cb(evutil_socket_t lfd, short what, void *arg)
 
 	fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	if (fd < 0) {
-		if (errno == EMFILE || errno == ENFILE)
-			log_warn("session socket: accept: %s", strerror(errno));
+		if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+		    errno == ENOMEM)
+			session_accept_pause(h, errno);
 		return;
 	}
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
+	h->listen_backoff_ms = 0;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0 ||
+	    session_admit(h, cred.uid, cred.pid) != 0) {
 		close(fd);
 		return;
 	}
@@ -1104,7 +1174,7 @@ session_accept_cb(evutil_socket_t lfd, short what, void *arg)
 	cl->next = h->clients;
 	h->clients = cl;
 	h->stats.sessions++;
-	log_info("session pid %ld uid %ld started", (long)cl->pid,
+	log_rl(LOG_INFO, "session pid %ld uid %ld started", (long)cl->pid,
 	    (long)cl->uid);
 }
 
@@ -1168,7 +1238,9 @@ host_session_open(struct host *h, char **cause)
 	h->session_path = strdup(path);
 	h->listen_ev = event_new(h->base, fd, EV_READ | EV_PERSIST,
 	    session_accept_cb, h);
-	if (h->listen_ev == NULL || event_add(h->listen_ev, NULL) < 0) {
+	h->listen_retry = evtimer_new(h->base, session_listen_again_cb, h);
+	if (h->listen_ev == NULL || h->listen_retry == NULL ||
+	    event_add(h->listen_ev, NULL) < 0) {
 		*cause = xasprintf("session socket: cannot watch it");
 		return -1;
 	}
@@ -1183,6 +1255,9 @@ host_session_close(struct host *h)
 		host_client_release(h->clients);
 	if (h->listen_ev != NULL)
 		event_free(h->listen_ev);
+	if (h->listen_retry != NULL)
+		event_free(h->listen_retry);
+	h->listen_retry = NULL;
 	if (h->listen_fd >= 0)
 		close(h->listen_fd);
 	if (h->session_path != NULL)

@@ -288,6 +288,8 @@ struct host {
 	int listen_fd;
 	int session_lock;
 	struct event *listen_ev;
+	struct event *listen_retry; /* accepting again after EMFILE */
+	unsigned listen_backoff_ms;
 	char *session_path;
 	struct host_client *clients;
 	uint64_t next_handle;

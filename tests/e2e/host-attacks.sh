@@ -130,3 +130,46 @@ cat "$T/fork.out"
 [ "$rc" = 0 ] && grep -q "^parent: alive$" "$T/fork.out" ||
 	fail "the process that connected was killed for its forked worker's fault"
 pass "a forked worker's fault never signals the process that connected"
+
+# ---- out of descriptors: the session listener backs off, it does not spin
+if command -v prlimit >/dev/null; then
+	start_host host5 8M "$MEM_ADDR" -o host.uid_max_sessions=1000 -o host.max_sessions=1000
+	fds=$(ls "/proc/$HOST_PID/fd" | wc -l)
+	prlimit --pid "$HOST_PID" --nofile=$((fds + 8)):$((fds + 8)) || fail "prlimit"
+	mkfifo "$T/hold5"
+	"$FAMSESS" "$FAM_SOCKET" conn-hold <"$T/hold5" >"$T/hold5.out" 2>&1 &
+	exec 9>"$T/hold5"
+	wait_until 10 grep -q '^holding$' "$T/hold5.out" || fail "conn-hold: $(cat "$T/hold5.out")"
+	lines0=$(wc -l <"$T/host5.log")
+	ticks0=$(cpu_ticks "$HOST_PID")
+	sleep 2
+	ticks=$(($(cpu_ticks "$HOST_PID") - ticks0))
+	lines=$(($(wc -l <"$T/host5.log") - lines0))
+	echo "# host famd out of descriptors: $ticks clock ticks and $lines log lines in 2 s"
+	exec 9>&-
+	[ "$ticks" -le 40 ] || fail "the host famd used $ticks clock ticks in 2 s out of descriptors (at most 40)"
+	[ "$lines" -le 40 ] || fail "$lines log lines in 2 s out of descriptors (at most 40)"
+	wait_until 10 sh -c "[ \"\$(\"$FAMCTL\" -s \"$(sock host5)\" status -j | jq .programs.sessions)\" = 0 ]" ||
+		fail "the held connections are still sessions"
+	fs stat-nowhere >"$T/after5.out" 2>&1 || fail "a session once descriptors are back: $(cat "$T/after5.out")"
+	pass "out of descriptors, the session listener backs off (bounded CPU and log) and serves again after"
+fi
+
+# ---- sessions per user and in all
+start_host host6 8M "$MEM_ADDR" -o host.uid_max_sessions=3 -o host.max_sessions=5
+mkfifo "$T/hold6"
+FAMSESS_HOLD=1 "$FAMSESS" "$FAM_SOCKET" session-count <"$T/hold6" >"$T/count.out" 2>&1 &
+exec 9>"$T/hold6"
+wait_until 10 grep -q '^holding$' "$T/count.out" || fail "session-count: $(cat "$T/count.out")"
+cat "$T/count.out"
+grep -q "^sessions: 3 answered, 5 closed$" "$T/count.out" || fail "uid_max_sessions = 3 not held"
+if command -v setpriv >/dev/null && [ "$(id -u)" = 0 ]; then
+	chmod 711 "$T"
+	setpriv --reuid nobody --regid nogroup --clear-groups "$FAMSESS" "$FAM_SOCKET" session-count >"$T/count2.out" 2>&1 ||
+		fail "session-count as nobody: $(cat "$T/count2.out")"
+	cat "$T/count2.out"
+	grep -q "^sessions: 2 answered, 6 closed$" "$T/count2.out" || fail "max_sessions = 5 not held"
+fi
+exec 9>&-
+[ "$(counter host6 sessions_refused)" -ge 5 ] || fail "sessions_refused $(counter host6 sessions_refused)"
+pass "uid_max_sessions and max_sessions: connections beyond are closed at once and counted"

@@ -1098,6 +1098,18 @@ attack_kernel_fault(void)
 	sess_close(&s);
 }
 
+/* Waits until standard input ends (the test lets go of the attack). */
+static void
+sess_hold(void)
+{
+	char b;
+
+	printf("holding\n");
+	fflush(stdout);
+	while (read(0, &b, 1) > 0)
+		;
+}
+
 /*
  * Sends ALLOCs of 4 KiB that each need a new arena, never mapping one:
  * prints how many were granted before the first refusal, and its status.
@@ -1165,18 +1177,13 @@ static void
 attack_arena_sessions(void)
 {
 	struct sess s[8];
-	char b;
 
 	for (int i = 0; i < 8; i++) {
 		s[i] = sess_open();
 		sess_alloc_unmapped(&s[i], 1);
 	}
-	if (getenv("FAMSESS_HOLD") != NULL) {
-		printf("holding\n");
-		fflush(stdout);
-		while (read(0, &b, 1) > 0)
-			;
-	}
+	if (getenv("FAMSESS_HOLD") != NULL)
+		sess_hold();
 	for (int i = 0; i < 8; i++)
 		sess_close(&s[i]);
 }
@@ -1234,6 +1241,52 @@ attack_forked_worker(void)
 		printf("worker: ended with status %#x\n", st);
 	}
 	printf("parent: alive\n");
+}
+
+/* 100 connections that say nothing, held until standard input ends. */
+static void
+attack_conn_hold(void)
+{
+	int fds[100];
+
+	for (int i = 0; i < 100; i++)
+		fds[i] = sess_connect();
+	sess_hold();
+	for (int i = 0; i < 100; i++)
+		close(fds[i]);
+}
+
+/*
+ * Eight connections of one user, each sending HELLO: prints how many
+ * famd answered and how many it closed; held until standard input ends
+ * with FAMSESS_HOLD set.
+ */
+static void
+attack_session_count(void)
+{
+	int fds[8], answered = 0, closed = 0;
+
+	for (int i = 0; i < 8; i++) {
+		struct fam_smsg m, r;
+		int rfd;
+
+		fds[i] = sess_connect();
+		sess_msg(&m, FAM_S_HELLO);
+		m.a = FAM_SESSION_VERSION;
+		send(fds[i], &m, sizeof m, MSG_NOSIGNAL);
+		if (sess_recv(fds[i], &r, &rfd) < 0) {
+			closed++;
+			continue;
+		}
+		if (rfd >= 0)
+			close(rfd);
+		answered++;
+	}
+	printf("sessions: %d answered, %d closed\n", answered, closed);
+	if (getenv("FAMSESS_HOLD") != NULL)
+		sess_hold();
+	for (int i = 0; i < 8; i++)
+		close(fds[i]);
 }
 
 static const struct {
@@ -1296,6 +1349,10 @@ static const struct {
 	    "an arena never mapped on each of eight sessions" },
 	{ "forked-worker", SESS_HOST, attack_forked_worker,
 	    "the process that connected was not signalled" },
+	{ "conn-hold", SESS_HOST, attack_conn_hold,
+	    "100 silent connections held" },
+	{ "session-count", SESS_HOST, attack_session_count,
+	    "eight sessions of one user" },
 	{ "arena-shrink", SESS_HOST, attack_arena_shrink,
 	    "the arena cannot be shrunk or sealed; its data came back" },
 };
