@@ -732,6 +732,39 @@ alloc_wait_dpu(struct host_client *cl, bool waited)
 	return session_fail(cl, EHOSTDOWN);
 }
 
+/* Returns the 64-bit FNV-1a hash of s, from the offset basis seed. */
+static uint64_t
+fnv1a64(const char *s, uint64_t seed)
+{
+	uint64_t v = seed;
+
+	for (; *s != '\0'; s++)
+		v = (v ^ (uint8_t)*s) * 0x100000001b3ull;
+	return v;
+}
+
+/*
+ * Names the shared region of a file on the memory node, which finds a
+ * shared region by its name: the path itself when it fits FAM_NAME_MAX,
+ * else its start, '#' and 128 bits of hash of the whole path, so that
+ * paths with a common start of FAM_NAME_MAX characters are two regions.
+ * The memory node checks a found region's path against the one asked for.
+ */
+static void
+file_region_name(char name[FAM_NAME_MAX + 1], const char *path)
+{
+	size_t len = strlen(path);
+
+	if (len <= FAM_NAME_MAX) {
+		memcpy(name, path, len + 1);
+		return;
+	}
+	snprintf(name, FAM_NAME_MAX + 1, "%.*s#%016llx%016llx",
+	    (int)(FAM_NAME_MAX - 33), path,
+	    (unsigned long long)fnv1a64(path, 0xcbf29ce484222325ull),
+	    (unsigned long long)fnv1a64(path, 0x84222325cbf29ce4ull));
+}
+
 /*
  * ALLOC: reserve the region's stripes on the memory nodes; the reply comes
  * from the last completion.
@@ -802,8 +835,7 @@ session_alloc(struct host_client *cl)
 			rc.flags = FAM_RF_FILE;
 			if (m->b & FAM_S_ALLOC_SHARED) {
 				rc.flags |= FAM_RF_SHARED;
-				snprintf(rc.name, sizeof rc.name, "%.*s",
-				    (int)FAM_NAME_MAX, cl->data);
+				file_region_name(rc.name, cl->data);
 			}
 			snprintf(rc.path, sizeof rc.path, "%s", cl->data);
 		}

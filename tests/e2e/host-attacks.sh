@@ -173,3 +173,28 @@ fi
 exec 9>&-
 [ "$(counter host6 sessions_refused)" -ge 5 ] || fail "sessions_refused $(counter host6 sessions_refused)"
 pass "uid_max_sessions and max_sessions: connections beyond are closed at once and counted"
+
+# ---- two files whose paths share their first 64 characters
+FAMFILE=$top_builddir/tests/tools/famfile
+FAM_SOCKET=$T/host.session
+long=$(printf 'd%.0s' $(seq 1 70))
+mkdir -p "$T/preload"
+head -c 100000 /dev/urandom >"$T/preload/${long}-a"
+head -c 100000 /dev/urandom >"$T/preload/${long}-b"
+"$FAMFILE" -w 20 shared "${long}-a" "$T/preload/${long}-a" >"$T/fa.out" 2>&1 &
+fa=$!
+wait_until 10 grep -q '^mapped' "$T/fa.out" || fail "first file: $(cat "$T/fa.out")"
+"$FAMFILE" -w 20 shared "${long}-b" "$T/preload/${long}-b" >"$T/fb.out" 2>&1 &
+fb=$!
+wait_until 10 grep -q '^mapped' "$T/fb.out" || fail "second file: $(cat "$T/fb.out")"
+a=$(awk '/^mapped/ { print $2 }' "$T/fa.out")
+b=$(awk '/^mapped/ { print $2 }' "$T/fb.out")
+kill -USR1 "$a" "$b"
+wait_until 20 grep -Eq '^(checked|FAIL)' "$T/fb.out"
+wait_until 20 grep -Eq '^(checked|FAIL)' "$T/fa.out"
+cat "$T/fb.out"
+grep -q '^checked' "$T/fa.out" || fail "first file: $(cat "$T/fa.out")"
+grep -q '^checked' "$T/fb.out" || fail "the second file's region holds other bytes: $(cat "$T/fb.out")"
+kill -USR1 "$a" "$b"
+wait "$fa" "$fb"
+pass "two shared files whose paths share 64 characters each get their own bytes"
