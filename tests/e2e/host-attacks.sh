@@ -198,3 +198,14 @@ grep -q '^checked' "$T/fb.out" || fail "the second file's region holds other byt
 kill -USR1 "$a" "$b"
 wait "$fa" "$fb"
 pass "two shared files whose paths share 64 characters each get their own bytes"
+
+# ---- a lock file that is a symbolic link
+echo "precious" >"$T/victim"
+ln -s "$T/victim" "$T/ln.sock.lock"
+timeout 10 "$FAMD" -f -c "$T/mem.conf" -o famd.admin_socket="$T/ln.sock" \
+	-o memory.listen=127.0.0.1:0 >"$T/ln.out" 2>&1
+rc=$?
+[ "$(cat "$T/victim")" = precious ] || fail "famd wrote through the lock file's symbolic link: $(cat "$T/victim")"
+[ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "famd started (status $rc) with its lock file a symbolic link"
+grep -q "ln.sock.lock" "$T/ln.out" || fail "the refusal does not name the lock file: $(cat "$T/ln.out")"
+pass "a lock file that is a symbolic link is refused, its target untouched"
