@@ -31,10 +31,6 @@
 #include "host/host-uffd.h"
 #include "wire/fdpass.h"
 
-#ifndef SO_PEERPIDFD
-#define SO_PEERPIDFD 77 /* Linux 6.5 */
-#endif
-
 static void session_resume(struct host_client *cl);
 
 /* Sends a reply to the program, with a descriptor when fd >= 0. */
@@ -1075,120 +1071,23 @@ session_read_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 /*
- * Returns a pidfd of the process that connected on fd, or -1:
- * SO_PEERPIDFD (Linux 6.5) names that process itself; before it,
- * pidfd_open of its pid at accept (a pid reused between connect and
- * accept would be named instead).
+ * Starts the session of a program that connected on fd (cred from
+ * SO_PEERCRED, pidfd of its process or -1, which the session then owns).
+ * Returns 0, or -ENOMEM with the pidfd closed and fd left to the caller.
  */
-static int
-session_pidfd(int fd, pid_t pid)
+int
+host_client_new(struct host *h, int fd, const struct ucred *cred, int pidfd)
 {
-	socklen_t len = sizeof(int);
-	int pidfd = -1;
+	struct host_client *cl = calloc(1, sizeof *cl);
 
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) == 0 &&
-	    pidfd >= 0) {
-		fd_set_cloexec(pidfd);
-		return pidfd;
-	}
-	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	if (pidfd >= 0)
-		fd_set_cloexec(pidfd);
-	return pidfd < 0 ? -1 : pidfd;
-}
-
-/* The back-off after EMFILE is over: listens for programs again. */
-static void
-session_listen_again_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct host *h = arg;
-
-	if (h->listen_ev != NULL && event_add(h->listen_ev, NULL) < 0)
-		log_err("session socket: cannot watch it again");
-}
-
-/*
- * accept failed for want of descriptors or memory: stops listening for a
- * while (50 ms, doubling to 1 s while it fails), or the level-triggered
- * listener would spin on the connection still waiting.
- */
-static void
-session_accept_pause(struct host *h, int err)
-{
-	struct timeval tv;
-
-	h->listen_backoff_ms = h->listen_backoff_ms == 0 ? 50 :
-	    h->listen_backoff_ms * 2;
-	if (h->listen_backoff_ms > 1000)
-		h->listen_backoff_ms = 1000;
-	tv.tv_sec = h->listen_backoff_ms / 1000;
-	tv.tv_usec = (h->listen_backoff_ms % 1000) * 1000;
-	event_del(h->listen_ev);
-	evtimer_add(h->listen_retry, &tv);
-	log_rl(LOG_WARNING, "session socket: accept: %s; accepting again in "
-	    "%u ms", strerror(err), h->listen_backoff_ms);
-}
-
-/*
- * Checks a new connection of uid against max_sessions and
- * uid_max_sessions; returns 0 or EUSERS.
- */
-static int
-session_admit(struct host *h, uid_t uid, pid_t pid)
-{
-	uint64_t max = (uint64_t)cfg_int(h->d->cfg, CFG_HOST_MAX_SESSIONS);
-	uint64_t umax = (uint64_t)cfg_int(h->d->cfg, CFG_HOST_UID_MAX_SESSIONS);
-	uint64_t all = 0, mine = 0;
-
-	for (struct host_client *cl = h->clients; cl != NULL; cl = cl->next) {
-		all++;
-		mine += cl->uid == uid;
-	}
-	if (all < max && mine < umax)
-		return 0;
-	h->stats.sessions_refused++;
-	log_rl(LOG_INFO, "session socket: pid %ld uid %ld refused: %llu "
-	    "sessions of the user (uid_max_sessions %llu), %llu in all "
-	    "(max_sessions %llu)", (long)pid, (long)uid,
-	    (unsigned long long)mine, (unsigned long long)umax,
-	    (unsigned long long)all, (unsigned long long)max);
-	return EUSERS;
-}
-
-/* Accepts a program's connection. */
-static void
-session_accept_cb(evutil_socket_t lfd, short what, void *arg)
-{
-	struct host *h = arg;
-	struct ucred cred;
-	socklen_t clen = sizeof cred;
-	struct host_client *cl;
-	int fd;
-
-	fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-	if (fd < 0) {
-		if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
-		    errno == ENOMEM)
-			session_accept_pause(h, errno);
-		return;
-	}
-	h->listen_backoff_ms = 0;
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0 ||
-	    session_admit(h, cred.uid, cred.pid) != 0) {
-		close(fd);
-		return;
-	}
-	cl = calloc(1, sizeof *cl);
-	if (cl == NULL) {
-		close(fd);
-		return;
-	}
+	if (cl == NULL)
+		goto fail;
 	cl->h = h;
 	cl->fd = fd;
-	cl->pid = cred.pid;
-	cl->uid = cred.uid;
-	cl->gid = cred.gid;
-	cl->pidfd = session_pidfd(fd, cred.pid);
+	cl->pid = cred->pid;
+	cl->uid = cred->uid;
+	cl->gid = cred->gid;
+	cl->pidfd = pidfd;
 	cl->uffd = -1;
 	cl->pending_fd = -1;
 	cl->refs = 1;
@@ -1197,110 +1096,26 @@ session_accept_cb(evutil_socket_t lfd, short what, void *arg)
 	if (cl->sock_ev == NULL || event_add(cl->sock_ev, NULL) < 0) {
 		if (cl->sock_ev != NULL)
 			event_free(cl->sock_ev);
-		if (cl->pidfd >= 0)
-			close(cl->pidfd);
-		close(fd);
 		free(cl);
-		return;
+		goto fail;
 	}
 	cl->next = h->clients;
 	h->clients = cl;
 	h->stats.sessions++;
 	log_rl(LOG_INFO, "session pid %ld uid %ld started", (long)cl->pid,
 	    (long)cl->uid);
-}
-
-/* Opens the session socket for programs. */
-int
-host_session_open(struct host *h, char **cause)
-{
-	const char *path = cfg_str(h->d->cfg, CFG_HOST_SESSION_SOCKET);
-	const char *group = cfg_str(h->d->cfg, CFG_HOST_SESSION_GROUP);
-	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-	mode_t mode = 0666;
-	int fd;
-
-	h->region_gone = region_destroy;
-	if (strlen(path) >= sizeof sun.sun_path) {
-		*cause = xasprintf("session_socket %s: path too long", path);
-		return -1;
-	}
-	strcpy(sun.sun_path, path);
-	if (mkdir_parent(path) < 0) {
-		*cause = xasprintf("cannot create the directory of %s: %s", path,
-		    strerror(errno));
-		return -1;
-	}
-	h->session_lock = admin_lock(path, cause);
-	if (h->session_lock < 0)
-		return -1;
-	if (unlink(path) < 0 && errno != ENOENT) {
-		*cause = xasprintf("cannot remove %s: %s", path,
-		    strerror(errno));
-		return -1;
-	}
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0 || bind(fd, (struct sockaddr *)&sun, sizeof sun) < 0 ||
-	    listen(fd, 128) < 0) {
-		*cause = xasprintf("session socket %s: %s", path,
-		    strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	if (*group != '\0') {
-		struct group *gr = getgrnam(group);
-
-		if (gr == NULL || chown(path, (uid_t)-1, gr->gr_gid) < 0) {
-			*cause = xasprintf("session_group %s: %s", group,
-			    gr == NULL ? "no such group" : strerror(errno));
-			close(fd);
-			unlink(path);
-			return -1;
-		}
-		mode = 0660;
-	}
-	if (chmod(path, mode) < 0) {
-		*cause = xasprintf("chmod %s: %s", path, strerror(errno));
-		close(fd);
-		unlink(path);
-		return -1;
-	}
-	h->listen_fd = fd;
-	h->session_path = strdup(path);
-	h->listen_ev = event_new(h->base, fd, EV_READ | EV_PERSIST,
-	    session_accept_cb, h);
-	h->listen_retry = evtimer_new(h->base, session_listen_again_cb, h);
-	if (h->listen_ev == NULL || h->listen_retry == NULL ||
-	    event_add(h->listen_ev, NULL) < 0) {
-		*cause = xasprintf("session socket: cannot watch it");
-		return -1;
-	}
 	return 0;
+fail:
+	if (pidfd >= 0)
+		close(pidfd);
+	return -ENOMEM;
 }
 
-/* Ends every session and removes the session socket. */
+/* Sets what the sessions register with the layers below. */
 void
-host_session_close(struct host *h)
+host_session_init(struct host *h)
 {
-	while (h->clients != NULL)
-		host_client_release(h->clients);
-	if (h->listen_ev != NULL)
-		event_free(h->listen_ev);
-	if (h->listen_retry != NULL)
-		event_free(h->listen_retry);
-	h->listen_retry = NULL;
-	if (h->listen_fd >= 0)
-		close(h->listen_fd);
-	if (h->session_path != NULL)
-		unlink(h->session_path);
-	if (h->session_lock >= 0)
-		close(h->session_lock);
-	h->session_lock = -1;
-	free(h->session_path);
-	h->listen_ev = NULL;
-	h->listen_fd = -1;
-	h->session_path = NULL;
+	h->region_gone = region_destroy;
 }
 
 /* Describes every program: pid, regions, bytes, resident and dirty. */

@@ -344,9 +344,15 @@ host_wake(struct host *h, unsigned what)
 /* host-role.c */
 void host_admin_register(void);
 
-/* host-session.c */
+/* host-listen.c */
 int host_session_open(struct host *h, char **cause);
 void host_session_close(struct host *h);
+
+/* host-session.c */
+struct ucred;
+int host_client_new(struct host *h, int fd, const struct ucred *cred,
+    int pidfd);
+void host_session_init(struct host *h);
 void host_client_release(struct host_client *cl);
 void host_session_retry(struct host *h);
 void host_client_put(struct host_client *cl);
