@@ -31,10 +31,11 @@
  *
  * Arenas: an arena's length is the size of its memfd, which famd seals
  * (F_SEAL_SHRINK, F_SEAL_SEAL): ftruncate to less and F_ADD_SEALS fail
- * with EPERM. The program maps each
- * arena at an address aligned to the largest power of two that is at most
- * both that length and FAM_SESSION_ARENA_ALIGN, so a region whose offset is
- * aligned to `alignment` (up to that) has an address so aligned.
+ * with EPERM. The program maps each arena at an address aligned to the
+ * largest power of two that is at most both that length and
+ * FAM_SESSION_ARENA_ALIGN, so a region whose offset is aligned to
+ * `alignment` (up to that) has an address so aligned. A session holds at
+ * most one arena it has not mapped: an ALLOC that needs another is EBUSY.
  *
  * When famd dies, the program (which keeps its own copy of the userfaultfd)
  * maps every arena onto an empty file and wakes the threads waiting in

@@ -1,7 +1,13 @@
 #!/bin/bash
 # Attacks a local program makes on the host famd's own resources, each
 # refused or contained: no other user affected, bounded CPU and log, no
-# wrong byte (issue 16). famsess (tests/tools) plays the program.
+# wrong byte (issue 16). famsess (tests/tools) plays the program: it
+# shrinks its arena under write-back; returns from SIGBUS handlers (with
+# UFFDIO_POISON and without); asks for /dev/userfaultfd as a user outside
+# uffd_device_group and in it; ALLOCs arenas it never maps; lets a forked
+# worker fault; holds connections while famd is out of descriptors; opens
+# more sessions than allowed; maps two files with one 64-character prefix.
+# Last, famd is given a lock file that is a symbolic link.
 . "$(dirname "$0")/lib.sh"
 require_cmd jq
 
