@@ -50,6 +50,25 @@ void log_vmsg(int pri, const char *fmt, va_list ap) printflike(2, 0);
 __attribute__((noreturn)) void fatal(const char *fmt, ...) printflike(1, 2);
 __attribute__((noreturn)) void fatalx(const char *fmt, ...) printflike(1, 2);
 
+/*
+ * Rate-limited logging for lines written once per event (a fault, a
+ * connection, a message): at most LOG_RATE_BURST lines a second per call
+ * site, and a count of those left out.
+ */
+#define LOG_RATE_BURST 10
+struct log_rate {
+	uint64_t start_ns; /* CLOCK_MONOTONIC: the current second began */
+	unsigned n;        /* lines written in it */
+	uint64_t dropped;  /* lines left out in it */
+};
+void log_rate_msg(struct log_rate *rl, int pri, const char *fmt, ...)
+    printflike(3, 4);
+/* log_rl(LOG_INFO, ...): log_rate_msg with a limit of its own per call site. */
+#define log_rl(pri, ...) do {						\
+	static struct log_rate log_rl_;					\
+	log_rate_msg(&log_rl_, (pri), __VA_ARGS__);			\
+} while (0)
+
 #define log_err(...)    log_msg(LOG_ERR, __VA_ARGS__)
 #define log_warn(...)   log_msg(LOG_WARNING, __VA_ARGS__)
 #define log_notice(...) log_msg(LOG_NOTICE, __VA_ARGS__)

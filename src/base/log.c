@@ -134,6 +134,41 @@ log_msg(int pri, const char *fmt, ...)
 	errno = saved;
 }
 
+/*
+ * Writes one message of a per-event kind at priority pri, unless that kind
+ * already wrote LOG_RATE_BURST lines in the current second; the first line
+ * of a new second says how many were left out. Logs nothing (and counts
+ * nothing) when pri is not written at the current level.
+ */
+void
+log_rate_msg(struct log_rate *rl, int pri, const char *fmt, ...)
+{
+	uint64_t now = mono_ns();
+	va_list ap;
+	int saved = errno;
+
+	if (pri > log_level)
+		return;
+	if (now - rl->start_ns >= 1000000000u || rl->start_ns == 0) {
+		if (rl->dropped > 0)
+			log_msg(pri, "(%llu more messages like the next left out "
+			    "in the last second)",
+			    (unsigned long long)rl->dropped);
+		rl->start_ns = now;
+		rl->n = 0;
+		rl->dropped = 0;
+	}
+	if (rl->n >= LOG_RATE_BURST) {
+		rl->dropped++;
+		return;
+	}
+	rl->n++;
+	va_start(ap, fmt);
+	log_vmsg(pri, fmt, ap);
+	va_end(ap);
+	errno = saved;
+}
+
 /* Logs a start-up failure with errno's text and exits. */
 void
 fatal(const char *fmt, ...)

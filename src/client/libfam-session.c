@@ -47,6 +47,9 @@
 #ifndef USERFAULTFD_IOC_NEW
 #define USERFAULTFD_IOC_NEW _IO(0xAA, 0x00)
 #endif
+#ifndef UFFD_USER_MODE_ONLY
+#define UFFD_USER_MODE_ONLY 1
+#endif
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000
 #endif
@@ -344,7 +347,13 @@ session_call(uint16_t type, struct fam_smsg *m, const void *data, int fd,
 
 /* ---- session set-up and loss ---------------------------------------- */
 
-/* Creates this process's userfaultfd, through devfd when the syscall is refused. */
+/*
+ * Creates this process's userfaultfd: one that also catches the kernel's
+ * faults (a read(2) into a page not yet resident) when this process may
+ * have it, from the syscall or from /dev/userfaultfd (devfd: famd hands
+ * it to the members of its uffd_device_group); else a user-mode-only one,
+ * with which such a system call fails with EFAULT.
+ */
 static int
 uffd_create(int devfd)
 {
@@ -354,6 +363,9 @@ uffd_create(int devfd)
 		return fd;
 	if (errno == EPERM && devfd >= 0)
 		fd = ioctl(devfd, USERFAULTFD_IOC_NEW, O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0 && errno == EPERM)
+		fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK |
+		    UFFD_USER_MODE_ONLY);
 	return fd >= 0 ? fd : -errno;
 }
 

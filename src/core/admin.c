@@ -540,12 +540,20 @@ admin_lock(const char *socket_path, char **cause)
 {
 	char *lock = xasprintf("%s.lock", socket_path);
 	char pid[32];
+	struct stat st;
 	int fd;
 
-	fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	/* Not through a symbolic link, nor onto anything but a file. */
+	fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
+	    0644);
+	if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
+		close(fd);
+		fd = -1;
+		errno = EINVAL;
+	}
 	if (fd < 0) {
 		*cause = xasprintf("cannot open lock file %s: %s", lock,
-		    strerror(errno));
+		    errno == ELOOP ? "it is a symbolic link" : strerror(errno));
 		free(lock);
 		return -1;
 	}

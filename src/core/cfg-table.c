@@ -411,6 +411,55 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		.help = "Most regions (allocations) the programs of one user may "
 		    "hold at once on this host; beyond it EDQUOT. 0: no limit.",
 	},
+	[CFG_HOST_UID_MAX_ARENAS] = {
+		.section = "host", .name = "uid_max_arenas", .type = CFG_T_INT,
+		.min = 1, .max = 1 << 16, .def = "64", .reloadable = true,
+		.roles = HOST,
+		.help = "Most arenas (memfds of arena_size bytes, or of one large "
+		    "region, each as much address space in famd) the programs of "
+		    "one user may hold at once on this host; an allocation that "
+		    "needs one more is refused with EDQUOT. A session holds at "
+		    "most one arena it has not mapped yet (EBUSY).",
+	},
+	[CFG_HOST_UID_MAX_SESSIONS] = {
+		.section = "host", .name = "uid_max_sessions", .type = CFG_T_INT,
+		.min = 1, .max = 1 << 16, .def = "64", .reloadable = true,
+		.roles = HOST,
+		.help = "Most sessions (programs connected to session_socket) of "
+		    "one user at once; a connection beyond it is closed at once "
+		    "and counted (sessions_refused).",
+	},
+	[CFG_HOST_MAX_SESSIONS] = {
+		.section = "host", .name = "max_sessions", .type = CFG_T_INT,
+		.min = 1, .max = 1 << 16, .def = "256", .reloadable = true,
+		.roles = HOST,
+		.help = "Most sessions of all users at once; a connection beyond "
+		    "it is closed at once and counted (sessions_refused).",
+	},
+	[CFG_HOST_UFFD_DEVICE_GROUP] = {
+		.section = "host", .name = "uffd_device_group",
+		.type = CFG_T_STRING, .min = 0, .max = 63, .def = "",
+		.reloadable = true, .roles = HOST,
+		.help = "Group whose members are handed an open /dev/userfaultfd "
+		    "at the start of a session, so that their programs' "
+		    "userfaultfds also catch the kernel's own accesses to "
+		    "fabric-attached memory (read(2) into a page not yet "
+		    "resident). A program outside it creates a user-mode-only "
+		    "userfaultfd, and such a system call fails with EFAULT "
+		    "instead (famd(8), SECURITY CONSIDERATIONS). Whoever holds "
+		    "the device can create userfaultfds that catch kernel "
+		    "faults anywhere in its own memory. Empty: nobody.",
+	},
+	[CFG_HOST_UFFD_POISON] = {
+		.section = "host", .name = "uffd_poison", .type = CFG_T_BOOL,
+		.def = "on", .roles = HOST,
+		.help = "A fault famd cannot serve poisons the page "
+		    "(UFFDIO_POISON, Linux 6.6 and later): the kernel raises "
+		    "SIGBUS there itself, at every touch. Off, or on an older "
+		    "kernel: famd sends the thread SIGBUS, and ends the session "
+		    "of a thread that faults 16 times in a row on such a page (a "
+		    "SIGBUS handler that returns).",
+	},
 	[CFG_VERBS_QPS_PER_PEER] = {
 		.section = "verbs", .name = "qps_per_peer", .type = CFG_T_INT,
 		.min = 1, .max = 16, .def = "1", .roles = HOST | DPU,

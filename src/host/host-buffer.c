@@ -195,7 +195,7 @@ chunks_punch(struct host *h, struct region *r, uint64_t c, uint64_t n)
 	if (fallocate(r->ar->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 	    (off_t)(r->off + (c << h->chunk_shift)),
 	    (off_t)(n << h->chunk_shift)) < 0)
-		log_warn("pid %ld: punching chunks %llu-%llu: %s",
+		log_rl(LOG_WARNING, "pid %ld: punching chunks %llu-%llu: %s",
 		    (long)r->cl->pid, (unsigned long long)c,
 		    (unsigned long long)(c + n - 1), strerror(errno));
 }
@@ -276,7 +276,8 @@ writeback_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 	}
 	if (status < 0) {
 		h->stats.writeback_errors++;
-		log_info("pid %ld: writing back chunk %llu of region %llu: %s; "
+		log_rl(LOG_INFO,
+		    "pid %ld: writing back chunk %llu of region %llu: %s; "
 		    "it stays in the buffer", (long)r->cl->pid,
 		    (unsigned long long)(ch - r->chunks),
 		    (unsigned long long)r->handle, strerror(-status));

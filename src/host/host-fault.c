@@ -8,7 +8,8 @@
  * deferred wake-up lower layers activate (host_wake).
  * A fetch: queued -> frame reserved -> read out (or zero-filled) ->
  *   installed; or parked while its stripe cannot be reached, until its node
- *   returns or op_timeout passes; or failed (its waiters get SIGBUS).
+ *   returns or op_timeout passes; or failed (its waiters get SIGBUS: the
+ *   chunk's missing pages poisoned, or a signal; host_sigbus).
  * Fetches of chunks that follow each other on one memory node go out as
  * one read (up to FETCH_RUN_BYTES), routed once, and go in with one
  * UFFDIO_COPY when adjacent in the program; each chunk succeeds or fails
@@ -32,6 +33,7 @@
 #define FAULT_BATCH     64
 #define PAGE            4096u
 #define FETCH_RUN_BYTES (1u << 20) /* most bytes read at once */
+#define HOST_SIGBUS_REPEATS 16 /* SIGBUS for one page in a row, at most */
 
 _Static_assert(FETCH_RUN_BYTES <= FAM_RW_MAX, "a run is one READ");
 
@@ -60,6 +62,11 @@ host_uffd_probe(struct host *h, char **cause)
 		    (unsigned long long)need);
 		return -1;
 	}
+	if ((have & UFFD_FEATURE_POISON) &&
+	    cfg_int(h->d->cfg, CFG_HOST_UFFD_POISON)) {
+		need |= UFFD_FEATURE_POISON;
+		h->poison_ok = true;
+	}
 	h->uffd_features = need;
 	h->wp_ok = true;
 	log_info("userfaultfd: kernel features %#llx; using %#llx",
@@ -85,19 +92,83 @@ host_uffd_setup(struct host *h, int uffd, char **cause)
 	return 0;
 }
 
-/* Sends SIGBUS to a thread whose fault famd cannot serve, and says why. */
+/*
+ * Without UFFDIO_POISON: true when tid faulted again on the page famd just
+ * sent it SIGBUS for, HOST_SIGBUS_REPEATS times in a row (a SIGBUS
+ * handler that returns); the session is then given up.
+ */
+static bool
+sigbus_repeating(struct host_client *cl, pid_t tid, uint64_t page)
+{
+	if (tid != cl->sigbus_tid || page != cl->sigbus_page) {
+		cl->sigbus_tid = tid;
+		cl->sigbus_page = page;
+		cl->sigbus_repeats = 0;
+	}
+	return ++cl->sigbus_repeats > HOST_SIGBUS_REPEATS;
+}
+
+/*
+ * Tells whether the process that connected still lives, from the pidfd
+ * taken at accept: its pid then still names it, not a process that got
+ * the number since. Without a pidfd (before Linux 5.3), assumed.
+ */
+static bool
+sigbus_owner_alive(struct host_client *cl)
+{
+	if (cl->pidfd < 0)
+		return true;
+	return syscall(SYS_pidfd_send_signal, cl->pidfd, 0, NULL, 0) == 0;
+}
+
+/*
+ * Makes a fault famd cannot serve raise SIGBUS, and says why: the missing
+ * pages of [addr, addr + len) are poisoned where the kernel can (the
+ * thread, woken, gets SIGBUS from the kernel, and so does every touch
+ * after it, with no fault message); else (or where a page holds a
+ * write-protect marker) the thread is sent SIGBUS if it is one of the
+ * process that connected (pidfd), and a thread that faults on the same
+ * page again and again, or of another process, ends its session.
+ * len 0: the page is present (a write-protect fault), nothing to poison.
+ */
 void
 host_sigbus(struct host *h, struct host_client *cl, pid_t tid,
-    const char *why)
+    uint64_t addr, uint64_t len, const char *why)
 {
+	uint64_t page = addr & ~(uint64_t)(PAGE - 1);
+
 	h->stats.sigbus++;
-	log_warn("pid %ld thread %ld: SIGBUS: %s", (long)cl->pid, (long)tid,
-	    why);
-	if (tid > 0) {
-		if (syscall(SYS_tgkill, cl->pid, tid, SIGBUS) == 0)
-			return;
+	log_rl(LOG_WARNING, "pid %ld thread %ld: SIGBUS: %s", (long)cl->pid,
+	    (long)tid, why);
+	if (h->poison_ok && len > 0 && uffd_poison(cl->uffd, page,
+	    ((addr + len + PAGE - 1) & ~(uint64_t)(PAGE - 1)) - page) == 0) {
+		for (struct arena *ar = cl->arenas; ar != NULL; ar = ar->next)
+			if (ar->uaddr != 0 && page >= ar->uaddr &&
+			    page < ar->uaddr + ar->size)
+				ar->poisoned = true;
+		h->stats.sigbus_poisoned++;
+		return;
 	}
-	kill(cl->pid, SIGBUS);
+	if (!sigbus_owner_alive(cl))
+		return; /* nobody left to signal: not another process */
+	if (sigbus_repeating(cl, tid, page)) {
+		if (!cl->give_up)
+			log_rl(LOG_WARNING, "pid %ld thread %ld: faulted %u "
+			    "times on %#llx after SIGBUS; ending the session",
+			    (long)cl->pid, (long)tid, HOST_SIGBUS_REPEATS,
+			    (unsigned long long)page);
+		cl->give_up = true;
+		return;
+	}
+	if (tid > 0 && syscall(SYS_tgkill, cl->pid, tid, SIGBUS) == 0)
+		return;
+	/*
+	 * The thread is not one of the process that connected (a worker it
+	 * forked uses the session): no one else is signalled.
+	 */
+	log_rl(LOG_WARNING, "pid %ld: thread %ld is not one of its threads; "
+	    "ending the session", (long)cl->pid, (long)tid);
+	cl->give_up = true;
 }
 
 /* Records a fault service time in the log2-microseconds histogram. */
@@ -178,9 +249,10 @@ fetch_complete(struct host *h, struct fetch *f, int status)
 		    "%llu: %s", (unsigned long long)f->chunk,
 		    (unsigned long long)r->handle, strerror(-status));
 		for (unsigned i = 0; i < f->nwaiters; i++)
-			host_sigbus(h, cl, f->waiters[i], why);
+			host_sigbus(h, cl, f->waiters[i],
+			    chunk_uaddr(h, r, f->chunk), h->chunk, why);
 		if (f->nwaiters == 0 && status != -ENOSPC)
-			log_info("pid %ld: read-ahead failed: %s",
+			log_rl(LOG_INFO, "pid %ld: read-ahead failed: %s",
 			    (long)cl->pid, why);
 	}
 out:
@@ -557,7 +629,8 @@ fetch_start(struct host *h, struct region *r, uint64_t c, bool prefetch,
 
 	if (f == NULL) {
 		if (tid > 0)
-			host_sigbus(h, r->cl, tid, "out of memory");
+			host_sigbus(h, r->cl, tid, chunk_uaddr(h, r, c),
+			    h->chunk, "out of memory");
 		return;
 	}
 	f->r = r;
@@ -643,7 +716,7 @@ fault(struct host_client *cl, uint64_t addr, uint64_t flags, pid_t tid)
 		h->stats.faults_invalid++;
 		snprintf(why, sizeof why, "address %#llx is in no region "
 		    "(freed or never allocated)", (unsigned long long)addr);
-		host_sigbus(h, cl, tid, why);
+		host_sigbus(h, cl, tid, addr, PAGE, why);
 		return;
 	}
 	c = (addr - ar->uaddr - r->off) >> h->chunk_shift;
@@ -665,8 +738,8 @@ fault(struct host_client *cl, uint64_t addr, uint64_t flags, pid_t tid)
 
 		h->stats.faults_wp++;
 		if (r->flags & FAM_S_ALLOC_SHARED) {
-			host_sigbus(h, cl, tid, "write to a read-only shared "
-			    "region");
+			host_sigbus(h, cl, tid, addr, 0, "write to a read-only "
+			    "shared region");
 			return;
 		}
 		/*
@@ -675,8 +748,8 @@ fault(struct host_client *cl, uint64_t addr, uint64_t flags, pid_t tid)
 		 * back, so that part stays write-protected.
 		 */
 		if (addr - chunk_uaddr(h, r, c) >= held) {
-			host_sigbus(h, cl, tid, "write past the end of a "
-			    "file's copy on the memory node");
+			host_sigbus(h, cl, tid, addr, 0, "write past the end "
+			    "of a file's copy on the memory node");
 			return;
 		}
 		if (!(ch->flags & CH_DIRTY)) {
@@ -696,7 +769,7 @@ fault(struct host_client *cl, uint64_t addr, uint64_t flags, pid_t tid)
 			    "of chunk %llu of region %llu: %s",
 			    (unsigned long long)c,
 			    (unsigned long long)r->handle, strerror(-rc));
-			host_sigbus(h, cl, tid, why);
+			host_sigbus(h, cl, tid, addr, 0, why);
 		}
 		return;
 	}
@@ -725,8 +798,9 @@ fault(struct host_client *cl, uint64_t addr, uint64_t flags, pid_t tid)
 		break;
 	}
 	if (r->lost) {
-		host_sigbus(h, cl, tid, "the memory node holding this region "
-		    "restarted and its data is gone");
+		host_sigbus(h, cl, tid, chunk_uaddr(h, r, c), h->chunk,
+		    "the memory node holding this region restarted and its "
+		    "data is gone");
 		return;
 	}
 	fetch_start(h, r, c, false, tid);
@@ -748,8 +822,8 @@ host_uffd_cb(int fd, short what, void *arg)
 			if (errno == EINTR)
 				continue;
 			if (errno != EAGAIN)
-				log_warn("pid %ld: reading faults: %s",
-				    (long)cl->pid, strerror(errno));
+				log_rl(LOG_WARNING, "pid %ld: reading faults: "
+				    "%s", (long)cl->pid, strerror(errno));
 			break;
 		}
 		for (size_t i = 0; i < (size_t)n / sizeof msgs[0]; i++)

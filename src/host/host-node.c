@@ -244,7 +244,8 @@ node_lease_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 	    info.region == lr->region)
 		node_stripes(h, n, lr->region, stripe_relet, &info);
 	else if (status != -ECONNRESET && status != -ETIMEDOUT) {
-		log_err("memory node %s: no new lease on region %u: %s; its "
+		log_rl(LOG_ERR,
+		    "memory node %s: no new lease on region %u: %s; its "
 		    "data is out of reach", n->addr, lr->region,
 		    strerror(status < 0 ? -status : EPROTO));
 		node_stripes(h, n, lr->region, stripe_unlet, NULL);

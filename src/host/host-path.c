@@ -110,7 +110,7 @@ stripe_dpu_advise(struct host *h, struct stripe *s)
 	proto_put_region_advise(buf, s->dremote.region, s->r->advice);
 	if (fam_conn_call(h->dpu.conn, FAM_MSG_REGION_ADVISE, buf, sizeof buf,
 	    path_advise_done, NULL) < 0)
-		log_info("host: cannot pass advice to the dpu");
+		log_rl(LOG_INFO, "host: cannot pass advice to the dpu");
 }
 
 /* Passes a region's advice to the dpu, for the stripes it holds. */
@@ -224,7 +224,8 @@ adopt_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 		h->stats.adoptions++;
 		s->owned = true;
 	} else if (!r->dying)
-		log_info("pid %ld: region %llu: cannot adopt it on memory node "
+		log_rl(LOG_INFO,
+		    "pid %ld: region %llu: cannot adopt it on memory node "
 		    "%s: %s", (long)r->cl->pid, (unsigned long long)r->handle,
 		    s->node->addr, strerror(-status));
 	host_region_idle(r);
@@ -270,12 +271,14 @@ switch_direct_done(void *ctx, int status, const uint8_t *payload,
 		}
 	} else if (status == -ENOENT && !r->dying) {
 		r->lost = true;
-		log_err("pid %ld: region %llu is gone from memory node %s; its "
+		log_rl(LOG_ERR,
+		    "pid %ld: region %llu is gone from memory node %s; its "
 		    "program gets SIGBUS when it touches it", (long)r->cl->pid,
 		    (unsigned long long)r->handle, s->node->addr);
 	} else if (!r->dying) {
 		h->stats.switch_errors++;
-		log_info("pid %ld: region %llu: cannot take it direct on %s: "
+		log_rl(LOG_INFO,
+		    "pid %ld: region %llu: cannot take it direct on %s: "
 		    "%s; retrying", (long)r->cl->pid,
 		    (unsigned long long)r->handle, s->node->addr,
 		    strerror(-status));
@@ -315,7 +318,8 @@ switch_dpu_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 	} else if (!r->dying) {
 		h->stats.switch_errors++;
 		r->dpu_retry_ns = mono_ns() + PATH_RETRY_NS;
-		log_info("pid %ld: region %llu: the dpu cannot take it: %s; "
+		log_rl(LOG_INFO,
+		    "pid %ld: region %llu: the dpu cannot take it: %s; "
 		    "retrying in a second", (long)r->cl->pid,
 		    (unsigned long long)r->handle, strerror(-status));
 	}

@@ -159,6 +159,25 @@ role_host_reload(struct famd *d, const struct cfg *old)
 	host_evict_background(h);
 }
 
+/* Adds the counters of refused or contained abuse to counters. */
+static void
+host_security_counters(const struct host *h, json_t *counters)
+{
+	const struct host_stats *s = &h->stats;
+	const struct {
+		const char *name;
+		uint64_t v;
+	} c[] = {
+		{ "sigbus_poisoned", s->sigbus_poisoned },
+		{ "sessions_given_up", s->sessions_given_up },
+		{ "sessions_refused", s->sessions_refused },
+	};
+
+	for (size_t i = 0; i < nitems(c); i++)
+		json_object_set_new(counters, c[i].name,
+		    json_integer((json_int_t)c[i].v));
+}
+
 /* Returns the p-th percentile of the fault latency, in microseconds. */
 static uint64_t
 host_latency_pct(const struct host *h, unsigned p)
@@ -272,6 +291,7 @@ role_host_status(struct famd *d, json_t *st)
 	    json_integer((json_int_t)s->adoptions));
 	json_object_set_new(json_object_get(st, "counters"), "switch_errors",
 	    json_integer((json_int_t)s->switch_errors));
+	host_security_counters(h, json_object_get(st, "counters"));
 	json_object_set_new(st, "fault_latency_us", json_pack("{s:I,s:I}",
 	    "p50", (json_int_t)host_latency_pct(h, 50),
 	    "p99", (json_int_t)host_latency_pct(h, 99)));

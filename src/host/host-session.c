@@ -21,6 +21,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -53,7 +54,8 @@ session_reply(struct host_client *cl, int status, uint32_t flags, uint64_t a,
 	n = fdpass_send(cl->fd, &iov, 1, fd, MSG_NOSIGNAL | MSG_DONTWAIT);
 	if (n != (ssize_t)sizeof m) {
 		/* The program does not read its replies: end the session. */
-		log_info("session pid %ld: cannot reply: %s", (long)cl->pid,
+		log_rl(LOG_INFO, "session pid %ld: cannot reply: %s",
+		    (long)cl->pid,
 		    n < 0 ? strerror((int)-n) : "short write");
 		return -EPIPE;
 	}
@@ -77,20 +79,47 @@ arena_find(struct host_client *cl, uint32_t id)
 	return NULL;
 }
 
-/* Creates an arena of size bytes: a memfd that famd maps too. */
+/*
+ * Seals an arena's memfd: the program may not shrink it (famd's write-back
+ * would read past its end: EFAULT over tcp, SIGBUS in famd over verbs) nor
+ * add seals (F_SEAL_FUTURE_WRITE would stop famd punching holes). Only
+ * famd sizes it, and only up.
+ */
+static int
+arena_seal(int memfd)
+{
+	int seals;
+
+	if (fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_SEAL) < 0)
+		return -errno;
+	seals = fcntl(memfd, F_GET_SEALS);
+	if (seals < 0)
+		return -errno;
+	if ((seals & (F_SEAL_SHRINK | F_SEAL_SEAL)) !=
+	    (F_SEAL_SHRINK | F_SEAL_SEAL))
+		return -EPERM;
+	return 0;
+}
+
+/* Creates an arena of size bytes: a sealed memfd that famd maps too. */
 static struct arena *
 arena_new(struct host_client *cl, uint64_t size)
 {
 	struct host *h = cl->h;
 	struct arena *ar = calloc(1, sizeof *ar);
 	char name[32];
+	int rc;
 
 	if (ar == NULL)
 		return NULL;
 	snprintf(name, sizeof name, "famd-arena-%ld", (long)cl->pid);
-	ar->memfd = memfd_create(name, MFD_CLOEXEC);
+	ar->memfd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (ar->memfd < 0 || ftruncate(ar->memfd, (off_t)size) < 0)
 		goto fail;
+	if ((rc = arena_seal(ar->memfd)) < 0) {
+		errno = -rc;
+		goto fail;
+	}
 	ar->local = mmap(NULL, size, PROT_READ | PROT_WRITE,
 	    MAP_SHARED | MAP_NORESERVE, ar->memfd, 0);
 	if (ar->local == MAP_FAILED) {
@@ -110,8 +139,9 @@ arena_new(struct host_client *cl, uint64_t size)
 	cl->arenas = ar;
 	return ar;
 fail:
-	log_warn("session pid %ld: cannot create an arena of %llu bytes: %s",
-	    (long)cl->pid, (unsigned long long)size, strerror(errno));
+	log_rl(LOG_WARNING, "session pid %ld: cannot create an arena of %llu "
+	    "bytes: %s", (long)cl->pid, (unsigned long long)size,
+	    strerror(errno));
 	if (ar->local != NULL)
 		munmap(ar->local, size);
 	if (ar->memfd >= 0)
@@ -134,6 +164,7 @@ arena_free(struct host *h, struct arena *ar)
 }
 
 static void region_free_remote(struct host *h, struct region *r);
+static bool arena_drop_unmapped(struct host_client *cl, struct arena *ar);
 
 /*
  * Frees a region struct once nothing is in flight for it, and only then
@@ -199,13 +230,16 @@ host_region_free(struct region *r)
 		host_region_drop_chunks(h, r);
 		if (fallocate(r->ar->memfd, FALLOC_FL_PUNCH_HOLE |
 		    FALLOC_FL_KEEP_SIZE, (off_t)r->off, (off_t)r->size) < 0)
-			log_warn("session pid %ld: punching a freed region: %s",
+			log_rl(LOG_WARNING, "session pid %ld: punching a freed "
+			    "region: %s",
 			    (long)cl->pid, strerror(errno));
 		host_arena_del_region(r->ar, r);
 		if (host_extent_give(&r->ar->free, r->off >> h->chunk_shift,
 		    r->size >> h->chunk_shift) < 0)
 			log_err("out of memory returning arena space; it is "
 			    "leaked");
+		if (arena_drop_unmapped(cl, r->ar))
+			r->ar = NULL;
 	}
 	if (r->listed) {
 		for (pp = &cl->regions; *pp != NULL; pp = &(*pp)->next)
@@ -246,7 +280,8 @@ host_client_release(struct host_client *cl)
 	if (cl->dead)
 		return;
 	cl->dead = true;
-	log_info("session pid %ld ended: %llu regions, %llu bytes released",
+	log_rl(LOG_INFO, "session pid %ld ended: %llu regions, %llu bytes "
+	    "released",
 	    (long)cl->pid, (unsigned long long)cl->nregions,
 	    (unsigned long long)cl->bytes);
 	if (cl->pending_region != NULL)
@@ -262,7 +297,9 @@ host_client_release(struct host_client *cl)
 		close(cl->uffd);
 	if (cl->pending_fd >= 0)
 		close(cl->pending_fd);
-	cl->uffd = cl->pending_fd = cl->fd = -1;
+	if (cl->pidfd >= 0)
+		close(cl->pidfd);
+	cl->uffd = cl->pending_fd = cl->fd = cl->pidfd = -1;
 	for (pp = &h->clients; *pp != NULL; pp = &(*pp)->next)
 		if (*pp == cl) {
 			*pp = cl->next;
@@ -271,7 +308,36 @@ host_client_release(struct host_client *cl)
 	host_client_put(cl);
 }
 
-/* HELLO: the program says who it is; we offer /dev/userfaultfd. */
+/*
+ * Tells whether the program's user is in uffd_device_group: its gid or
+ * one of its supplementary groups (SO_PEERGROUPS, taken at connect).
+ */
+static bool
+session_in_device_group(struct host_client *cl)
+{
+	const char *name = cfg_str(cl->h->d->cfg, CFG_HOST_UFFD_DEVICE_GROUP);
+	gid_t groups[256];
+	socklen_t len = sizeof groups;
+	struct group *gr;
+
+	if (*name == '\0' || (gr = getgrnam(name)) == NULL)
+		return false;
+	if (cl->gid == gr->gr_gid)
+		return true;
+	if (getsockopt(cl->fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0)
+		return false;
+	for (size_t i = 0; i < len / sizeof groups[0]; i++)
+		if (groups[i] == gr->gr_gid)
+			return true;
+	return false;
+}
+
+/*
+ * HELLO: the program says who it is; a member of uffd_device_group is
+ * offered /dev/userfaultfd (anyone holding it can create userfaultfds
+ * that catch kernel faults, which vm.unprivileged_userfaultfd = 0
+ * forbids); others create a user-mode-only one themselves.
+ */
 static int
 session_hello(struct host_client *cl)
 {
@@ -280,12 +346,30 @@ session_hello(struct host_client *cl)
 
 	if (cl->req.a != FAM_SESSION_VERSION)
 		return session_fail(cl, EPROTONOSUPPORT);
-	devfd = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+	if (session_in_device_group(cl))
+		devfd = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
 	rc = session_reply(cl, 0, devfd >= 0 ? FAM_S_FEAT_DEVFD : 0, h->chunk,
 	    h->arena_size, devfd >= 0 ? FAM_S_FEAT_DEVFD : 0, 0, devfd);
 	if (devfd >= 0)
 		close(devfd);
 	return rc;
+}
+
+/*
+ * A program's fault messages: served by the fault service; a session whose
+ * thread faults again and again on a page it was sent SIGBUS for (no
+ * UFFDIO_POISON here) is ended.
+ */
+static void
+session_uffd_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct host_client *cl = arg;
+
+	host_uffd_cb(fd, what, cl);
+	if (cl->give_up && !cl->dead) {
+		cl->h->stats.sessions_given_up++;
+		host_client_release(cl);
+	}
 }
 
 /* UFFD: the program's userfaultfd arrives; famd does the API handshake. */
@@ -302,17 +386,69 @@ session_uffd(struct host_client *cl)
 		return session_fail(cl, EEXIST);
 	cl->pending_fd = -1;
 	if (host_uffd_setup(h, fd, &cause) < 0) {
-		log_warn("session pid %ld: %s", (long)cl->pid, cause);
+		log_rl(LOG_WARNING, "session pid %ld: %s", (long)cl->pid,
+		    cause);
 		free(cause);
 		close(fd);
 		return session_fail(cl, EINVAL);
 	}
 	cl->uffd = fd;
 	cl->uffd_ev = event_new(h->base, fd, EV_READ | EV_PERSIST,
-	    host_uffd_cb, cl);
+	    session_uffd_cb, cl);
 	if (cl->uffd_ev == NULL || event_add(cl->uffd_ev, NULL) < 0)
 		return session_fail(cl, ENOMEM);
 	return session_reply(cl, 0, 0, 0, 0, 0, 0, -1);
+}
+
+/*
+ * Checks that cl may have one more arena: none of its own still unmapped
+ * (EBUSY: an ALLOC whose arena is never mapped would otherwise make a new
+ * one each time), and its user within uid_max_arenas (EDQUOT). Each arena
+ * is arena_size bytes of famd's address space and a descriptor.
+ */
+static int
+arena_admit(struct host_client *cl)
+{
+	struct host *h = cl->h;
+	uint64_t max = (uint64_t)cfg_int(h->d->cfg, CFG_HOST_UID_MAX_ARENAS);
+	uint64_t n = 0;
+
+	for (struct arena *ar = cl->arenas; ar != NULL; ar = ar->next)
+		if (ar->uaddr == 0)
+			return EBUSY;
+	for (struct host_client *c = h->clients; c != NULL; c = c->next) {
+		if (c->uid != cl->uid || c->dead)
+			continue;
+		for (struct arena *ar = c->arenas; ar != NULL; ar = ar->next)
+			n++;
+	}
+	if (n < max)
+		return 0;
+	h->stats.quota_refusals++;
+	log_rl(LOG_INFO, "session pid %ld uid %ld: over the user's quota of "
+	    "%llu arenas", (long)cl->pid, (long)cl->uid,
+	    (unsigned long long)max);
+	return EDQUOT;
+}
+
+/*
+ * Unlinks and frees an arena the program never mapped, once it is empty
+ * (nothing of it was ever resident); returns whether it did.
+ */
+static bool
+arena_drop_unmapped(struct host_client *cl, struct arena *ar)
+{
+	struct arena **pp;
+
+	if (ar->uaddr != 0 || ar->nregions > 0)
+		return false;
+	for (pp = &cl->arenas; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == ar) {
+			*pp = ar->next;
+			arena_free(cl->h, ar);
+			return true;
+		}
+	return false;
 }
 
 /* Places a reserved region in an arena (a new one if need be). */
@@ -333,7 +469,10 @@ region_place(struct host_client *cl, struct region *r, uint64_t align,
 			break;
 	if (ar == NULL) {
 		uint64_t size = r->size > h->arena_size ? r->size : h->arena_size;
+		int err = arena_admit(cl);
 
+		if (err != 0)
+			return -err;
 		ar = arena_new(cl, size);
 		if (ar == NULL)
 			return -ENOMEM;
@@ -345,6 +484,12 @@ region_place(struct host_client *cl, struct region *r, uint64_t align,
 	r->ar = ar;
 	r->off = (uint64_t)off << h->chunk_shift;
 	r->nchunks = len;
+	/* Pages poisoned for a fault there (host_sigbus) go with a punch. */
+	if (ar->poisoned && fallocate(ar->memfd, FALLOC_FL_PUNCH_HOLE |
+	    FALLOC_FL_KEEP_SIZE, (off_t)r->off, (off_t)r->size) < 0)
+		log_rl(LOG_WARNING, "session pid %ld: punching a new region: "
+		    "%s",
+		    (long)cl->pid, strerror(errno));
 	r->chunks = calloc(len, sizeof *r->chunks);
 	if (r->chunks == NULL || host_arena_add_region(ar, r) < 0) {
 		if (host_extent_give(&ar->free, (uint64_t)off, len) < 0)
@@ -389,7 +534,7 @@ uid_quota(struct host *h, uid_t uid, uint64_t size, pid_t pid,
 	    (max_bytes == 0 || (size <= max_bytes && bytes <= max_bytes - size)))
 		return 0;
 	h->stats.quota_refusals++;
-	log_info("session pid %ld uid %ld: over the user's quota: %llu "
+	log_rl(LOG_INFO, "session pid %ld uid %ld: over the user's quota: %llu "
 	    "regions and %llu bytes held, %llu more asked; the limits are %llu "
 	    "regions and %llu bytes (0: none)", (long)pid, (long)uid,
 	    (unsigned long long)regions, (unsigned long long)bytes,
@@ -504,7 +649,8 @@ alloc_stripe_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 		if (cl->pending_err == 0)
 			cl->pending_err = -status;
 		if (!cl->dead)
-			log_info("session pid %ld: memory node %s refused a "
+			log_rl(LOG_INFO, "session pid %ld: memory node %s "
+			    "refused a "
 			    "region: %s", (long)cl->pid, s->node->addr,
 			    strerror(-status));
 	} else if (s->path == SP_DPU && info.mem_instance != 0) {
@@ -582,6 +728,39 @@ alloc_wait_dpu(struct host_client *cl, bool waited)
 	return session_fail(cl, EHOSTDOWN);
 }
 
+/* Returns the 64-bit FNV-1a hash of s, from the offset basis seed. */
+static uint64_t
+fnv1a64(const char *s, uint64_t seed)
+{
+	uint64_t v = seed;
+
+	for (; *s != '\0'; s++)
+		v = (v ^ (uint8_t)*s) * 0x100000001b3ull;
+	return v;
+}
+
+/*
+ * Names the shared region of a file on the memory node, which finds a
+ * shared region by its name: the path itself when it fits FAM_NAME_MAX,
+ * else its start, '#' and 128 bits of hash of the whole path, so that
+ * paths with a common start of FAM_NAME_MAX characters are two regions.
+ * The memory node checks a found region's path against the one asked for.
+ */
+static void
+file_region_name(char name[FAM_NAME_MAX + 1], const char *path)
+{
+	size_t len = strlen(path);
+
+	if (len <= FAM_NAME_MAX) {
+		memcpy(name, path, len + 1);
+		return;
+	}
+	snprintf(name, FAM_NAME_MAX + 1, "%.*s#%016llx%016llx",
+	    (int)(FAM_NAME_MAX - 33), path,
+	    (unsigned long long)fnv1a64(path, 0xcbf29ce484222325ull),
+	    (unsigned long long)fnv1a64(path, 0x84222325cbf29ce4ull));
+}
+
 /*
  * ALLOC: reserve the region's stripes on the memory nodes; the reply comes
  * from the last completion.
@@ -652,8 +831,7 @@ session_alloc(struct host_client *cl)
 			rc.flags = FAM_RF_FILE;
 			if (m->b & FAM_S_ALLOC_SHARED) {
 				rc.flags |= FAM_RF_SHARED;
-				snprintf(rc.name, sizeof rc.name, "%.*s",
-				    (int)FAM_NAME_MAX, cl->data);
+				file_region_name(rc.name, cl->data);
 			}
 			snprintf(rc.path, sizeof rc.path, "%s", cl->data);
 		}
@@ -735,7 +913,8 @@ session_map(struct host_client *cl)
 		return session_fail(cl, EINVAL);
 	rc = uffd_register(cl->uffd, addr, ar->size, h->wp_ok);
 	if (rc < 0) {
-		log_warn("session pid %ld: cannot register arena %u at %#llx: "
+		log_rl(LOG_WARNING, "session pid %ld: cannot register arena "
+		    "%u at %#llx: "
 		    "%s", (long)cl->pid, ar->id, (unsigned long long)addr,
 		    strerror(-rc));
 		return session_fail(cl, -rc);
@@ -826,8 +1005,8 @@ session_dispatch(struct host_client *cl)
 
 	if (fam_smsg_check_request(m, cl->uffd >= 0) < 0) {
 		cl->h->stats.bad_messages++;
-		log_info("session pid %ld: malformed message (type %u); ending "
-		    "the session", (long)cl->pid, m->type);
+		log_rl(LOG_INFO, "session pid %ld: malformed message (type "
+		    "%u); ending the session", (long)cl->pid, m->type);
 		return -1;
 	}
 	if (m->type != FAM_S_UFFD && cl->pending_fd >= 0) {
@@ -918,13 +1097,14 @@ session_read_cb(evutil_socket_t fd, short what, void *arg)
 	if (n <= 0 || truncated) {
 		if (truncated) {
 			cl->h->stats.bad_messages++;
-			log_info("session pid %ld: too many descriptors on one "
-			    "message; ending the session", (long)cl->pid);
+			log_rl(LOG_INFO, "session pid %ld: too many "
+			    "descriptors on one message; ending the session",
+			    (long)cl->pid);
 		} else if (n == 0 && cl->inlen > 0) {
 			cl->h->stats.bad_messages++;
-			log_info("session pid %ld: closed in the middle of a "
-			    "message (%zu bytes of it came)", (long)cl->pid,
-			    cl->inlen);
+			log_rl(LOG_INFO, "session pid %ld: closed in the "
+			    "middle of a message (%zu bytes of it came)",
+			    (long)cl->pid, cl->inlen);
 		}
 		host_client_release(cl);
 		return;
@@ -933,35 +1113,24 @@ session_read_cb(evutil_socket_t fd, short what, void *arg)
 	session_drain(cl);
 }
 
-/* Accepts a program's connection. */
-static void
-session_accept_cb(evutil_socket_t lfd, short what, void *arg)
+/*
+ * Starts the session of a program that connected on fd (cred from
+ * SO_PEERCRED, pidfd of its process or -1, which the session then owns).
+ * Returns 0, or -ENOMEM with the pidfd closed and fd left to the caller.
+ */
+int
+host_client_new(struct host *h, int fd, const struct ucred *cred, int pidfd)
 {
-	struct host *h = arg;
-	struct ucred cred;
-	socklen_t clen = sizeof cred;
-	struct host_client *cl;
-	int fd;
+	struct host_client *cl = calloc(1, sizeof *cl);
 
-	fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-	if (fd < 0) {
-		if (errno == EMFILE || errno == ENFILE)
-			log_warn("session socket: accept: %s", strerror(errno));
-		return;
-	}
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
-		close(fd);
-		return;
-	}
-	cl = calloc(1, sizeof *cl);
-	if (cl == NULL) {
-		close(fd);
-		return;
-	}
+	if (cl == NULL)
+		goto fail;
 	cl->h = h;
 	cl->fd = fd;
-	cl->pid = cred.pid;
-	cl->uid = cred.uid;
+	cl->pid = cred->pid;
+	cl->uid = cred->uid;
+	cl->gid = cred->gid;
+	cl->pidfd = pidfd;
 	cl->uffd = -1;
 	cl->pending_fd = -1;
 	cl->refs = 1;
@@ -970,103 +1139,26 @@ session_accept_cb(evutil_socket_t lfd, short what, void *arg)
 	if (cl->sock_ev == NULL || event_add(cl->sock_ev, NULL) < 0) {
 		if (cl->sock_ev != NULL)
 			event_free(cl->sock_ev);
-		close(fd);
 		free(cl);
-		return;
+		goto fail;
 	}
 	cl->next = h->clients;
 	h->clients = cl;
 	h->stats.sessions++;
-	log_info("session pid %ld uid %ld started", (long)cl->pid,
+	log_rl(LOG_INFO, "session pid %ld uid %ld started", (long)cl->pid,
 	    (long)cl->uid);
-}
-
-/* Opens the session socket for programs. */
-int
-host_session_open(struct host *h, char **cause)
-{
-	const char *path = cfg_str(h->d->cfg, CFG_HOST_SESSION_SOCKET);
-	const char *group = cfg_str(h->d->cfg, CFG_HOST_SESSION_GROUP);
-	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-	mode_t mode = 0666;
-	int fd;
-
-	h->region_gone = region_destroy;
-	if (strlen(path) >= sizeof sun.sun_path) {
-		*cause = xasprintf("session_socket %s: path too long", path);
-		return -1;
-	}
-	strcpy(sun.sun_path, path);
-	if (mkdir_parent(path) < 0) {
-		*cause = xasprintf("cannot create the directory of %s: %s", path,
-		    strerror(errno));
-		return -1;
-	}
-	h->session_lock = admin_lock(path, cause);
-	if (h->session_lock < 0)
-		return -1;
-	if (unlink(path) < 0 && errno != ENOENT) {
-		*cause = xasprintf("cannot remove %s: %s", path,
-		    strerror(errno));
-		return -1;
-	}
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0 || bind(fd, (struct sockaddr *)&sun, sizeof sun) < 0 ||
-	    listen(fd, 128) < 0) {
-		*cause = xasprintf("session socket %s: %s", path,
-		    strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	if (*group != '\0') {
-		struct group *gr = getgrnam(group);
-
-		if (gr == NULL || chown(path, (uid_t)-1, gr->gr_gid) < 0) {
-			*cause = xasprintf("session_group %s: %s", group,
-			    gr == NULL ? "no such group" : strerror(errno));
-			close(fd);
-			unlink(path);
-			return -1;
-		}
-		mode = 0660;
-	}
-	if (chmod(path, mode) < 0) {
-		*cause = xasprintf("chmod %s: %s", path, strerror(errno));
-		close(fd);
-		unlink(path);
-		return -1;
-	}
-	h->listen_fd = fd;
-	h->session_path = strdup(path);
-	h->listen_ev = event_new(h->base, fd, EV_READ | EV_PERSIST,
-	    session_accept_cb, h);
-	if (h->listen_ev == NULL || event_add(h->listen_ev, NULL) < 0) {
-		*cause = xasprintf("session socket: cannot watch it");
-		return -1;
-	}
 	return 0;
+fail:
+	if (pidfd >= 0)
+		close(pidfd);
+	return -ENOMEM;
 }
 
-/* Ends every session and removes the session socket. */
+/* Sets what the sessions register with the layers below. */
 void
-host_session_close(struct host *h)
+host_session_init(struct host *h)
 {
-	while (h->clients != NULL)
-		host_client_release(h->clients);
-	if (h->listen_ev != NULL)
-		event_free(h->listen_ev);
-	if (h->listen_fd >= 0)
-		close(h->listen_fd);
-	if (h->session_path != NULL)
-		unlink(h->session_path);
-	if (h->session_lock >= 0)
-		close(h->session_lock);
-	h->session_lock = -1;
-	free(h->session_path);
-	h->listen_ev = NULL;
-	h->listen_fd = -1;
-	h->session_path = NULL;
+	h->region_gone = region_destroy;
 }
 
 /* Describes every program: pid, regions, bytes, resident and dirty. */

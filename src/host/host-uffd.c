@@ -172,3 +172,40 @@ uffd_protect(int uffd, uint64_t addr, uint64_t len, bool wp)
 	}
 	return 0;
 }
+
+/*
+ * Poisons the missing pages of [addr, addr + len) (Linux 6.6): a touch
+ * there raises SIGBUS in the kernel, without a fault message, until the
+ * page is punched out; threads waiting on a poisoned page are woken.
+ * Returns 0, or -EEXIST when some page could not be poisoned (present, or
+ * holding a write-protect marker) and the rest were, or -errno.
+ */
+int
+uffd_poison(int uffd, uint64_t addr, uint64_t len)
+{
+	uint64_t done = 0;
+	bool skipped = false;
+
+	while (done < len) {
+		struct uffdio_poison p = {
+			.range = { .start = addr + done, .len = len - done },
+		};
+
+		if (ioctl(uffd, UFFDIO_POISON, &p) == 0) {
+			done = len;
+			break;
+		}
+		if (errno == EAGAIN && p.updated > 0) {
+			done += (uint64_t)p.updated;
+			continue;
+		}
+		if (errno == EEXIST || (errno == EAGAIN &&
+		    p.updated == -EEXIST)) {
+			done += PAGE - ((addr + done) & (PAGE - 1));
+			skipped = true;
+			continue;
+		}
+		return -errno;
+	}
+	return skipped ? -EEXIST : 0;
+}

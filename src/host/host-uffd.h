@@ -19,6 +19,17 @@
 #ifndef UFFD_USER_MODE_ONLY
 #define UFFD_USER_MODE_ONLY 1
 #endif
+#ifndef UFFDIO_POISON
+/* Linux 6.6: a missing page made to raise SIGBUS (Debian 12 lacks it). */
+struct uffdio_poison {
+	struct uffdio_range range;
+#define UFFDIO_POISON_MODE_DONTWAKE ((__u64)1 << 0)
+	__u64 mode;
+	__s64 updated;
+};
+#define _UFFDIO_POISON 0x08
+#define UFFDIO_POISON _IOWR(UFFDIO, _UFFDIO_POISON, struct uffdio_poison)
+#endif
 #ifndef USERFAULTFD_IOC_NEW
 #define USERFAULTFD_IOC_NEW _IO(0xAA, 0x00)
 #endif
@@ -29,5 +40,6 @@ int uffd_register(int uffd, uint64_t addr, uint64_t len, bool wp);
 int uffd_copy(int uffd, uint64_t dst, const void *src, uint64_t len, bool wp);
 int uffd_wake(int uffd, uint64_t addr, uint64_t len);
 int uffd_protect(int uffd, uint64_t addr, uint64_t len, bool wp);
+int uffd_poison(int uffd, uint64_t addr, uint64_t len);
 
 #endif /* FAM_UFFD_H */

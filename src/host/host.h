@@ -160,6 +160,7 @@ struct arena {
 	uint64_t size;
 	uint8_t *local;   /* famd's own mapping */
 	uint64_t uaddr;   /* the program's mapping; 0 until MAP */
+	bool poisoned;    /* UFFDIO_POISON was used in it (host_sigbus) */
 	struct extent *free;
 	struct region **regions; /* sorted by offset */
 	size_t nregions, cap;
@@ -171,7 +172,9 @@ struct host_client {
 	struct host *h;
 	int fd;
 	pid_t pid;
+	int pidfd;          /* the process that connected, from accept; -1 */
 	uid_t uid;
+	gid_t gid;
 	int uffd;
 	struct event *sock_ev;
 	struct event *uffd_ev;
@@ -194,6 +197,10 @@ struct host_client {
 	unsigned pending_calls;
 	int pending_err;
 	bool dead;
+	bool give_up;       /* faults it cannot stop: end the session */
+	pid_t sigbus_tid;   /* the last thread sent SIGBUS, and where */
+	uint64_t sigbus_page;
+	unsigned sigbus_repeats; /* ... times in a row (no UFFDIO_POISON) */
 	unsigned refs;      /* in-flight operations that point at us */
 	struct host_client *next;
 };
@@ -242,6 +249,7 @@ struct host_stats {
 	uint64_t evictions_clean, evictions_dirty, writebacks;
 	uint64_t writeback_bytes, writeback_errors, evictions_cancelled;
 	uint64_t fault_waits_for_room, sigbus;
+	uint64_t sigbus_poisoned, sessions_given_up;
 	uint64_t sessions, sessions_refused, bad_messages;
 	uint64_t allocs, alloc_errors, allocs_redone, frees, frees_deferred;
 	uint64_t quota_refusals;
@@ -269,6 +277,7 @@ struct host {
 	/* userfaultfd features we ask for on each program's uffd */
 	uint64_t uffd_features;
 	bool wp_ok;
+	bool poison_ok;          /* UFFDIO_POISON (Linux 6.6) */
 	/* memory nodes */
 	struct mnode nodes[HOST_MAX_NODES];
 	unsigned nnodes;
@@ -281,6 +290,8 @@ struct host {
 	int listen_fd;
 	int session_lock;
 	struct event *listen_ev;
+	struct event *listen_retry; /* accepting again after EMFILE */
+	unsigned listen_backoff_ms;
 	char *session_path;
 	struct host_client *clients;
 	uint64_t next_handle;
@@ -335,9 +346,15 @@ host_wake(struct host *h, unsigned what)
 /* host-role.c */
 void host_admin_register(void);
 
-/* host-session.c */
+/* host-listen.c */
 int host_session_open(struct host *h, char **cause);
 void host_session_close(struct host *h);
+
+/* host-session.c */
+struct ucred;
+int host_client_new(struct host *h, int fd, const struct ucred *cred,
+    int pidfd);
+void host_session_init(struct host *h);
 void host_client_release(struct host_client *cl);
 void host_session_retry(struct host *h);
 void host_client_put(struct host_client *cl);
@@ -351,7 +368,7 @@ void host_uffd_cb(int fd, short what, void *arg);
 void host_fetch_kick(struct host *h);
 void host_fetch_unpark(struct host *h);
 void host_sigbus(struct host *h, struct host_client *cl, pid_t tid,
-    const char *why);
+    uint64_t addr, uint64_t len, const char *why);
 int host_uffd_probe(struct host *h, char **cause);
 int host_uffd_setup(struct host *h, int uffd, char **cause);
 

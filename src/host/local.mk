@@ -9,5 +9,6 @@ src_libfamdcore_la_SOURCES += \
 	src/host/host-fault.c \
 	src/host/host-numa.c \
 	src/host/host-path.c \
+	src/host/host-listen.c \
 	src/host/host-session.c \
 	src/host/host-uffd.c

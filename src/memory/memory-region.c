@@ -637,6 +637,10 @@ mem_region_create(struct mem_session *s, const struct fam_region_create *req,
 		return -EINVAL; /* nobody could ever find it again */
 	if (req->name[0] != '\0' && (r = mem_region_by_name(req->name)) !=
 	    NULL) {
+		/* A name that is another file's: never that file's bytes. */
+		if ((req->flags & FAM_RF_FILE) && (r->path == NULL ||
+		    strcmp(r->path, req->path) != 0))
+			return -EEXIST;
 		err = mem_region_open(s, r, req->flags);
 		if (err == 0)
 			*out = r;

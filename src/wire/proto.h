@@ -156,6 +156,7 @@ struct fam_hello_resp {
  * reach the region on the memory node itself (REGION_ADOPT, which gives it
  * a lease of its own) when it switches path or the dpu is lost.
  * Errors: ENOSPC (capacity), EBUSY (a second writer), ENOENT (file),
+ * EEXIST (FAM_RF_FILE with the name of a region of another file),
  * EACCES (path escapes preload_dir), EINVAL (bad fields), EMFILE (limit),
  * EHOSTDOWN (a dpu: no memory node reachable).
  */

@@ -11,9 +11,13 @@
  * A session:
  *   1. program -> HELLO                 famd -> HELLO reply, carrying a
  *                                       descriptor of /dev/userfaultfd when
- *                                       famd could open it
- *   2. program creates its userfaultfd (the syscall, or USERFAULTFD_IOC_NEW
- *      on that descriptor when the syscall is refused) and keeps a copy
+ *                                       the program's user is in famd's
+ *                                       uffd_device_group
+ *   2. program creates its userfaultfd (the syscall; USERFAULTFD_IOC_NEW on
+ *      that descriptor when the syscall is refused; else the syscall with
+ *      UFFD_USER_MODE_ONLY, which does not catch the kernel's faults: a
+ *      system call into a page not resident fails with EFAULT) and keeps a
+ *      copy
  *      program -> UFFD + descriptor      famd -> reply (UFFDIO_API done)
  *   3. program -> ALLOC                 famd -> reply; with FAM_S_NEW_ARENA
  *                                       and the arena's memfd attached the
@@ -25,10 +29,13 @@
  * The session ends when the socket closes: famd then releases every region
  * of the program on the host and on the memory nodes.
  *
- * Arenas: an arena's length is the size of its memfd. The program maps each
- * arena at an address aligned to the largest power of two that is at most
- * both that length and FAM_SESSION_ARENA_ALIGN, so a region whose offset is
- * aligned to `alignment` (up to that) has an address so aligned.
+ * Arenas: an arena's length is the size of its memfd, which famd seals
+ * (F_SEAL_SHRINK, F_SEAL_SEAL): ftruncate to less and F_ADD_SEALS fail
+ * with EPERM. The program maps each arena at an address aligned to the
+ * largest power of two that is at most both that length and
+ * FAM_SESSION_ARENA_ALIGN, so a region whose offset is aligned to
+ * `alignment` (up to that) has an address so aligned. A session holds at
+ * most one arena it has not mapped: an ALLOC that needs another is EBUSY.
  *
  * When famd dies, the program (which keeps its own copy of the userfaultfd)
  * maps every arena onto an empty file and wakes the threads waiting in

@@ -24,6 +24,7 @@ E2E_TESTS = \
 	tests/e2e/host-striping.sh \
 	tests/e2e/host-readahead.sh \
 	tests/e2e/host-client-exit.sh \
+	tests/e2e/host-attacks.sh \
 	tests/e2e/quota.sh \
 	tests/e2e/flood.sh \
 	tests/e2e/memory-rw.sh \

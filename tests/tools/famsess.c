@@ -3,13 +3,15 @@
  * on raw sockets, for tests: each attack sends malformed or out-of-place
  * messages and checks famd's answer, or that famd drops the connection.
  *
- * usage: famsess [-t MS] SOCKET ATTACK...
+ * usage: famsess [-s MIB] [-t MS] SOCKET ATTACK...
+ *   -s MIB  how much the attacks on the host famd page (default 16)
  *   -t MS   how long to wait for an answer (default 5000)
  * Each attack runs on connections of its own and prints one line,
  * "ok - ATTACK: what famd did". `famsess -l` lists the attacks, with
  * "drop" after those famd must answer by dropping the connection (and
  * counting a bad message), "answer" after those it must answer with an
- * error, keeping the session usable.
+ * error, keeping the session usable, "host" after the attacks on the host
+ * famd's resources (tests/e2e/host-attacks.sh checks famd's side).
  * Exit status: 0 when famd behaved as specified, 1 when not, 2 usage.
  */
 #include "config.h"
@@ -18,12 +20,14 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/ioctl.h>
@@ -31,6 +35,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <linux/userfaultfd.h>
 
 #include "wire/session.h"
@@ -38,8 +43,15 @@
 #ifndef USERFAULTFD_IOC_NEW
 #define USERFAULTFD_IOC_NEW _IO(0xAA, 0x00)
 #endif
+#ifndef UFFD_USER_MODE_ONLY
+#define UFFD_USER_MODE_ONLY 1
+#endif
 
 #define SESS_MAX_FDS 8
+
+/* What famd must do with an attack (famsess -l prints it). */
+enum { SESS_DROP, SESS_ANSWER, SESS_HOST };
+static const char *const sess_kinds[] = { "drop", "answer", "host" };
 
 static const char *sess_path;
 static int sess_timeout_ms = 5000;
@@ -313,7 +325,10 @@ sess_pipe(int *wr)
 	return p[0];
 }
 
-/* Creates a userfaultfd, through /dev/userfaultfd's devfd if need be. */
+/*
+ * Creates a userfaultfd as libfam does: through /dev/userfaultfd's devfd
+ * if need be, else user-mode-only.
+ */
 static int
 sess_uffd_new(int devfd)
 {
@@ -321,6 +336,9 @@ sess_uffd_new(int devfd)
 
 	if (fd < 0 && errno == EPERM && devfd >= 0)
 		fd = ioctl(devfd, USERFAULTFD_IOC_NEW, O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0 && errno == EPERM)
+		fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK |
+		    UFFD_USER_MODE_ONLY);
 	if (fd < 0)
 		sess_fail("cannot create a userfaultfd: %s", strerror(errno));
 	return fd;
@@ -884,54 +902,459 @@ attack_other_session(void)
 	sess_close(&a);
 }
 
+/* ---- attacks on the host famd itself (tests/e2e/host-attacks.sh) ------ */
+
+static uint64_t sess_size = 16u << 20; /* -s MiB: bytes an attack pages */
+
+/*
+ * ALLOCs size bytes in s, maps the new arena and MAPs it; returns the
+ * region's address and the arena's memfd in *memfd.
+ */
+static uint8_t *
+sess_region(struct sess *s, uint64_t size, int *memfd)
+{
+	struct fam_smsg r;
+	uint8_t *base;
+
+	*memfd = sess_alloc(s->fd, size, 0, 0, NULL, 0, 0, &r);
+	if (*memfd < 0 || !(r.flags & FAM_S_NEW_ARENA))
+		sess_fail("the ALLOC brought no arena (flags %#x)", r.flags);
+	base = mmap(NULL, s->arena_size, PROT_READ | PROT_WRITE,
+	    MAP_SHARED | MAP_NORESERVE, *memfd, 0);
+	if (base == MAP_FAILED)
+		sess_fail("mmap of the arena: %s", strerror(errno));
+	sess_simple(s->fd, FAM_S_MAP, r.a, (uint64_t)(uintptr_t)base, 0);
+	return base + r.b;
+}
+
+/* Writes v into every page of [p, p + len). */
+static void
+sess_fill(uint8_t *p, uint64_t len, uint8_t v)
+{
+	for (uint64_t i = 0; i < len; i += 4096)
+		p[i] = v;
+}
+
+/* Checks that every page of [p, p + len) holds v. */
+static void
+sess_check(const uint8_t *p, uint64_t len, uint8_t v, const char *what)
+{
+	for (uint64_t i = 0; i < len; i += 4096)
+		if (p[i] != v)
+			sess_fail("%s: byte %" PRIu64 " is %u, not %u", what, i,
+			    p[i], v);
+}
+
+/*
+ * Dirties a region, then shrinks its arena's memfd (and tries to seal it
+ * against famd's hole punching); a second session then pages as much
+ * again, so famd writes the first one's dirty chunks back. famd must have
+ * sealed the arena: ftruncate and F_ADD_SEALS fail with EPERM, and the
+ * first region's data comes back whole.
+ */
+static void
+attack_arena_shrink(void)
+{
+	struct sess a = sess_open(), b = sess_open();
+	int fa, fb, shrink, seal;
+	uint8_t *pa = sess_region(&a, sess_size, &fa), *pb;
+
+	sess_fill(pa, sess_size, 0xa1);
+	shrink = ftruncate(fa, 0) == 0 ? 0 : errno;
+	seal = fcntl(fa, F_ADD_SEALS, F_SEAL_FUTURE_WRITE) == 0 ? 0 : errno;
+	printf("# ftruncate of the arena: %s; F_SEAL_FUTURE_WRITE: %s\n",
+	    sess_errname(shrink), sess_errname(seal));
+	pb = sess_region(&b, sess_size, &fb);
+	sess_fill(pb, sess_size, 0xb2);
+	sess_check(pb, sess_size, 0xb2, "the second session's region");
+	if (shrink != EPERM || seal != EPERM)
+		sess_fail("the program changed its arena under famd "
+		    "(ftruncate %s, F_ADD_SEALS %s; EPERM expected)",
+		    sess_errname(shrink), sess_errname(seal));
+	sess_check(pa, sess_size, 0xa1, "the shrunk region, paged back in");
+	close(fa);
+	close(fb);
+	sess_close(&b);
+	sess_close(&a);
+}
+
+static volatile sig_atomic_t sess_sigbus_n;
+
+/* A SIGBUS handler that returns: the faulting access runs again. */
+static void
+sess_sigbus_return(int sig)
+{
+	(void)sig;
+	sess_sigbus_n++;
+}
+
+/* Touches the page at arg for ever (each SIGBUS returns and retouches). */
+static void *
+sess_toucher(void *arg)
+{
+	volatile uint8_t *p = arg;
+
+	for (;;)
+		(void)*p;
+	return NULL;
+}
+
+/*
+ * A thread touches a freed region under a SIGBUS handler that returns, for
+ * two seconds: famd must not serve (and log) the same fault again and
+ * again. Prints how often the handler ran.
+ */
+static void
+attack_sigbus_returns(void)
+{
+	struct sess s = sess_open();
+	struct sigaction sa = { .sa_handler = sess_sigbus_return };
+	struct timespec ts = { .tv_sec = 2 };
+	struct fam_smsg m;
+	pthread_t t;
+	uint8_t *p;
+	int fd;
+
+	p = sess_region(&s, 1 << 20, &fd);
+	sess_msg(&m, FAM_S_STAT);
+	m.a = (uint64_t)(uintptr_t)p;
+	sess_call(s.fd, &m, NULL, -1, 0);
+	sess_simple(s.fd, FAM_S_FREE, m.a, 0, 0);
+	sigaction(SIGBUS, &sa, NULL);
+	if (pthread_create(&t, NULL, sess_toucher, p) != 0)
+		sess_fail("pthread_create");
+	nanosleep(&ts, NULL);
+	printf("# the SIGBUS handler ran %ld times in 2 s\n",
+	    (long)sess_sigbus_n);
+	if (sess_sigbus_n == 0)
+		sess_fail("a touch of a freed region raised no SIGBUS");
+	/* The toucher never ends: exit with it (the caller prints ok). */
+	printf("ok - sigbus-returns: the thread got SIGBUS; famd's side is "
+	    "checked by the caller\n");
+	fflush(stdout);
+	_exit(0);
+}
+
+/*
+ * HELLO, and what famd handed over: prints "devfd: none", or "devfd:
+ * given" and whether USERFAULTFD_IOC_NEW on it makes a userfaultfd that
+ * catches kernel faults (which vm.unprivileged_userfaultfd = 0 forbids an
+ * unprivileged user).
+ */
+static void
+attack_devfd(void)
+{
+	struct fam_smsg m;
+	int fd = sess_connect(), devfd, u;
+
+	sess_msg(&m, FAM_S_HELLO);
+	m.a = FAM_SESSION_VERSION;
+	devfd = sess_call(fd, &m, NULL, -1, 0);
+	if (devfd < 0) {
+		printf("devfd: none\n");
+		close(fd);
+		return;
+	}
+	u = ioctl(devfd, USERFAULTFD_IOC_NEW, O_CLOEXEC);
+	printf("devfd: given; USERFAULTFD_IOC_NEW: %s\n",
+	    sess_errname(u < 0 ? errno : 0));
+	if (u >= 0)
+		close(u);
+	close(devfd);
+	close(fd);
+}
+
+/*
+ * A system call that writes into a page of a region not yet resident
+ * (read(2) from a pipe), then the same after the program touched it:
+ * prints each result. A user-mode-only userfaultfd does not catch the
+ * kernel's fault: EFAULT.
+ */
+static void
+attack_kernel_fault(void)
+{
+	struct sess s = sess_open();
+	uint8_t *p;
+	int memfd, pfd[2];
+	ssize_t n;
+
+	p = sess_region(&s, 1 << 20, &memfd);
+	if (pipe(pfd) < 0)
+		sess_fail("pipe: %s", strerror(errno));
+	if (write(pfd[1], "famd", 4) != 4)
+		sess_fail("write to the pipe");
+	n = read(pfd[0], p, 4);
+	printf("read(2) into a page not resident: %s\n",
+	    n == 4 ? "ok" : sess_errname(errno));
+	if (n != 4)
+		p[0] = 1; /* the program's own touch: a user-mode fault */
+	if (n != 4 && read(pfd[0], p, 4) != 4)
+		sess_fail("read(2) into a resident page: %s", strerror(errno));
+	if (memcmp(p, "famd", 4) != 0)
+		sess_fail("the page does not hold what read(2) put there");
+	close(pfd[0]);
+	close(pfd[1]);
+	close(memfd);
+	sess_close(&s);
+}
+
+/* Waits until standard input ends (the test lets go of the attack). */
+static void
+sess_hold(void)
+{
+	char b;
+
+	printf("holding\n");
+	fflush(stdout);
+	while (read(0, &b, 1) > 0)
+		;
+}
+
+/*
+ * Sends ALLOCs of 4 KiB that each need a new arena, never mapping one:
+ * prints how many were granted before the first refusal, and its status.
+ * Returns the handle of the last region granted (0: none).
+ */
+static uint64_t
+sess_alloc_unmapped(struct sess *s, unsigned max)
+{
+	uint64_t handle = 0;
+	unsigned granted = 0;
+	int status = 0;
+
+	while (granted < max) {
+		struct fam_smsg m, r;
+		int rfd;
+
+		sess_msg(&m, FAM_S_ALLOC);
+		m.a = 4096;
+		sess_send(s->fd, &m, NULL, 0, NULL, 0);
+		if (sess_recv(s->fd, &r, &rfd) < 0)
+			sess_fail("famd closed the session after %u ALLOCs",
+			    granted);
+		if (rfd >= 0)
+			close(rfd);
+		if (r.status != 0) {
+			status = r.status;
+			break;
+		}
+		handle = r.d;
+		granted++;
+	}
+	printf("arenas: %u granted, then %s\n", granted, sess_errname(status));
+	return handle;
+}
+
+/*
+ * 1,000 ALLOCs, none mapped, on one session; then the region granted is
+ * freed (as libfam does when it cannot map an arena), and an ALLOC gets a
+ * new arena again.
+ */
+static void
+attack_arena_flood(void)
+{
+	struct sess s = sess_open();
+	uint64_t handle = sess_alloc_unmapped(&s, 1000);
+	int fd;
+
+	if (handle != 0) {
+		sess_simple(s.fd, FAM_S_FREE, handle, 0, 0);
+		fd = sess_alloc(s.fd, 4096, 0, 0, NULL, 0, 0, NULL);
+		if (fd < 0)
+			sess_fail("no new arena once the unmapped one was "
+			    "emptied");
+		close(fd);
+	}
+	sess_alive(s.fd);
+	sess_close(&s);
+}
+
+/*
+ * Eight sessions of one user, each with one ALLOC it never maps; with
+ * FAMSESS_HOLD set, they are held until standard input ends.
+ */
+static void
+attack_arena_sessions(void)
+{
+	struct sess s[8];
+
+	for (int i = 0; i < 8; i++) {
+		s[i] = sess_open();
+		sess_alloc_unmapped(&s[i], 1);
+	}
+	if (getenv("FAMSESS_HOLD") != NULL)
+		sess_hold();
+	for (int i = 0; i < 8; i++)
+		sess_close(&s[i]);
+}
+
+/*
+ * The process that connects forks a worker that does everything on the
+ * connection: HELLO, its own userfaultfd, an ALLOC it maps, FREE, and a
+ * touch of the freed region under a SIGBUS handler. famd must signal only
+ * the faulting thread, never the process that connected: prints what
+ * became of each after 3 s.
+ */
+static void
+attack_forked_worker(void)
+{
+	struct sess s = { .fd = sess_connect(), .uffd = -1 };
+	struct timespec ts = { .tv_sec = 3 };
+	pid_t child;
+	int st;
+
+	child = fork();
+	if (child < 0)
+		sess_fail("fork: %s", strerror(errno));
+	if (child == 0) {
+		struct sigaction sa = { .sa_handler = sess_sigbus_return };
+		struct fam_smsg m;
+		uint8_t *p;
+		int devfd, memfd;
+
+		sess_msg(&m, FAM_S_HELLO);
+		m.a = FAM_SESSION_VERSION;
+		devfd = sess_call(s.fd, &m, NULL, -1, 0);
+		s.chunk = m.a;
+		s.arena_size = m.b;
+		s.uffd = sess_uffd_new(devfd);
+		sess_msg(&m, FAM_S_UFFD);
+		sess_call(s.fd, &m, NULL, s.uffd, 0);
+		p = sess_region(&s, 1 << 20, &memfd);
+		sess_msg(&m, FAM_S_STAT);
+		m.a = (uint64_t)(uintptr_t)p;
+		sess_call(s.fd, &m, NULL, -1, 0);
+		sess_simple(s.fd, FAM_S_FREE, m.a, 0, 0);
+		sigaction(SIGBUS, &sa, NULL);
+		(void)*(volatile uint8_t *)p;
+		_exit(sess_sigbus_n > 0 ? 3 : 4);
+	}
+	close(s.fd);
+	nanosleep(&ts, NULL);
+	if (waitpid(child, &st, WNOHANG) == 0) {
+		printf("worker: still waiting in its fault\n");
+		kill(child, SIGKILL);
+		waitpid(child, &st, 0);
+	} else if (WIFEXITED(st) && WEXITSTATUS(st) == 3) {
+		printf("worker: got SIGBUS\n");
+	} else {
+		printf("worker: ended with status %#x\n", st);
+	}
+	printf("parent: alive\n");
+}
+
+/* 100 connections that say nothing, held until standard input ends. */
+static void
+attack_conn_hold(void)
+{
+	int fds[100];
+
+	for (int i = 0; i < 100; i++)
+		fds[i] = sess_connect();
+	sess_hold();
+	for (int i = 0; i < 100; i++)
+		close(fds[i]);
+}
+
+/*
+ * Eight connections of one user, each sending HELLO: prints how many
+ * famd answered and how many it closed; held until standard input ends
+ * with FAMSESS_HOLD set.
+ */
+static void
+attack_session_count(void)
+{
+	int fds[8], answered = 0, closed = 0;
+
+	for (int i = 0; i < 8; i++) {
+		struct fam_smsg m, r;
+		int rfd;
+
+		fds[i] = sess_connect();
+		sess_msg(&m, FAM_S_HELLO);
+		m.a = FAM_SESSION_VERSION;
+		send(fds[i], &m, sizeof m, MSG_NOSIGNAL);
+		if (sess_recv(fds[i], &r, &rfd) < 0) {
+			closed++;
+			continue;
+		}
+		if (rfd >= 0)
+			close(rfd);
+		answered++;
+	}
+	printf("sessions: %d answered, %d closed\n", answered, closed);
+	if (getenv("FAMSESS_HOLD") != NULL)
+		sess_hold();
+	for (int i = 0; i < 8; i++)
+		close(fds[i]);
+}
+
 static const struct {
 	const char *name;
-	bool drops;
+	int kind; /* SESS_DROP, SESS_ANSWER, SESS_HOST */
 	void (*fn)(void);
 	const char *what;
 } attacks[] = {
-	{ "truncated", true, attack_truncated,
+	{ "truncated", SESS_DROP, attack_truncated,
 	    "a message cut short by a close is dropped" },
-	{ "bad-magic", true, attack_bad_magic, "dropped" },
-	{ "bad-version", true, attack_bad_version, "dropped" },
-	{ "unknown-type", true, attack_unknown_type, "dropped" },
-	{ "type-zero", true, attack_type_zero, "dropped" },
-	{ "huge-len", true, attack_huge_len, "dropped" },
-	{ "long-path", true, attack_long_path,
+	{ "bad-magic", SESS_DROP, attack_bad_magic, "dropped" },
+	{ "bad-version", SESS_DROP, attack_bad_version, "dropped" },
+	{ "unknown-type", SESS_DROP, attack_unknown_type, "dropped" },
+	{ "type-zero", SESS_DROP, attack_type_zero, "dropped" },
+	{ "huge-len", SESS_DROP, attack_huge_len, "dropped" },
+	{ "long-path", SESS_DROP, attack_long_path,
 	    "a path one byte too long is dropped" },
-	{ "nul-in-path", true, attack_nul_in_path, "dropped" },
-	{ "data-on-stat", true, attack_data_on_stat, "dropped" },
-	{ "status-set", true, attack_status_set, "dropped" },
-	{ "reserved-set", true, attack_reserved_set, "dropped" },
-	{ "alloc-before-uffd", true, attack_alloc_before_uffd, "dropped" },
-	{ "requests-before-uffd", true, attack_requests_before_uffd,
+	{ "nul-in-path", SESS_DROP, attack_nul_in_path, "dropped" },
+	{ "data-on-stat", SESS_DROP, attack_data_on_stat, "dropped" },
+	{ "status-set", SESS_DROP, attack_status_set, "dropped" },
+	{ "reserved-set", SESS_DROP, attack_reserved_set, "dropped" },
+	{ "alloc-before-uffd", SESS_DROP, attack_alloc_before_uffd, "dropped" },
+	{ "requests-before-uffd", SESS_DROP, attack_requests_before_uffd,
 	    "MAP, FREE and STAT each dropped" },
-	{ "too-many-fds", true, attack_too_many_fds,
+	{ "too-many-fds", SESS_DROP, attack_too_many_fds,
 	    "dropped, and every descriptor closed" },
-	{ "hello-version", false, attack_hello_version,
+	{ "hello-version", SESS_ANSWER, attack_hello_version,
 	    "EPROTONOSUPPORT, session kept" },
-	{ "uffd-without-fd", false, attack_uffd_without_fd,
+	{ "uffd-without-fd", SESS_ANSWER, attack_uffd_without_fd,
 	    "EBADF, session kept" },
-	{ "uffd-not-userfaultfd", false, attack_uffd_not_userfaultfd,
+	{ "uffd-not-userfaultfd", SESS_ANSWER, attack_uffd_not_userfaultfd,
 	    "EINVAL, the pipe closed, session kept" },
-	{ "second-uffd", false, attack_second_uffd, "EEXIST, session kept" },
-	{ "stray-fd", false, attack_stray_fd,
+	{ "second-uffd", SESS_ANSWER, attack_second_uffd, "EEXIST, session kept" },
+	{ "stray-fd", SESS_ANSWER, attack_stray_fd,
 	    "answered, the descriptor closed at once" },
-	{ "free-unknown", false, attack_free_unknown, "ENOENT, session kept" },
-	{ "stat-nowhere", false, attack_stat_nowhere, "ENOENT, session kept" },
-	{ "other-session", false, attack_other_session,
+	{ "free-unknown", SESS_ANSWER, attack_free_unknown, "ENOENT, session kept" },
+	{ "stat-nowhere", SESS_ANSWER, attack_stat_nowhere, "ENOENT, session kept" },
+	{ "other-session", SESS_ANSWER, attack_other_session,
 	    "another session's region and arena: ENOENT, both kept" },
-	{ "map-unknown-arena", false, attack_map_unknown_arena,
+	{ "map-unknown-arena", SESS_ANSWER, attack_map_unknown_arena,
 	    "ENOENT, session kept" },
-	{ "bad-alloc", false, attack_bad_alloc,
+	{ "bad-alloc", SESS_ANSWER, attack_bad_alloc,
 	    "EINVAL or EFBIG each, session kept" },
-	{ "map-bad-address", false, attack_map_bad_address,
+	{ "map-bad-address", SESS_ANSWER, attack_map_bad_address,
 	    "EINVAL for unaligned, 0, wrapping and unmapped addresses, ENOENT "
 	    "for a second MAP; then the region is served and freed" },
-	{ "pipelined", false, attack_pipelined,
+	{ "pipelined", SESS_ANSWER, attack_pipelined,
 	    "four requests in one write answered in order" },
-	{ "pipelined-alloc", false, attack_pipelined_alloc,
+	{ "pipelined-alloc", SESS_ANSWER, attack_pipelined_alloc,
 	    "a STAT sent behind an ALLOC is answered after it" },
+	{ "sigbus-returns", SESS_HOST, attack_sigbus_returns,
+	    "a SIGBUS handler that returns, for 2 s" },
+	{ "devfd", SESS_HOST, attack_devfd,
+	    "what HELLO handed over said" },
+	{ "kernel-fault", SESS_HOST, attack_kernel_fault,
+	    "a system call into a page not resident said" },
+	{ "arena-flood", SESS_HOST, attack_arena_flood,
+	    "ALLOCs of arenas never mapped, on one session" },
+	{ "arena-sessions", SESS_HOST, attack_arena_sessions,
+	    "an arena never mapped on each of eight sessions" },
+	{ "forked-worker", SESS_HOST, attack_forked_worker,
+	    "the process that connected was not signalled" },
+	{ "conn-hold", SESS_HOST, attack_conn_hold,
+	    "100 silent connections held" },
+	{ "session-count", SESS_HOST, attack_session_count,
+	    "eight sessions of one user" },
+	{ "arena-shrink", SESS_HOST, attack_arena_shrink,
+	    "the arena cannot be shrunk or sealed; its data came back" },
 };
 
 #define NATTACKS (sizeof attacks / sizeof attacks[0])
@@ -940,7 +1363,7 @@ static const struct {
 static void __attribute__((noreturn))
 sess_usage(void)
 {
-	fprintf(stderr, "usage: famsess [-t MS] SOCKET ATTACK...\n"
+	fprintf(stderr, "usage: famsess [-s MIB] [-t MS] SOCKET ATTACK...\n"
 	    "       famsess -l\nattacks:");
 	for (size_t i = 0; i < NATTACKS; i++)
 		fprintf(stderr, " %s", attacks[i].name);
@@ -956,13 +1379,16 @@ main(int argc, char **argv)
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	signal(SIGPIPE, SIG_IGN);
-	while ((c = getopt(argc, argv, "lt:")) != -1) {
+	while ((c = getopt(argc, argv, "ls:t:")) != -1) {
 		switch (c) {
 		case 'l':
 			for (size_t i = 0; i < NATTACKS; i++)
 				printf("%s %s\n", attacks[i].name,
-				    attacks[i].drops ? "drop" : "answer");
+				    sess_kinds[attacks[i].kind]);
 			return 0;
+		case 's':
+			sess_size = strtoull(optarg, NULL, 10) << 20;
+			break;
 		case 't':
 			sess_timeout_ms = atoi(optarg);
 			break;

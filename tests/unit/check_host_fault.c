@@ -185,6 +185,33 @@ START_TEST(test_fault_in_freed_region_gets_sigbus)
 }
 END_TEST
 
+START_TEST(test_freed_page_touched_twice_is_one_fault_message_when_poisoned)
+{
+	struct host *h = unit_famds_host(&u);
+	struct work w = { .len = PAGE, .seed = 7, .write = true };
+	struct fam_smsg m = { .type = FAM_S_FREE };
+	uint8_t *p;
+	uint64_t handle;
+
+	ck_assert_int_eq(unit_prog_alloc(&prog, 2 * CHUNK, &p, &handle), 0);
+	w.p = p;
+	ck_assert(!run_work(&w));
+	m.a = handle;
+	ck_assert_int_eq(unit_prog_call(&prog, &m, -1, NULL), 0);
+	w.write = false;
+	ck_assert(run_work(&w));
+	ck_assert(run_work(&w)); /* a SIGBUS handler that came back */
+	ck_assert_uint_eq(w.read, 0);
+	if (h->poison_ok) {
+		/* The second touch raised SIGBUS in the kernel: no message. */
+		ck_assert_uint_eq(h->stats.faults_invalid, 1);
+		ck_assert_uint_eq(h->stats.sigbus_poisoned, 1);
+	} else {
+		ck_assert_uint_eq(h->stats.faults_invalid, 2);
+	}
+}
+END_TEST
+
 START_TEST(test_refault_of_evicted_chunk_is_one_read_for_all_its_pages)
 {
 	struct host *h = unit_famds_host(&u);
@@ -244,6 +271,8 @@ host_fault_suite(void)
 	tcase_add_test(t, test_evicted_dirty_chunk_survives_refault);
 	tcase_add_test(t, test_fault_with_memory_node_gone_gets_sigbus_not_bytes);
 	tcase_add_test(t, test_fault_in_freed_region_gets_sigbus);
+	tcase_add_test(t,
+	    test_freed_page_touched_twice_is_one_fault_message_when_poisoned);
 	tcase_add_test(t, test_refault_of_evicted_chunk_is_one_read_for_all_its_pages);
 	tcase_add_test(t, test_wake_asked_in_a_callback_runs_in_the_same_iteration);
 	suite_add_tcase(s, t);

@@ -9,6 +9,7 @@ UNIT_TESTS = \
 	tests/unit/check_host_fault \
 	tests/unit/check_host_path \
 	tests/unit/check_libfam \
+	tests/unit/check_log \
 	tests/unit/check_memory \
 	tests/unit/check_proto \
 	tests/unit/check_render \
