@@ -65,6 +65,17 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		.help = "An admin connection that sends no complete request for "
 		    "this long is closed.",
 	},
+	[CFG_METRICS_LISTEN] = {
+		.section = "famd", .name = "metrics_listen", .type = CFG_T_ADDR,
+		.def = "", .example = "127.0.0.1:9477", .roles = ALL,
+		.empty_ok = true, .any_port = true,
+		.help = "Address and port where famd serves its status as "
+		    "OpenMetrics text (GET /metrics, for Prometheus), from its "
+		    "own event loop. Empty means none; famctl metrics prints "
+		    "the same text. Give a loopback address unless the "
+		    "network between famd and the scraper is trusted: the "
+		    "page needs no credentials.",
+	},
 	[CFG_LOG_LEVEL] = {
 		.section = "famd", .name = "log_level", .type = CFG_T_ENUM,
 		.choices = log_levels, .def = "info", .reloadable = true,

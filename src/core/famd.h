@@ -77,6 +77,7 @@ enum cfg_key {
 	CFG_ADMIN_GROUP,
 	CFG_ADMIN_MAX_CLIENTS,
 	CFG_ADMIN_IDLE_TIMEOUT,
+	CFG_METRICS_LISTEN,
 	CFG_LOG_LEVEL,
 	CFG_TRANSPORT,
 	CFG_SECRET_FILE,
@@ -240,6 +241,15 @@ extern const struct role_ops role_dpu_ops;
 extern const struct role_ops role_memory_ops;
 
 int famd_reload(char **cause);
+json_t *famd_status_json(void);
+
+/* metrics.c */
+char *metrics_text(const char *role, json_t *status);
+
+/* metrics-http.c (src/daemon) */
+int metrics_http_open(struct famd *d, char **cause);
+void metrics_http_close(void);
+const char *metrics_http_address(void);
 double famd_uptime(void);
 void famd_shutdown(const char *why);
 

@@ -5,5 +5,6 @@ src_libfamdcore_la_SOURCES += \
 	src/core/admin.c \
 	src/core/cfg.c \
 	src/core/cfg-table.c \
+	src/core/metrics.c \
 	src/core/notify.c \
 	src/core/secret.c

@@ -40,7 +40,9 @@ ctl_usage(FILE *f)
 	    "  config                  every configuration key\n"
 	    "  reload                  reload the configuration file\n"
 	    "  log-level [LEVEL]       show or set the log level\n"
-	    "  stats-reset             zero the counters\n"
+	    "  metrics                 the status as OpenMetrics text "
+	    "(Prometheus)\n"
+	    "  stats-reset             zero the counters (a debugging aid)\n"
 	    "  commands                list every command famd answers\n"
 	    "  call METHOD [PARAMS]    call any command; PARAMS is a JSON "
 	    "object\n", FAMD_DEFAULT_ADMIN);
@@ -287,6 +289,8 @@ main(int argc, char **argv)
 		method = "config.reload";
 	else if (strcmp(cmd, "stats-reset") == 0)
 		method = "stats.reset";
+	else if (strcmp(cmd, "metrics") == 0)
+		method = "metrics";
 	else if (strcmp(cmd, "commands") == 0)
 		method = "list-commands";
 	else if (strcmp(cmd, "log-level") == 0) {
@@ -304,7 +308,12 @@ main(int argc, char **argv)
 		return FAMD_EX_USAGE;
 	}
 	result = ctl_call(method, params);
-	ctl_print(result, as_json);
+	if (strcmp(cmd, "metrics") == 0 && !as_json &&
+	    json_is_string(json_object_get(result, "text")))
+		fputs(json_string_value(json_object_get(result, "text")),
+		    stdout);
+	else
+		ctl_print(result, as_json);
 	json_decref(result);
 	return FAMD_EX_OK;
 }

@@ -39,9 +39,9 @@ cmd_version(struct admin_req *req)
 	    PACKAGE_STRING);
 }
 
-/* status: role, uptime, configuration file, peers and the role's counters. */
-static json_t *
-cmd_status(struct admin_req *req)
+/* The status: role, uptime, configuration file, peers, the role's state. */
+json_t *
+famd_status_json(void)
 {
 	json_t *st;
 	char host[256] = "";
@@ -68,9 +68,34 @@ cmd_status(struct admin_req *req)
 	    "reload_failures", (json_int_t)famd->reload_failures,
 	    "log_level", log_level_name(log_get_level()),
 	    "peers");
+	json_object_set_new(st, "metrics_listen",
+	    json_string(metrics_http_address()));
 	admin_status(st);
 	famd->ops->status(famd, st);
 	return st;
+}
+
+/* status: role, uptime, configuration file, peers and the role's counters. */
+static json_t *
+cmd_status(struct admin_req *req)
+{
+	return famd_status_json();
+}
+
+/* metrics: the status as OpenMetrics text (famctl metrics prints it). */
+static json_t *
+cmd_metrics(struct admin_req *req)
+{
+	json_t *st = famd_status_json();
+	char *text = metrics_text(famd->ops->name, st);
+	json_t *r;
+
+	json_decref(st);
+	if (text == NULL)
+		return admin_fail(req, ADMIN_ERR_INTERNAL, "out of memory");
+	r = json_pack("{s:s}", "text", text);
+	free(text);
+	return r;
 }
 
 /* config.show: every key, its value and whether it is the default. */
@@ -117,7 +142,10 @@ cmd_log_level(struct admin_req *req)
 	return json_pack("{s:s}", "level", log_level_name(log_get_level()));
 }
 
-/* stats.reset: zeroes every counter of the admin socket and the role. */
+/*
+ * stats.reset: zeroes every counter of the admin socket and the role (a
+ * debugging aid: counters a monitoring system scrapes go back to zero).
+ */
 static json_t *
 cmd_stats_reset(struct admin_req *req)
 {
@@ -138,6 +166,8 @@ static const struct admin_cmd common_cmds[] = {
 	{ "version", "show famd's version", NULL, 0, cmd_version },
 	{ "status", "show role, uptime, peers and counters", NULL, 0,
 	    cmd_status },
+	{ "metrics", "the status as OpenMetrics text", NULL, 0,
+	    cmd_metrics },
 	{ "config.show", "show every configuration key and its value", NULL,
 	    0, cmd_config_show },
 	{ "config.reload", "reload the configuration file (as SIGHUP)", NULL,

@@ -223,6 +223,13 @@ famd_serve(const struct famd_opts *o)
 		admin_close();
 		return FAMD_EX_FAIL;
 	}
+	if (metrics_http_open(famd, &cause) < 0) {
+		log_err("%s", cause);
+		free(cause);
+		famd->ops->stop(famd);
+		admin_close();
+		return FAMD_EX_FAIL;
+	}
 
 	log_notice("famd %s started as %s (config %s, admin %s)",
 	    PACKAGE_VERSION, famd->ops->name, o->cfg_path,
@@ -238,6 +245,7 @@ famd_serve(const struct famd_opts *o)
 
 	event_base_dispatch(famd->base);
 
+	metrics_http_close();
 	famd->ops->stop(famd);
 	admin_close();
 	for (int i = 0; i < 3; i++)

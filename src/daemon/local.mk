@@ -3,7 +3,8 @@
 # that writes the example configurations and famd.conf(5) from the key table.
 src_libfamdcore_la_SOURCES += \
 	src/daemon/control.c \
-	src/daemon/admin-cmds.c
+	src/daemon/admin-cmds.c \
+	src/daemon/metrics-http.c
 
 sbin_PROGRAMS += src/famd
 src_famd_SOURCES = src/daemon/famd.c

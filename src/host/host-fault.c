@@ -184,6 +184,7 @@ fault_latency(struct host *h, uint64_t ns)
 	}
 	h->stats.lat_hist[b]++;
 	h->stats.lat_count++;
+	h->stats.lat_sum_ns += ns;
 }
 
 /* Appends f to a queue. */

@@ -194,6 +194,25 @@ host_latency_pct(const struct host *h, unsigned p)
 	return (uint64_t)1 << 32;
 }
 
+/*
+ * The fault service times as a histogram: bucket b of lat_hist holds the
+ * times under 2^(b+1) microseconds (le, in seconds), "sum" in seconds.
+ */
+static json_t *
+host_latency_hist(const struct host *h)
+{
+	json_t *le = json_array(), *counts = json_array();
+
+	for (unsigned b = 0; b < 32; b++) {
+		json_array_append_new(le, json_real((double)(1ull << (b + 1)) /
+		    1e6));
+		json_array_append_new(counts,
+		    json_integer((json_int_t)h->stats.lat_hist[b]));
+	}
+	return json_pack("{s:o,s:o,s:f}", "le", le, "counts", counts, "sum",
+	    (double)h->stats.lat_sum_ns / 1e9);
+}
+
 /* Adds the host role's state and counters to a status object. */
 static void
 role_host_status(struct famd *d, json_t *st)
@@ -295,6 +314,7 @@ role_host_status(struct famd *d, json_t *st)
 	json_object_set_new(st, "fault_latency_us", json_pack("{s:I,s:I}",
 	    "p50", (json_int_t)host_latency_pct(h, 50),
 	    "p99", (json_int_t)host_latency_pct(h, 99)));
+	json_object_set_new(st, "fault_service_seconds", host_latency_hist(h));
 }
 
 /* Zeroes the host role's counters. */

@@ -259,6 +259,7 @@ struct host_stats {
 	uint64_t switch_errors;
 	uint64_t lat_hist[32]; /* fault service time, log2 microseconds */
 	uint64_t lat_count;
+	uint64_t lat_sum_ns;   /* of the fault service times */
 };
 
 struct host {

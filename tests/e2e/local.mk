@@ -3,6 +3,7 @@
 E2E_TESTS = \
 	tests/e2e/config-check.sh \
 	tests/e2e/roles-status.sh \
+	tests/e2e/metrics.sh \
 	tests/e2e/reload.sh \
 	tests/e2e/stop.sh \
 	tests/e2e/second-famd.sh \
