@@ -76,6 +76,58 @@ cfg_find(const char *section, const char *name)
 	return -1;
 }
 
+/* The edit distance between a and b, up to 9 (at most 63 bytes each). */
+static unsigned
+cfg_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	unsigned d[64][64];
+
+	if (la > 63 || lb > 63)
+		return 9;
+	for (size_t i = 0; i <= la; i++)
+		d[i][0] = (unsigned)i;
+	for (size_t j = 0; j <= lb; j++)
+		d[0][j] = (unsigned)j;
+	for (size_t i = 1; i <= la; i++)
+		for (size_t j = 1; j <= lb; j++) {
+			unsigned sub = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+			unsigned del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
+
+			d[i][j] = sub < del ? (sub < ins ? sub : ins) :
+			    (del < ins ? del : ins);
+		}
+	return d[la][lb] < 9 ? d[la][lb] : 9;
+}
+
+/*
+ * Writes into buf (len bytes) a suggestion for an unknown key: "; did you
+ * mean [s] k?" naming the closest known key (in any section, at most two
+ * edits away, or the same name in another section), or "".
+ */
+static const char *
+cfg_suggest(const char *section, const char *name, char *buf, size_t len)
+{
+	unsigned best = 3;
+	int bk = -1;
+
+	for (int k = 0; k < CFG_NKEYS; k++) {
+		unsigned d = cfg_distance(name, cfg_keys[k].name) +
+		    (strcmp(cfg_keys[k].section, section) != 0);
+
+		if (d < best) {
+			best = d;
+			bk = k;
+		}
+	}
+	if (bk < 0)
+		buf[0] = '\0';
+	else
+		snprintf(buf, len, "; did you mean [%s] %s?",
+		    cfg_keys[bk].section, cfg_keys[bk].name);
+	return buf;
+}
+
 /* Returns true when some key lives in section. */
 static bool
 cfg_section_known(const char *section, size_t len)
@@ -585,8 +637,11 @@ cfg_handle(void *user, const char *section, const char *name,
 	}
 	k = cfg_find(section, name);
 	if (k < 0) {
-		cfg_error(p->errs, "%s:%u: unknown key '%s' in [%s]", p->path,
-		    p->line, name, section);
+		char hint[160];
+
+		cfg_error(p->errs, "%s:%u: unknown key '%s' in [%s]%s", p->path,
+		    p->line, name, section, cfg_suggest(section, name, hint,
+		    sizeof hint));
 		return 1;
 	}
 	v = &p->cfg->v[k];
@@ -625,8 +680,10 @@ cfg_override(struct cfg *cfg, const char *o, struct cfg_errors *errs)
 	snprintf(name, sizeof name, "%.*s", (int)(eq - dot - 1), dot + 1);
 	k = cfg_find(section, name);
 	if (k < 0) {
-		cfg_error(errs, "-o %s: unknown key '%s' in [%s]", o, name,
-		    section);
+		char hint[160];
+
+		cfg_error(errs, "-o %s: unknown key '%s' in [%s]%s", o, name,
+		    section, cfg_suggest(section, name, hint, sizeof hint));
 		return;
 	}
 	if (cfg_parse_value(k, eq + 1, &cfg->v[k], &cause) < 0) {

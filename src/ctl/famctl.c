@@ -178,8 +178,15 @@ ctl_call(const char *method, json_t *params)
 		int rc = json_integer_value(code) == ADMIN_ERR_PERMISSION ?
 		    FAMD_EX_NOPERM : FAMD_EX_FAIL;
 
-		fprintf(stderr, "famctl: %s: %s\n", method,
-		    json_is_string(msg) ? json_string_value(msg) : "error");
+		const char *text = json_is_string(msg) ?
+		    json_string_value(msg) : "error";
+		size_t ml = strlen(method);
+
+		/* famd's message may name the method already. */
+		if (strncmp(text, method, ml) == 0 && text[ml] == ':')
+			fprintf(stderr, "famctl: %s\n", text);
+		else
+			fprintf(stderr, "famctl: %s: %s\n", method, text);
 		json_decref(resp); /* nothing left for a leak checker */
 		exit(rc);
 	}
@@ -190,6 +197,71 @@ ctl_call(const char *method, json_t *params)
 		exit(FAMD_EX_FAIL);
 	}
 	return result;
+}
+
+/* Prints list-commands as a table: name, changes, parameters, help. */
+static void
+ctl_print_commands(json_t *list)
+{
+	size_t i, w = 4;
+	json_t *c;
+
+	json_array_foreach(list, i, c) {
+		size_t n = strlen(json_string_value(json_object_get(c,
+		    "name")) ?: "");
+
+		if (n > w)
+			w = n;
+	}
+	printf("%-*s  %-7s  %-16s  %s\n", (int)w, "NAME", "CHANGES", "PARAMS",
+	    "HELP");
+	json_array_foreach(list, i, c) {
+		char params[128] = "-";
+		size_t j, off = 0;
+		json_t *p;
+
+		json_array_foreach(json_object_get(c, "params"), j, p) {
+			int n = snprintf(params + off, sizeof params - off,
+			    "%s%s%s", j > 0 ? "," : "",
+			    json_string_value(json_object_get(p, "name")) ?: "",
+			    json_is_true(json_object_get(p, "required")) ?
+			    "" : "?");
+
+			if (n < 0 || (size_t)n >= sizeof params - off)
+				break;
+			off += (size_t)n;
+		}
+		printf("%-*s  %-7s  %-16s  %s\n", (int)w,
+		    json_string_value(json_object_get(c, "name")) ?: "",
+		    json_is_true(json_object_get(c, "changes")) ? "yes" : "no",
+		    params, json_string_value(json_object_get(c, "help")) ?:
+		    "");
+	}
+}
+
+/*
+ * Prints config.show as the file famd would read: a section header, then
+ * "key = value" per key, "# default" after the ones not set.
+ */
+static void
+ctl_print_config(json_t *result)
+{
+	json_t *keys = json_object_get(result, "keys"), *sec, *k;
+	const char *sname, *kname;
+
+	printf("# %s\n", json_string_value(json_object_get(result, "file")) ?:
+	    "");
+	json_object_foreach(keys, sname, sec) {
+		printf("[%s]\n", sname);
+		json_object_foreach(sec, kname, k) {
+			const char *text = json_string_value(json_object_get(k,
+			    "text")) ?: "";
+			bool def = json_is_true(json_object_get(k, "default"));
+
+			printf("%s = %s%s\n", kname, text,
+			    def ? "  # default" : "");
+		}
+	}
 }
 
 /* Prints a result as JSON or for people. */
@@ -312,6 +384,12 @@ main(int argc, char **argv)
 	    json_is_string(json_object_get(result, "text")))
 		fputs(json_string_value(json_object_get(result, "text")),
 		    stdout);
+	else if (strcmp(cmd, "commands") == 0 && !as_json &&
+	    json_is_array(result))
+		ctl_print_commands(result);
+	else if (strcmp(cmd, "config") == 0 && !as_json &&
+	    json_is_object(json_object_get(result, "keys")))
+		ctl_print_config(result);
 	else
 		ctl_print(result, as_json);
 	json_decref(result);

@@ -9,6 +9,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
@@ -177,6 +178,22 @@ famd_parse_opts(int argc, char **argv, struct famd_opts *o)
  * Runs the daemon from a loaded configuration: the control loop, its
  * signals, the admin socket and the role, until a stop. Returns the exit code.
  */
+/*
+ * path made absolute against the working directory: famd changes to / when
+ * it detaches, and a reload reads the file again from there.
+ */
+static const char *
+famd_abs_path(const char *path)
+{
+	static char buf[PATH_MAX];
+	char cwd[PATH_MAX];
+
+	if (path[0] == '/' || getcwd(cwd, sizeof cwd) == NULL ||
+	    snprintf(buf, sizeof buf, "%s/%s", cwd, path) >= (int)sizeof buf)
+		return path;
+	return buf;
+}
+
 static int
 famd_serve(const struct famd_opts *o)
 {
@@ -186,7 +203,7 @@ famd_serve(const struct famd_opts *o)
 
 	famd = &famd_state;
 	famd->cfg = &famd_cfg;
-	famd->cfg_path = o->cfg_path;
+	famd->cfg_path = famd_abs_path(o->cfg_path);
 	famd->overrides = o->overrides;
 	famd->noverrides = o->noverrides;
 	famd->role = (enum famd_role)cfg_int(&famd_cfg, CFG_ROLE);

@@ -52,3 +52,18 @@ ctl m reload >/dev/null || fail "famctl reload of a good file failed"
 grep -q "\[famd\] role changed; it takes effect only when famd restarts" "$T/m.log" ||
 	fail "no warning for a key that needs a restart"
 pass "keys that need a restart keep their value, with a warning"
+
+# A famd that detaches (no -f), started with a relative -c, still finds its
+# file on reload (it changed to / when it detached).
+mkdir -p "$T/etc"
+printf '[famd]\nrole = memory\nlog_level = info\n' >"$T/etc/rel.conf"
+(cd "$T/etc" && "$FAMD" -c rel.conf -o famd.admin_socket="$(sock rel)" \
+	-o memory.listen=127.0.0.1:0) || fail "a detaching famd did not start"
+wait_until 10 ctl rel status || fail "the detached famd does not answer"
+FAMD_PIDS+=("$(ctl rel status -j | json .pid)")
+[ "$(ctl rel status -j | json .config_file)" = "$T/etc/rel.conf" ] ||
+	fail "config_file is $(ctl rel status -j | json .config_file)"
+printf '[famd]\nrole = memory\nlog_level = debug\n' >"$T/etc/rel.conf"
+ctl rel reload >/dev/null || fail "reload of a relative -c after detaching"
+[ "$(ctl rel status -j | json .log_level)" = debug ] || fail "the reload did not apply"
+pass "a detached famd started with a relative -c reloads its file"

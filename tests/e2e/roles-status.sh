@@ -52,3 +52,15 @@ ctl m call log.level '{"level":"debug"}' | json '.level == "debug"' >/dev/null |
 	fail "famctl call log.level did not set the level"
 ctl m status -j | json '.log_level == "debug"' >/dev/null || fail "level not shown"
 pass "famctl call reaches commands; errors exit 1"
+
+# For people: commands as a table, config as key = value, errors named once.
+ctl m commands >"$T/cmds.txt" || fail "famctl commands"
+head -1 "$T/cmds.txt" | grep -q '^NAME  *CHANGES  *PARAMS  *HELP$' || fail "commands: $(head -1 "$T/cmds.txt")"
+grep -q '^log.level  *no  *level?  *show the log level' "$T/cmds.txt" || fail "commands: no log.level row: $(cat "$T/cmds.txt")"
+[ "$(wc -l <"$T/cmds.txt")" -eq $(( $(ctl m commands -j | jq length) + 1 )) ] || fail "commands: one row per command"
+ctl m config >"$T/conf.txt" || fail "famctl config"
+grep -q '^\[memory\]$' "$T/conf.txt" && grep -q '^role = memory$' "$T/conf.txt" &&
+	grep -q '^admin_max_clients = 16  # default$' "$T/conf.txt" || fail "config: $(head -5 "$T/conf.txt")"
+ctl m log-level loud 2>"$T/err.txt"
+[ "$(grep -o 'log.level' "$T/err.txt" | wc -l)" = 1 ] || fail "the method named twice: $(cat "$T/err.txt")"
+pass "famctl commands is a table, config reads as key = value, errors name the method once"

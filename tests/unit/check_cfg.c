@@ -196,7 +196,28 @@ END_TEST
 START_TEST(test_error_unknown_key)
 {
 	assert_one_error("[famd]\nrole = dpu\nrolez = 1\n",
-	    ":3: unknown key 'rolez' in [famd]");
+	    ":3: unknown key 'rolez' in [famd]; did you mean [famd] role?");
+}
+END_TEST
+
+START_TEST(test_unknown_key_suggests_the_closest_known_one)
+{
+	/* A typo, the right key in the wrong section, nothing close. */
+	assert_one_error("[famd]\nrole = memory\n[memory]\ncapacty = 1G\n",
+	    ":4: unknown key 'capacty' in [memory]; did you mean [memory] "
+	    "capacity?");
+	assert_one_error("[famd]\nrole = memory\ncapacity = 1G\n",
+	    ":3: unknown key 'capacity' in [famd]; did you mean [memory] "
+	    "capacity?");
+	struct cfg cfg;
+	struct cfg_errors errs = { 0 };
+
+	ck_assert_int_lt(load_text("[famd]\nrole = memory\nzzzzqqq = 1\n", &cfg,
+	    &errs), 0);
+	ck_assert_uint_eq(errs.count, 1);
+	ck_assert_ptr_null(strstr(errs.msg[0], "did you mean"));
+	cfg_errors_free(&errs);
+	cfg_free(&cfg);
 }
 END_TEST
 
@@ -572,6 +593,7 @@ cfg_suite(void)
 	t = tcase_create("bad_input");
 	tcase_add_test(t, test_error_unknown_section);
 	tcase_add_test(t, test_error_unknown_key);
+	tcase_add_test(t, test_unknown_key_suggests_the_closest_known_one);
 	tcase_add_test(t, test_error_bad_enum);
 	tcase_add_test(t, test_error_integer_malformed);
 	tcase_add_test(t, test_error_integer_out_of_range);
