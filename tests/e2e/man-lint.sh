@@ -22,6 +22,12 @@ if command -v systemd-analyze >/dev/null 2>&1; then
 	out=$(systemd-analyze verify --man=no "$T/famd.service" 2>&1)
 	[ -z "$out" ] || fail "systemd-analyze verify: $out"
 	pass "famd.service verifies"
+	score=$(systemd-analyze security --offline=yes "$T/famd.service" 2>&1 |
+		sed -n 's/^→ Overall exposure level for famd.service: \([0-9.]*\) .*/\1/p')
+	[ -n "$score" ] || fail "systemd-analyze security gave no score"
+	awk -v s="$score" 'BEGIN { exit !(s <= 3.0) }' ||
+		fail "famd.service exposure $score, more than 3.0: $(systemd-analyze security --offline=yes "$T/famd.service" 2>&1 | grep '✗' | head -5)"
+	pass "famd.service exposure level $score (systemd-analyze security)"
 else
 	echo "note: systemd-analyze not installed; unit not verified"
 fi
