@@ -10,6 +10,7 @@ E2E_TESTS = \
 	tests/e2e/admin-garbage.sh \
 	tests/e2e/admin-permission.sh \
 	tests/e2e/man-lint.sh \
+	tests/e2e/man-coverage.sh \
 	tests/e2e/shim-exports.sh \
 	tests/e2e/shim-fallback.sh \
 	tests/e2e/shim-programs.sh \
