@@ -66,7 +66,7 @@ static const char *const cumulative[] = {
 	"recent_pushed", "recent_overwritten", "ondemand_bytes",
 	"background_bytes", "read_bytes", "write_bytes", "connects",
 	"disconnects", "reloads", "reload_failures", "requests", "errors",
-	NULL,
+	"reads", "seconds", "gb_moved", NULL,
 };
 
 /* Tells whether s is one of the strings of list. */

@@ -187,6 +187,23 @@ fault_latency(struct host *h, uint64_t ns)
 	h->stats.lat_sum_ns += ns;
 }
 
+/*
+ * Adds a served fault's stages to the breakdown: from the fault to its
+ * read going out, the read on the wire, the install (now).
+ */
+static void
+fault_breakdown(struct host *h, const struct fetch *f, uint64_t now)
+{
+	uint64_t sent = f->sent_ns > f->fault_ns ? f->sent_ns : f->fault_ns;
+
+	if (f->sent_ns == 0 || f->reply_ns < sent)
+		return;
+	h->stats.bd_reads++;
+	h->stats.bd_queue_ns += sent - f->fault_ns;
+	h->stats.bd_wire_ns += f->reply_ns - sent;
+	h->stats.bd_install_ns += now - f->reply_ns;
+}
+
 /* Appends f to a queue. */
 static void
 queue_push(struct fetch **head, struct fetch **tail, struct fetch *f)
@@ -233,8 +250,12 @@ fetch_complete(struct host *h, struct fetch *f, int status)
 		else if (r->ra_window == 0)
 			ch->flags |= CH_REF;
 		r->resident++;
-		if (f->fault_ns != 0)
-			fault_latency(h, mono_ns() - f->fault_ns);
+		if (f->fault_ns != 0) {
+			uint64_t now = mono_ns();
+
+			fault_latency(h, now - f->fault_ns);
+			fault_breakdown(h, f, now);
+		}
 		goto out;
 	}
 	/* Not served: the chunk stays absent; waiting threads get SIGBUS. */
@@ -312,7 +333,10 @@ fetch_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 	struct host *h = r->cl->h;
 	uint8_t *staging = f->staging;
 	unsigned n = f->nrun;
+	uint64_t now = mono_ns();
 
+	for (struct fetch *g = f; g != NULL; g = g->run)
+		g->reply_ns = now;
 	h->inflight -= n;
 	if (f->s != NULL) {
 		/* the read was routed once, for all its chunks */
@@ -503,6 +527,8 @@ fetch_send(struct host *h, struct fetch *f, bool demand, bool urgent,
 	f->s = s;
 	if (len < h->chunk) /* the end of a file: zeros after it */
 		memset(f->staging + len, 0, h->chunk - len);
+	for (struct fetch *g = f; g != NULL; g = g->run)
+		g->sent_ns = mono_ns();
 	rc = fam_conn_readf(conn, remote, off,
 	    (uint32_t)(((uint64_t)(n - 1) << h->chunk_shift) + len),
 	    f->staging, mr, urgent ? 0 : FAM_F_BACKGROUND, fetch_done, f);

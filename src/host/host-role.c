@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -213,6 +214,42 @@ host_latency_hist(const struct host *h)
 	    (double)h->stats.lat_sum_ns / 1e9);
 }
 
+/*
+ * Where the faults served by a read spent their time, on average in
+ * microseconds: queued (room in the buffer, a read slot), on the wire,
+ * installed; and the whole service time of every fault.
+ */
+static json_t *
+host_breakdown(const struct host *h)
+{
+	const struct host_stats *s = &h->stats;
+	double n = s->bd_reads > 0 ? (double)s->bd_reads : 1;
+
+	return json_pack("{s:I,s:f,s:f,s:f,s:f}",
+	    "reads", (json_int_t)s->bd_reads,
+	    "queued", (double)s->bd_queue_ns / n / 1e3,
+	    "wire", (double)s->bd_wire_ns / n / 1e3,
+	    "install", (double)s->bd_install_ns / n / 1e3,
+	    "total", s->lat_count > 0 ?
+	    (double)s->lat_sum_ns / (double)s->lat_count / 1e3 : 0.0);
+}
+
+/* famd's CPU time so far, and per GB it moved to and from memory nodes. */
+static json_t *
+host_cpu(const struct host *h)
+{
+	const struct host_stats *s = &h->stats;
+	struct rusage ru;
+	double cpu = 0, gb = (double)(s->fetch_bytes + s->prefetch_bytes +
+	    s->writeback_bytes) / 1e9;
+
+	if (getrusage(RUSAGE_SELF, &ru) == 0)
+		cpu = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+		    (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+	return json_pack("{s:f,s:f,s:f}", "seconds", cpu, "gb_moved", gb,
+	    "seconds_per_gb", gb > 0 ? cpu / gb : 0.0);
+}
+
 /* Adds the host role's state and counters to a status object. */
 static void
 role_host_status(struct famd *d, json_t *st)
@@ -315,6 +352,8 @@ role_host_status(struct famd *d, json_t *st)
 	    "p50", (json_int_t)host_latency_pct(h, 50),
 	    "p99", (json_int_t)host_latency_pct(h, 99)));
 	json_object_set_new(st, "fault_service_seconds", host_latency_hist(h));
+	json_object_set_new(st, "fault_breakdown_us", host_breakdown(h));
+	json_object_set_new(st, "cpu", host_cpu(h));
 }
 
 /* Zeroes the host role's counters. */

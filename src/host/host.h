@@ -230,6 +230,8 @@ struct fetch {
 	struct fetch *run; /* the next chunk of the same read */
 	uint64_t start_ns; /* queued */
 	uint64_t fault_ns; /* first fault on it (0: none) */
+	uint64_t sent_ns;  /* its read went out (0: zero-filled) */
+	uint64_t reply_ns; /* its read's reply came */
 	unsigned nwaiters;
 	pid_t waiters[8];  /* threads to SIGBUS if it fails */
 	struct fetch *next;
@@ -260,6 +262,12 @@ struct host_stats {
 	uint64_t lat_hist[32]; /* fault service time, log2 microseconds */
 	uint64_t lat_count;
 	uint64_t lat_sum_ns;   /* of the fault service times */
+	/*
+	 * Where a fault served by a read spends its time (bd_reads of them):
+	 * queued until its read goes out (room, a read slot), on the wire,
+	 * installed (UFFDIO_COPY and the wake-up).
+	 */
+	uint64_t bd_reads, bd_queue_ns, bd_wire_ns, bd_install_ns;
 };
 
 struct host {

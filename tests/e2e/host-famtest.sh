@@ -43,6 +43,13 @@ done
 echo "$st" | jq -e '.counters.sigbus == 0 and .counters.fetch_errors == 0' >/dev/null ||
 	fail "SIGBUS or fetch errors: $(echo "$st" | jq -c .counters)"
 echo "$st" | jq -e '.buffer.used_bytes <= .buffer.size_bytes' >/dev/null || fail "buffer overfull"
+# The breakdown of a fault served by a read: each stage counted, and
+# together no longer than the whole service time of such faults allows.
+echo "$st" | jq -e '.fault_breakdown_us | .reads > 0 and .wire > 0 and .install > 0 and .queued >= 0' >/dev/null ||
+	fail "fault breakdown: $(echo "$st" | jq -c .fault_breakdown_us)"
+echo "$st" | jq -e '.cpu.seconds > 0 and .cpu.gb_moved > 0 and .cpu.seconds_per_gb > 0' >/dev/null ||
+	fail "cpu: $(echo "$st" | jq -c .cpu)"
+echo "fault breakdown (us): $(echo "$st" | jq -c .fault_breakdown_us); cpu: $(echo "$st" | jq -c .cpu)"
 pass "famtest -f -s $(scaled 256M) (4x the buffer): every check; faults, fetches, write-backs counted"
 
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
