@@ -196,7 +196,7 @@ fault_breakdown(struct host *h, const struct fetch *f, uint64_t now)
 {
 	uint64_t sent = f->sent_ns > f->fault_ns ? f->sent_ns : f->fault_ns;
 
-	if (f->sent_ns == 0 || f->reply_ns < sent)
+	if (f->sent_ns == 0 || f->reply_ns < sent || now < f->reply_ns)
 		return;
 	h->stats.bd_reads++;
 	h->stats.bd_queue_ns += sent - f->fault_ns;
@@ -251,10 +251,12 @@ fetch_complete(struct host *h, struct fetch *f, int status)
 			ch->flags |= CH_REF;
 		r->resident++;
 		if (f->fault_ns != 0) {
-			uint64_t now = mono_ns();
+			uint64_t done = f->done_ns != 0 ? f->done_ns :
+			    mono_ns();
 
-			fault_latency(h, now - f->fault_ns);
-			fault_breakdown(h, f, now);
+			fault_latency(h, done > f->fault_ns ?
+			    done - f->fault_ns : 0);
+			fault_breakdown(h, f, done);
 		}
 		goto out;
 	}
@@ -324,6 +326,51 @@ fetch_run_failed(struct host *h, struct fetch *f, int status)
 	}
 }
 
+/*
+ * Installs a read of several chunks adjacent in the program (one stripe):
+ * first the chunks threads wait for, each on its own, so that those
+ * threads wake before the rest is copied; then the others, a span of
+ * adjacent ones per UFFDIO_COPY. A chunk whose copy failed is tried again
+ * on its own by fetch_complete() (pages already in place are skipped).
+ */
+static void
+fetch_install_run(struct host *h, struct fetch *f)
+{
+	struct region *r = f->r;
+	struct fetch *span = NULL, *g;
+	unsigned nspan = 0;
+
+	for (g = f; g != NULL; g = g->run)
+		if (g->nwaiters > 0 && uffd_copy(r->cl->uffd,
+		    chunk_uaddr(h, r, g->chunk), g->staging, h->chunk,
+		    true) == 0) {
+			g->installed = true;
+			g->done_ns = mono_ns();
+		}
+	for (g = f;; g = g->run) {
+		if (g != NULL && !g->installed && (nspan == 0 ||
+		    g->chunk == span->chunk + nspan)) {
+			if (nspan++ == 0)
+				span = g;
+			continue;
+		}
+		if (nspan > 0 && uffd_copy(r->cl->uffd,
+		    chunk_uaddr(h, r, span->chunk), span->staging,
+		    (uint64_t)nspan << h->chunk_shift, true) == 0)
+			for (unsigned i = 0; i < nspan; i++, span = span->run) {
+				span->installed = true;
+				span->done_ns = mono_ns();
+			}
+		nspan = 0;
+		if (g == NULL)
+			break;
+		if (!g->installed) {
+			span = g;
+			nspan = 1;
+		}
+	}
+}
+
 /* Completion of a read of one or more chunks from a memory node. */
 static void
 fetch_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
@@ -349,16 +396,8 @@ fetch_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 		host_fetch_kick(h);
 		return;
 	}
-	/*
-	 * Chunks adjacent in the program (one stripe) go in with one
-	 * UFFDIO_COPY and one wake-up; should it fail, each chunk is tried
-	 * on its own (pages already in place are skipped).
-	 */
-	if (n > 1 && r->nstripes == 1 && !r->dying && !r->cl->dead &&
-	    uffd_copy(r->cl->uffd, chunk_uaddr(h, r, f->chunk), staging,
-	    (uint64_t)n << h->chunk_shift, true) == 0)
-		for (struct fetch *g = f; g != NULL; g = g->run)
-			g->installed = true;
+	if (n > 1 && r->nstripes == 1 && !r->dying && !r->cl->dead)
+		fetch_install_run(h, f);
 	for (; f != NULL; f = next) {
 		next = f->run;
 		if (f->prefetch && f->nwaiters == 0) {

@@ -232,6 +232,7 @@ struct fetch {
 	uint64_t fault_ns; /* first fault on it (0: none) */
 	uint64_t sent_ns;  /* its read went out (0: zero-filled) */
 	uint64_t reply_ns; /* its read's reply came */
+	uint64_t done_ns;  /* installed, its threads woken */
 	unsigned nwaiters;
 	pid_t waiters[8];  /* threads to SIGBUS if it fails */
 	struct fetch *next;
