@@ -33,8 +33,8 @@ BENCH_RUNS=${BENCH_RUNS:-1}
 if [ "${RXE_VM:-}" != 1 ]; then
 	src=$(cd "$(dirname "$0")/../.." && pwd)
 	B=$(cd "${1:-$src/_build-dev}" && pwd) || exit 1
-	vm=${RXE_VM_RUN:-$src/../shared/rxe-vm/run-in-rxe-vm}
-	[ -x "$vm" ] || { echo "no rxe-vm harness at $vm (set RXE_VM_RUN)"; exit 77; }
+	vm=${RXE_VM_RUN:-$src/tests/rxe/vm/famd-rxe-vm}
+	[ -x "$vm" ] || { echo "no guest harness at $vm (RXE_VM_RUN)"; exit 77; }
 	[ -x "$B/contrib/bench/fetchbench" ] || { echo "build first: make -C $B"; exit 1; }
 	command -v ib_read_lat >/dev/null || { echo "perftest is not installed"; exit 77; }
 	export BENCH_B=$B BENCH_N BENCH_NBW BENCH_DEPTH BENCH_RUNS

@@ -1,8 +1,8 @@
 #!/bin/bash
 # guest.sh MODE TEST... - runs inside the Soft-RoCE guest (tests/rxe/run.sh
-# starts it with run-in-rxe-vm): each test script with RXE_TEST_MODE=MODE,
-# its output prefixed by its name; prints one PASS/FAIL/SKIP line per test
-# and exits 1 if any failed. Builds nothing: the binaries come from the
+# starts it with tests/rxe/vm/famd-rxe-vm): each test script with
+# RXE_TEST_MODE=MODE, its output prefixed by its name; prints one
+# PASS/FAIL/SKIP line per test and exits 1 if any failed. Builds nothing: the binaries come from the
 # host's build tree over 9p. A test of tests/e2e runs unchanged with
 # FAMD_TEST_TRANSPORT=verbs (tests/e2e/lib.sh starts every famd with
 # transport = verbs on the servers' rxe address), named e2e-NAME; an
@@ -12,8 +12,12 @@ mode=$1
 shift
 export RXE_TEST_MODE=$mode
 : "${top_builddir:?}" "${top_srcdir:?}"
-[ "${RXE_VM:-}" = 1 ] || { echo "guest.sh: not inside run-in-rxe-vm"; exit 2; }
+[ "${RXE_VM:-}" = 1 ] || { echo "guest.sh: not inside the Soft-RoCE guest"; exit 2; }
 echo "guest: $(uname -r), devices: ${RXE_VM_DEVS:-?}, mode $mode"
+# sch_netem.ko for tests/rxe/netem.sh, kept by the harness.
+if [ -z "${FAMD_NETEM_KO:-}" ] && [ -r "${RXE_VM_MODULES:-}/sch_netem.ko" ]; then
+	export FAMD_NETEM_KO=$RXE_VM_MODULES/sch_netem.ko
+fi
 # The guest's /dev has no /dev/fd (bash's <(...) needs it).
 [ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd
 if [ "$mode" = veth ]; then

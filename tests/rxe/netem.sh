@@ -9,15 +9,15 @@
 # resumes its session and the old data reads back whole.
 #
 # This machine's kernel may lack netem, so the test runs in the Soft-RoCE
-# guest: tests/rxe/run.sh fetches sch_netem.ko for the guest's kernel
-# (FAMD_NETEM_KO) and this test loads it. It runs once, in the veth mode.
+# guest: its harness keeps sch_netem.ko of the guest's kernel (guest.sh
+# sets FAMD_NETEM_KO) and this test loads it. It runs once, in the veth mode.
 . "$(dirname "$0")/lib-rxe.sh"
 require_cmd jq tc insmod ip
 
 [ "${RXE_TEST_MODE:-loopback}" = veth ] ||
 	skip "runs once, in the veth mode"
 [ -n "${FAMD_NETEM_KO:-}" ] && [ -r "$FAMD_NETEM_KO" ] ||
-	skip "no sch_netem.ko for $(uname -r) (FAMD_NETEM_KO; tests/rxe/run.sh fetches it with apt-get download)"
+	skip "no sch_netem.ko for $(uname -r) (FAMD_NETEM_KO; tests/rxe/vm/famd-rxe-vm keeps it in RXE_VM_MODULES)"
 grep -qw sch_netem /proc/modules || insmod "$FAMD_NETEM_KO" ||
 	fail "insmod $FAMD_NETEM_KO failed"
 

@@ -1,6 +1,6 @@
 #!/bin/bash
-# run.sh - the verbs tests, in a Soft-RoCE guest: boots the rxe-vm harness
-# (../shared/rxe-vm/run-in-rxe-vm, or $RXE_VM_RUN) twice - rxe0 loopback,
+# run.sh - the verbs tests, in a Soft-RoCE guest: boots tests/rxe/vm/famd-rxe-vm
+# (or $RXE_VM_RUN) twice - rxe0 loopback,
 # then a veth pair with rxe1 and rxe2 - and runs tests/rxe/verbs-*.sh in it
 # against the binaries of this build tree (nothing is built in the guest).
 # `make check-rxe` runs it; scripts/check too.
@@ -23,8 +23,8 @@ skip() {
 	exit 77
 }
 
-vm=${RXE_VM_RUN:-$top_srcdir/../shared/rxe-vm/run-in-rxe-vm}
-[ -x "$vm" ] || skip "no rxe-vm harness at $vm (set RXE_VM_RUN to run-in-rxe-vm)"
+vm=${RXE_VM_RUN:-$top_srcdir/tests/rxe/vm/famd-rxe-vm}
+[ -x "$vm" ] || skip "no guest harness at $vm (RXE_VM_RUN)"
 command -v qemu-system-x86_64 >/dev/null 2>&1 ||
 	skip "qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)"
 for p in tests/unit/check_verbs tests/tools/famclient tests/tools/famtest \
@@ -36,34 +36,11 @@ for p in tests/unit/check_verbs tests/tools/famclient tests/tools/famtest \
 done
 log=$(mktemp /tmp/famd-rxe.XXXXXX)
 trap 'rm -f "$log"' EXIT
-# The cache: a kernel and busybox fetched with apt-get download.
+# The cache: Debian's kernel, fetched with apt-get download (tc netem's
+# sch_netem.ko for tests/rxe/netem.sh too: guest.sh finds it).
 if ! "$vm" --prepare >"$log" 2>&1; then
 	tail -n 5 "$log"
 	skip "the guest cannot be prepared here (its kernel and busybox come from apt-get download; see above)"
-fi
-
-# tc netem for tests/rxe/netem.sh: Debian builds it as a module, which the
-# guest's kernel cache leaves out; sch_netem.ko comes from the same kernel
-# package (apt-get download), kept in famd's own cache. Without it that test
-# skips and says why.
-kdir=$(sed -n 's/^.*cache ready: //p' "$log" | tail -n 1)
-if [ -n "$kdir" ] && [ -r "$kdir/package" ]; then
-	kver=$(basename "$kdir")
-	ncache=${FAMD_TEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/famd-test}/$kver
-	ko=$ncache/sch_netem.ko
-	if [ ! -s "$ko" ]; then
-		tmp=$(mktemp -d "${ncache%/*}.XXXXXX" 2>/dev/null || mktemp -d)
-		if (cd "$tmp" && apt-get download -q "$(cat "$kdir/package")" >apt.log 2>&1 &&
-			dpkg-deb --fsys-tarfile ./*.deb | tar -x --wildcards '*/sch_netem.ko'); then
-			mkdir -p "$ncache" &&
-				find "$tmp" -name sch_netem.ko -exec cp {} "$ko" \;
-		else
-			echo "rxe: no sch_netem.ko: apt-get download $(cat "$kdir/package") failed: $(tail -n 2 "$tmp/apt.log" 2>/dev/null)"
-		fi
-		rm -rf "$tmp"
-	fi
-	# The guest sees the host's / except its /tmp and /run.
-	[ -s "$ko" ] && export FAMD_NETEM_KO=$ko
 fi
 
 # The guest sees the host's / read-only, except /tmp, /run and /dev/shm
@@ -150,7 +127,7 @@ for mode in "${modes[@]}"; do
 		bash "$top_srcdir/tests/rxe/guest.sh" "$mode" "${mtests[@]}" 2>&1 | tee "$log"
 	rc=${PIPESTATUS[0]}
 	if [ "$rc" = 125 ] && ! grep -q '^guest: ' "$log"; then
-		skip "the guest did not start (run-in-rxe-vm exit 125; run it with -v to see why)"
+		skip "the guest did not start (harness exit 125; run $vm -v -- true to see why)"
 	fi
 	if [ "$rc" != 0 ]; then
 		echo "FAIL: rxe $mode (exit $rc)"

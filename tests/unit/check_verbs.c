@@ -1,6 +1,6 @@
 /*
  * check_verbs.c - the verbs transport between two ends in one process, on
- * a real RDMA device (Soft-RoCE in the rxe-vm guest): hello and its
+ * a real RDMA device (Soft-RoCE in the guest of tests/rxe/vm): hello and its
  * refusals, calls, one-sided reads and writes with the data checked (from
  * registered buffers and through bounce buffers, up to a whole chunk, many
  * outstanding), two-sided reads and writes through resolve when a lease has
