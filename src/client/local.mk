@@ -28,11 +28,16 @@ EXTRA_src_libfamd_client_la_DEPENDENCIES = src/client/libfamd-client.sym
 # libfamshim.so: the LD_PRELOAD malloc, with libfam compiled in so that it
 # works alone. Never sanitized: a sanitizer runtime cannot be preloaded
 # behind another malloc.
-src_libfamshim_la_SOURCES = src/client/shim.c $(LIBFAM_SOURCES)
+# FAM_HEAP=all puts its small requests in jemalloc (Debian's libjemalloc2),
+# called through mallocx() and friends: libc, which the program needs, comes
+# before it in symbol lookup, so libc's malloc is still the one after the shim.
+src_libfamshim_la_SOURCES = src/client/shim.c src/client/shim-heap.c \
+	src/client/shim-heap.h $(LIBFAM_SOURCES)
 src_libfamshim_la_CFLAGS = -std=gnu11 $(WARN_CFLAGS) -fvisibility=hidden \
-	-fno-builtin -pthread
+	-fno-builtin -pthread $(JEMALLOC_CFLAGS)
 src_libfamshim_la_LDFLAGS = -module -avoid-version -shared $(FAMLIB_LDFLAGS) \
 	-Wl,--version-script=$(srcdir)/src/client/shim.sym
+src_libfamshim_la_LIBADD = $(JEMALLOC_LIBS)
 EXTRA_src_libfamshim_la_DEPENDENCIES = src/client/shim.sym
 
 EXTRA_DIST += src/client/libfamd-client.sym src/client/shim.sym \
