@@ -20,8 +20,7 @@ COMPAT_TESTS = \
 # until it is fixed, and an XPASS fails the suite so the list is kept true):
 # - gcc, java: cc1's heap and the JVM's are memory they map themselves
 #   (mmap), which famd does not serve yet.
-# - perl, sqlite3: their data is many small objects; FAM_HEAP=all (the
-#   whole heap in fabric-attached memory) does not exist yet.
+# - perl: PERL_REASON
 # - python-fork, redis: a forked child cannot read its parent's blocks.
 # - xz, imagemagick: random and strided access through 64 KiB chunks
 #   thrashes (xz -9's match finder, a resize's column pass): far past the
@@ -33,7 +32,6 @@ COMPAT_XFAIL = \
 	tests/compat/perl.sh \
 	tests/compat/python-fork.sh \
 	tests/compat/redis.sh \
-	tests/compat/sqlite3.sh \
 	tests/compat/xz.sh
 
 check-compat: all $(check_PROGRAMS)
