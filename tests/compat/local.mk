@@ -20,7 +20,6 @@ COMPAT_TESTS = \
 # until it is fixed, and an XPASS fails the suite so the list is kept true):
 # - gcc, java: cc1's heap and the JVM's are memory they map themselves
 #   (mmap), which famd does not serve yet.
-# - perl: PERL_REASON
 # - python-fork, redis: a forked child cannot read its parent's blocks.
 # - xz, imagemagick: random and strided access through 64 KiB chunks
 #   thrashes (xz -9's match finder, a resize's column pass): far past the
@@ -29,7 +28,6 @@ COMPAT_XFAIL = \
 	tests/compat/gcc.sh \
 	tests/compat/imagemagick.sh \
 	tests/compat/java.sh \
-	tests/compat/perl.sh \
 	tests/compat/python-fork.sh \
 	tests/compat/redis.sh \
 	tests/compat/xz.sh
