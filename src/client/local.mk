@@ -28,17 +28,27 @@ EXTRA_src_libfamd_client_la_DEPENDENCIES = src/client/libfamd-client.sym
 # libfamshim.so: the LD_PRELOAD malloc, with libfam compiled in so that it
 # works alone. Never sanitized: a sanitizer runtime cannot be preloaded
 # behind another malloc.
-# FAM_HEAP=all puts its small requests in jemalloc (Debian's libjemalloc2),
-# called through mallocx() and friends: libc, which the program needs, comes
-# before it in symbol lookup, so libc's malloc is still the one after the shim.
+# FAM_HEAP=all puts the small requests in jemalloc (libjemalloc-dev),
+# called through mallocx() and friends. It is linked in, hidden, from
+# Debian's PIC archive with the malloc names it defines made local: linked
+# as libjemalloc.so.2, it would bring libstdc++ into every program and put
+# its operator new, which then binds before libstdc++'s, between a C
+# program's C++ libraries and the shim.
+JEMALLOC_LOCAL = -L malloc -L calloc -L realloc -L free -L posix_memalign \
+	-L aligned_alloc -L memalign -L valloc -L malloc_usable_size
+src/client/libfamshim-jemalloc.a: $(JEMALLOC_PIC)
+	$(AM_V_GEN)$(OBJCOPY) $(JEMALLOC_LOCAL) $(JEMALLOC_PIC) $@ && \
+		$(RANLIB) $@
+MOSTLYCLEANFILES = src/client/libfamshim-jemalloc.a
 src_libfamshim_la_SOURCES = src/client/shim.c src/client/shim-heap.c \
 	src/client/shim-heap.h $(LIBFAM_SOURCES)
 src_libfamshim_la_CFLAGS = -std=gnu11 $(WARN_CFLAGS) -fvisibility=hidden \
 	-fno-builtin -pthread $(JEMALLOC_CFLAGS)
 src_libfamshim_la_LDFLAGS = -module -avoid-version -shared $(FAMLIB_LDFLAGS) \
-	-Wl,--version-script=$(srcdir)/src/client/shim.sym
-src_libfamshim_la_LIBADD = $(JEMALLOC_LIBS)
-EXTRA_src_libfamshim_la_DEPENDENCIES = src/client/shim.sym
+	-static-libgcc -Wl,--version-script=$(srcdir)/src/client/shim.sym
+src_libfamshim_la_LIBADD = src/client/libfamshim-jemalloc.a -lm -ldl
+EXTRA_src_libfamshim_la_DEPENDENCIES = src/client/shim.sym \
+	src/client/libfamshim-jemalloc.a
 
 EXTRA_DIST += src/client/libfamd-client.sym src/client/shim.sym \
 	src/client/famd-client.pc.in
