@@ -143,15 +143,12 @@ hook_alloc(extent_hooks_t *hooks, void *new_addr, size_t size,
 
 	if (new_addr != NULL)
 		return NULL; /* no growing in place */
-	shim_depth++;
+	/* Called inside mallocx() or rallocx(): shim_depth is raised. */
 	rc = libfam_alloc(size, alignment, &p, NULL, &quiet);
-	shim_depth--;
 	if (rc == 0) {
 		rc = span_add((uintptr_t)p, size, atomic_load(&heap_gen));
 		if (rc < 0) {
-			shim_depth++;
 			libfam_free(p);
-			shim_depth--;
 			quiet = false;
 		}
 	}
@@ -338,9 +335,9 @@ shim_heap_alloc(size_t size, size_t align, bool zero, void **out, bool *quiet)
 	if (zero)
 		flags |= MALLOCX_ZERO;
 	hook_err = 0;
-	/* The hook runs with shim_depth cleared: it counts its own calls. */
-	shim_depth--;
+	/* Whatever jemalloc allocates through malloc() is libc's. */
 	p = mallocx(size != 0 ? size : 1, flags);
+	shim_depth--;
 	if (p == NULL) {
 		rc = hook_err != 0 ? hook_err : -ENOMEM;
 		*quiet = hook_err != 0 && hook_quiet;
@@ -355,12 +352,13 @@ shim_heap_alloc(size_t size, size_t align, bool zero, void **out, bool *quiet)
 int
 shim_heap_resize(void *p, size_t size, void **out)
 {
-	void *q;
+	void *q = NULL;
 
-	if (heap_thread_ready() < 0)
-		return -ENOMEM;
-	q = rallocx(p, size != 0 ? size : 1,
-	    atomic_load_explicit(&heap_flags, memory_order_relaxed));
+	shim_depth++;
+	if (heap_thread_ready() == 0)
+		q = rallocx(p, size != 0 ? size : 1,
+		    atomic_load_explicit(&heap_flags, memory_order_relaxed));
+	shim_depth--;
 	if (q == NULL) {
 		atomic_store(&heap_retry_ns, heap_now() + HEAP_BACKOFF_NS);
 		return -ENOMEM;
