@@ -5,7 +5,9 @@
 # regions), the objects are fabric-attached, and the program's resident size
 # stays within the buffer and a small constant. A forked child frees some of
 # its parent's objects and allocates its own; the parent's data is intact
-# after it. Without FAM_HEAP, small allocations stay in libc's memory.
+# after it. Without FAM_HEAP, small allocations stay in libc's memory;
+# without famd, FAM_HEAP=all falls back to libc (or fails under
+# FAM_STRICT=1).
 . "$(dirname "$0")/lib.sh"
 require_cmd jq
 
@@ -50,3 +52,21 @@ shim "$FAMHEAP" -t "$(scaled 4M)" -T 1 >"$T/plain.out" 2>&1 ||
 	fail "famheap without FAM_HEAP: $(cat "$T/plain.out")"
 grep -q ' fam 0 ' "$T/plain.out" || fail "without FAM_HEAP: $(cat "$T/plain.out")"
 pass "without FAM_HEAP, small allocations stay in libc's memory"
+
+# No famd: FAM_HEAP=all falls back to libc with one warning, or fails the
+# allocations under FAM_STRICT=1; an unknown FAM_HEAP is reported.
+env FAM_HEAP=all FAM_SOCKET="$T/none.sock" LD_PRELOAD="$SHIM" "$FAMHEAP" -t 2M -T 2 >"$T/none.out" 2>"$T/none.err" ||
+	fail "FAM_HEAP=all without famd: $(cat "$T/none.out" "$T/none.err")"
+grep -q ' fam 0 ' "$T/none.out" || fail "FAM_HEAP=all without famd: $(cat "$T/none.out")"
+[ "$(wc -l <"$T/none.err")" -eq 1 ] && grep -q "cannot reach the host famd.*; allocations use libc memory" "$T/none.err" ||
+	fail "FAM_HEAP=all without famd: expected one warning: $(cat "$T/none.err")"
+rc=0
+env FAM_HEAP=all FAM_STRICT=1 FAM_SOCKET="$T/none.sock" LD_PRELOAD="$SHIM" "$FAMHEAP" -t 2M -T 1 >"$T/strict.out" 2>&1 || rc=$?
+[ "$rc" -ne 0 ] && grep -q '^FAIL - ' "$T/strict.out" ||
+	fail "FAM_HEAP=all FAM_STRICT=1 without famd: rc $rc: $(cat "$T/strict.out")"
+pass "without famd: FAM_HEAP=all falls back to libc with one warning; FAM_STRICT=1 fails the allocations"
+env FAM_HEAP=some FAM_SOCKET="$T/none.sock" LD_PRELOAD="$SHIM" "$FAMHEAP" -t 1M -T 1 >"$T/bad.out" 2>"$T/bad.err" ||
+	fail "FAM_HEAP=some: $(cat "$T/bad.out" "$T/bad.err")"
+grep -q "FAM_HEAP=some is neither all nor large; using large" "$T/bad.err" ||
+	fail "FAM_HEAP=some was not reported: $(cat "$T/bad.err")"
+pass "FAM_HEAP=some is reported, and large used"
