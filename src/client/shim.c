@@ -2,7 +2,8 @@
  * shim.c - libfamshim: preloaded in front of libc's malloc, it gives the
  * large requests (FAM_THRESHOLD bytes and more) fabric-attached memory from
  * the host famd through libfam (compiled in), and passes everything else to
- * libc. See libfamshim(7).
+ * libc; with FAM_HEAP=all, the small ones go to the FAM heap (jemalloc,
+ * shim-heap.c). See libfamshim(7).
  *
  * It must survive real programs:
  * - dlsym() may call calloc() before the real functions are known: those
@@ -10,8 +11,9 @@
  * - anything libfam itself allocates (pthread_create's stack bookkeeping,
  *   pthread_atfork's list) goes straight to libc: a thread-local depth
  *   counter marks the inside of a FAM call;
- * - ownership is decided by address: a pointer inside an arena is FAM's,
- *   anything else is libc's (or the bootstrap pool's);
+ * - ownership is decided by address: a pointer in the FAM heap's spans is
+ *   jemalloc's, one inside another arena is a FAM block, anything else is
+ *   libc's (or the bootstrap pool's);
  * - free() keeps errno; nothing on these paths uses stdio.
  *
  * Fork: arenas are not inherited (MADV_DONTFORK). In the child, libfam's
@@ -36,6 +38,7 @@
 #include "wire/session.h"
 #include "client/libfam-internal.h"
 #include "client/shim.h"
+#include "client/shim-heap.h"
 
 #define SHIM_DEFAULT_THRESHOLD ((size_t)1 << 20)
 #define SHIM_BOOT_SIZE         (64 * 1024)
@@ -69,6 +72,7 @@ static _Atomic int shim_state;
 bool shim_fam_on;      /* FAM_DISABLE not set */
 bool shim_strict;      /* FAM_STRICT set */
 size_t shim_threshold = SHIM_DEFAULT_THRESHOLD;
+static bool shim_heap_want;   /* FAM_HEAP=all */
 static _Atomic bool shim_failure_reported;
 static _Atomic bool shim_bad_free_reported;
 
@@ -208,9 +212,20 @@ shim_init(void)
 
 	shim_fam_on = !shim_env_on("FAM_DISABLE");
 	shim_strict = shim_env_on("FAM_STRICT");
-	libfam_configure("libfamshim", shim_strict ?
-	    "large allocations fail (FAM_STRICT=1)" :
-	    "large allocations use libc memory");
+	t = getenv("FAM_HEAP");
+	shim_heap_want = shim_fam_on && t != NULL && strcmp(t, "all") == 0;
+	if (shim_heap_want)
+		libfam_configure("libfamshim", shim_strict ?
+		    "allocations fail (FAM_STRICT=1)" :
+		    "allocations use libc memory");
+	else
+		libfam_configure("libfamshim", shim_strict ?
+		    "large allocations fail (FAM_STRICT=1)" :
+		    "large allocations use libc memory");
+	if (shim_fam_on && t != NULL && *t != '\0' && !shim_heap_want &&
+	    strcmp(t, "large") != 0)
+		libfam_say("FAM_HEAP=", t, " is neither all nor large; using "
+		    "large", NULL);
 	t = getenv("FAM_THRESHOLD");
 	if (shim_fam_on && t != NULL && *t != '\0' &&
 	    shim_parse_size(t, &shim_threshold) < 0) {
@@ -221,11 +236,24 @@ shim_init(void)
 	atomic_store_explicit(&shim_state, SHIM_READY, memory_order_release);
 }
 
-/* Runs the set-up before main() when nothing needed it earlier. */
+/*
+ * Runs the set-up before main() when nothing needed it earlier, and makes
+ * the heap's arena: jemalloc, a library the shim needs, is set up by now.
+ */
 __attribute__((constructor)) static void
 shim_ctor(void)
 {
+	char ebuf[128];
+	int rc;
+
 	shim_init();
+	if (!shim_heap_want || atomic_load(&shim_state) != SHIM_READY)
+		return;
+	rc = shim_heap_init();
+	if (rc < 0)
+		libfam_say("FAM_HEAP=all: jemalloc gave no arena: ",
+		    libfam_fmt_errno(ebuf, sizeof ebuf, -rc),
+		    "; small allocations use libc memory", NULL);
 }
 
 /* Tells whether libc's functions are known; sets them up on first use. */
@@ -326,19 +354,111 @@ shim_fam_usable(const void *p)
 	return libfam_usable_size(p);
 }
 
-/* Moves the block old (FAM, osize usable bytes) to a new one of size bytes. */
+/* Tells whether a request of size bytes should go to the FAM heap. */
+static inline bool
+shim_wants_heap(size_t size)
+{
+	return atomic_load_explicit(&shim_heap_on, memory_order_relaxed) &&
+	    size < shim_threshold && shim_depth == 0;
+}
+
+/*
+ * Tries the FAM heap for size bytes (aligned to align, zeroed when zero).
+ * Returns true when settled, as shim_fam() does; false when libc should
+ * serve it. After a failure, the heap is not asked for a second.
+ */
+static bool
+shim_heap(size_t size, size_t align, bool zero, void **out)
+{
+	bool quiet = true;
+	int rc = -EAGAIN, saved = errno;
+	void *p;
+
+	if (shim_heap_usable_now())
+		rc = shim_heap_alloc(size, align, zero, &p, &quiet);
+	if (rc == 0) {
+		errno = saved;
+		*out = p;
+		return true;
+	}
+	if (!quiet)
+		shim_report_failure(size, -rc);
+	if (shim_strict && rc != -EINVAL) {
+		*out = NULL;
+		errno = ENOMEM;
+		return true;
+	}
+	errno = saved;
+	return false;
+}
+
+/*
+ * Serves a request from FAM: a block of its own when large, the heap when
+ * small and FAM_HEAP=all. Returns true when settled (*out is the memory,
+ * or NULL under FAM_STRICT); false when libc should serve it.
+ */
+static inline bool
+shim_place(size_t size, size_t align, bool zero, void **out)
+{
+	if (shim_wants_fam(size))
+		return shim_fam(size, align, out);
+	if (shim_wants_heap(size))
+		return shim_heap(size, align, zero, out);
+	return false;
+}
+
+/* As shim_place(), when align is a power of two famd can meet. */
+static inline bool
+shim_place_aligned(size_t align, size_t size, void **out)
+{
+	if (align == 0 || (align & (align - 1)) != 0 ||
+	    align > FAM_SESSION_ARENA_ALIGN)
+		return false;
+	return shim_place(size, align, false, out);
+}
+
+/* Moves the block old (osize bytes to keep) to a new one of size bytes. */
 static void *
 shim_move(void *old, size_t osize, size_t size)
 {
 	void *p = NULL;
 
-	if (!shim_wants_fam(size) || !shim_fam(size, 0, &p))
+	if (!shim_place(size, 0, false, &p))
 		p = real.malloc(size);
 	if (p == NULL)
 		return NULL;
 	memcpy(p, old, osize < size ? osize : size);
-	shim_fam_free(old);
+	if (shim_heap_owns(old))
+		shim_heap_free(old);
+	else
+		shim_fam_free(old);
 	return p;
+}
+
+/* realloc() of a block of the FAM heap. */
+static void *
+shim_realloc_heap(void *ptr, size_t size)
+{
+	bool inherited = shim_heap_inherited(ptr);
+	void *p;
+
+	if (inherited && !shim_heap_readable(ptr)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (size == 0) {
+		shim_heap_free(ptr);
+		return NULL;
+	}
+	if (!inherited && shim_wants_heap(size) && shim_heap_usable_now()) {
+		if (shim_heap_resize(ptr, size, &p) == 0)
+			return p;
+		if (shim_strict) {
+			errno = ENOMEM;
+			return NULL;
+		}
+	}
+	return shim_move(ptr, shim_heap_usable(ptr), size);
 }
 
 /* ---- the malloc family ---------------------------------------------- */
@@ -351,7 +471,7 @@ malloc(size_t size)
 
 	if (unlikely(!shim_ready()))
 		return boot_alloc(size, 16);
-	if (shim_wants_fam(size) && shim_fam(size, 0, &p))
+	if (shim_place(size, 0, false, &p))
 		return p;
 	return real.malloc(size);
 }
@@ -369,7 +489,7 @@ calloc(size_t nmemb, size_t size)
 	}
 	if (unlikely(!shim_ready()))
 		return boot_alloc(total, 16);
-	if (shim_wants_fam(total) && shim_fam(total, 0, &p))
+	if (shim_place(total, 0, true, &p))
 		return p;
 	return real.calloc(nmemb, size);
 }
@@ -383,14 +503,16 @@ free(void *ptr)
 	if (ptr == NULL || boot_owns(ptr))
 		return;
 	saved = errno;
-	if (libfam_owns(ptr))
+	if (shim_heap_owns(ptr))
+		shim_heap_free(ptr);
+	else if (libfam_owns(ptr))
 		shim_fam_free(ptr);
 	else if (likely(shim_ready()))
 		real.free(ptr);
 	errno = saved;
 }
 
-/* realloc(3): moves between libc and FAM across the threshold. */
+/* realloc(3): moves between libc, the FAM heap and FAM blocks. */
 SHIM_EXPORT void *
 realloc(void *ptr, size_t size)
 {
@@ -406,6 +528,8 @@ realloc(void *ptr, size_t size)
 			memcpy(p, ptr, osize < size ? osize : size);
 		return p;
 	}
+	if (shim_heap_owns(ptr))
+		return shim_realloc_heap(ptr, size);
 	if (libfam_owns(ptr)) {
 		osize = shim_fam_usable(ptr);
 		if (osize == 0 || shim_depth != 0) {
@@ -421,8 +545,8 @@ realloc(void *ptr, size_t size)
 			return ptr; /* shrink in place */
 		return shim_move(ptr, osize, size);
 	}
-	if (shim_wants_fam(size)) {
-		if (!shim_fam(size, 0, &p))
+	if (shim_wants_fam(size) || shim_wants_heap(size)) {
+		if (!shim_place(size, 0, false, &p))
 			return real.realloc(ptr, size);
 		if (p == NULL)
 			return NULL;
@@ -465,8 +589,7 @@ posix_memalign(void **memptr, size_t alignment, size_t size)
 		*memptr = p;
 		return 0;
 	}
-	if (shim_wants_fam(size) && alignment <= FAM_SESSION_ARENA_ALIGN &&
-	    shim_fam(size, alignment, &p)) {
+	if (shim_place_aligned(alignment, size, &p)) {
 		errno = saved;
 		if (p == NULL)
 			return ENOMEM;
@@ -474,15 +597,6 @@ posix_memalign(void **memptr, size_t alignment, size_t size)
 		return 0;
 	}
 	return real.posix_memalign(memptr, alignment, size);
-}
-
-/* Tells whether an aligned request goes to FAM: a power of two it can meet. */
-static inline bool
-shim_wants_fam_aligned(size_t alignment, size_t size)
-{
-	return shim_wants_fam(size) && alignment != 0 &&
-	    (alignment & (alignment - 1)) == 0 &&
-	    alignment <= FAM_SESSION_ARENA_ALIGN;
 }
 
 /* aligned_alloc(3). */
@@ -493,8 +607,7 @@ aligned_alloc(size_t alignment, size_t size)
 
 	if (unlikely(!shim_ready()))
 		return boot_alloc(size, alignment);
-	if (shim_wants_fam_aligned(alignment, size) &&
-	    shim_fam(size, alignment, &p))
+	if (shim_place_aligned(alignment, size, &p))
 		return p;
 	return real.aligned_alloc(alignment, size);
 }
@@ -507,8 +620,7 @@ memalign(size_t alignment, size_t size)
 
 	if (unlikely(!shim_ready()))
 		return boot_alloc(size, alignment);
-	if (shim_wants_fam_aligned(alignment, size) &&
-	    shim_fam(size, alignment, &p))
+	if (shim_place_aligned(alignment, size, &p))
 		return p;
 	return real.memalign(alignment, size);
 }
@@ -517,11 +629,12 @@ memalign(size_t alignment, size_t size)
 SHIM_EXPORT void *
 valloc(size_t size)
 {
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	void *p;
 
 	if (unlikely(!shim_ready()))
-		return boot_alloc(size, (size_t)sysconf(_SC_PAGESIZE));
-	if (shim_wants_fam(size) && shim_fam(size, 0, &p))
+		return boot_alloc(size, page);
+	if (shim_place(size, page, false, &p))
 		return p;
 	return real.valloc(size);
 }
@@ -542,7 +655,7 @@ pvalloc(size_t size)
 		rounded = page;
 	if (unlikely(!shim_ready()))
 		return boot_alloc(rounded, page);
-	if (shim_wants_fam(rounded) && shim_fam(rounded, 0, &p))
+	if (shim_place(rounded, page, false, &p))
 		return p;
 	return real.pvalloc(size);
 }
@@ -555,6 +668,8 @@ malloc_usable_size(void *ptr)
 		return 0;
 	if (boot_owns(ptr))
 		return boot_size(ptr);
+	if (shim_heap_owns(ptr))
+		return shim_heap_usable(ptr);
 	if (libfam_owns(ptr))
 		return shim_fam_usable(ptr);
 	if (unlikely(!shim_ready()))

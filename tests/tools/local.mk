@@ -3,7 +3,8 @@
 # sends malformed frames on purpose), famsess (a raw session client).
 TEST_TOOLS = tests/shim/shimtest tests/tools/famtest tests/tools/famlost \
 	tests/tools/famhold tests/tools/famsoak tests/tools/famclient \
-	tests/tools/famsess tests/tools/famfile tests/tools/fammap
+	tests/tools/famsess tests/tools/famfile tests/tools/fammap \
+	tests/tools/famheap
 check_PROGRAMS += $(TEST_TOOLS)
 
 # Preloaded programs cannot be sanitized: no sanitizer flags, nothing of
@@ -14,6 +15,7 @@ tests_tools_famtest_SOURCES = tests/tools/famtest.c $(TOOLUTIL)
 tests_tools_famlost_SOURCES = tests/tools/famlost.c $(TOOLUTIL)
 tests_tools_famhold_SOURCES = tests/tools/famhold.c $(TOOLUTIL)
 tests_tools_famsoak_SOURCES = tests/tools/famsoak.c $(TOOLUTIL)
+tests_tools_famheap_SOURCES = tests/tools/famheap.c $(TOOLUTIL)
 tests_tools_famfile_SOURCES = tests/tools/famfile.c $(TOOLUTIL)
 tests_tools_fammap_SOURCES = tests/tools/fammap.c $(TOOLUTIL)
 tests_shim_shimtest_CFLAGS = $(PRELOADED_CFLAGS)
@@ -34,6 +36,9 @@ tests_tools_famsoak_LDADD =
 tests_tools_fammap_CFLAGS = $(PRELOADED_CFLAGS)
 tests_tools_fammap_LDFLAGS = -pthread
 tests_tools_fammap_LDADD =
+tests_tools_famheap_CFLAGS = $(PRELOADED_CFLAGS)
+tests_tools_famheap_LDFLAGS = -pthread
+tests_tools_famheap_LDADD =
 # Speaks the session protocol's structures by hand (bad messages).
 tests_tools_famsess_LDADD =
 # Linked with libfamd-client.so, which an ASan build sanitizes like check_libfam:
