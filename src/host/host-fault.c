@@ -663,6 +663,8 @@ fault(struct host_client *cl, uint64_t addr, uint64_t flags, pid_t tid)
 		char why[160];
 		int rc;
 
+		if (cl->forking)
+			return; /* fork copies it: woken once it is copied */
 		h->stats.faults_wp++;
 		if (r->flags & FAM_S_ALLOC_SHARED) {
 			host_sigbus(h, cl, tid, "write to a read-only shared "

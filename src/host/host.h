@@ -193,9 +193,12 @@ struct host_client {
 	unsigned pending_calls;
 	int pending_err;
 	bool dead;
+	bool forking;       /* FORK copies our regions: writes wait */
 	unsigned refs;      /* in-flight operations that point at us */
 	struct host_client *next;
 };
+
+struct host_fork;
 
 /*
  * A chunk read in flight, or waiting for room, or parked. Chunks that lie
@@ -244,6 +247,7 @@ struct host_stats {
 	uint64_t sessions, sessions_refused, bad_messages;
 	uint64_t allocs, alloc_errors, allocs_redone, frees, frees_deferred;
 	uint64_t quota_refusals;
+	uint64_t forks, fork_errors, fork_bytes, fork_adopted;
 	uint64_t ops_direct, ops_dpu;        /* reads and writes by path */
 	uint64_t path_switches, fences, handovers, adoptions;
 	uint64_t switch_errors;
@@ -282,6 +286,7 @@ struct host {
 	char *session_path;
 	struct host_client *clients;
 	uint64_t next_handle;
+	struct host_fork *forks; /* copies for forked children (host-fork.c) */
 	/* the buffer */
 	struct frame *frames;
 	uint32_t *free_frames;
@@ -308,6 +313,8 @@ struct host {
 	unsigned wake_what;      /* HOST_WAKE_* asked for since it last ran */
 	void (*node_up)(struct host *h, struct mnode *n, bool resumed);
 	void (*region_gone)(struct region *r); /* dying and idle: free it */
+	/* a FORK's copy is made (err 0) or failed: answer the parent */
+	void (*fork_done)(struct host_client *cl, uint64_t token, int err);
 	struct host_stats stats;
 };
 
@@ -341,6 +348,28 @@ void host_session_retry(struct host *h);
 void host_client_put(struct host_client *cl);
 void host_region_free(struct region *r);
 json_t *host_clients_json(struct host *h);
+
+/* host-fork.c: below the sessions (doc/fork.md) */
+
+/* A copied region the child takes, where the parent had it. */
+struct host_fork_arena {
+	uint32_t id;          /* the parent's arena */
+	uint64_t size, uaddr; /* its length and the parent's address of it */
+	struct arena *child;  /* the child's arena, once claimed */
+	bool handed;          /* its memfd went to the child */
+};
+
+int host_fork_start(struct host_client *cl);
+struct host_fork *host_fork_find(struct host *h, uint64_t token);
+int host_fork_claim(struct host_fork *f, struct host_client *cl,
+    struct host_fork_arena **arenas, size_t *narenas, struct region ***regions,
+    uint32_t **region_arena, size_t *nregions, bool *first);
+void host_fork_handed(struct host_fork *f);
+void host_fork_client_gone(struct host_client *cl);
+void host_fork_held(struct host *h, uid_t uid, uint64_t *bytes,
+    uint64_t *regions);
+void host_fork_tick(struct host *h);
+void host_fork_fini(struct host *h);
 
 /* host-fault.c */
 int host_fault_init(struct host *h);

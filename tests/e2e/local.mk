@@ -14,6 +14,7 @@ E2E_TESTS = \
 	tests/e2e/shim-programs.sh \
 	tests/e2e/host-killed.sh \
 	tests/e2e/host-famtest.sh \
+	tests/e2e/host-fork.sh \
 	tests/e2e/host-programs.sh \
 	tests/e2e/host-graph.sh \
 	tests/e2e/host-badsession.sh \
