@@ -731,12 +731,11 @@ atfork_child(void)
 	libfam.gen++;
 	libfam.fork_token = 0;
 	libfam.fork_err = 0;
-	libfam.retry_ns = 0;
-	libfam.reported = false;
 	if (token == 0 && rc == 0) {
 		atfork_child_nocopy(n);
 		goto out;
 	}
+	libfam.retry_ns = 0; /* the parent's last failure is not ours */
 	if (rc == 0)
 		rc = session_open();
 	for (i = 0; i < n; i++) {

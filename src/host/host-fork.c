@@ -177,7 +177,6 @@ copy_write_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 	struct host *h = f->h;
 	struct region *src = f->src[op->k], *dst = f->dst[op->k];
 
-	host_route_done(h, op->s);
 	if (op->staged)
 		host_staging_put(h, op->buf, 1);
 	else
@@ -196,7 +195,11 @@ copy_write_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 	fork_pump(f);
 }
 
-/* Writes a chunk's data (in op->buf) to the copy's stripe. */
+/*
+ * Writes a chunk's data (in op->buf) to the copy's stripe, direct to its
+ * memory node whatever the path: the region is new, so no dpu holds a copy
+ * of it, and its first use moves it to the path it should be on.
+ */
 static int
 copy_write(struct fork_copy *op)
 {
@@ -205,20 +208,16 @@ copy_write(struct fork_copy *op)
 	struct region *dst = f->dst[op->k];
 	struct fam_conn *conn;
 	struct fam_mr *mr;
-	const struct fam_remote *remote;
 	unsigned si;
 	uint64_t off = host_stripe_offset(h, dst, op->c, &si);
-	int rc;
 
 	op->s = &dst->stripes[si];
-	rc = host_route(h, op->s, true, &conn, &mr, &remote);
-	if (rc < 0)
-		return rc == -EAGAIN ? -EHOSTDOWN : rc;
-	rc = fam_conn_writef(conn, remote, off, (uint32_t)h->chunk, op->buf,
-	    NULL, FAM_F_BACKGROUND, copy_write_done, op);
-	if (rc < 0)
-		host_route_done(h, op->s);
-	return rc;
+	if (!op->s->owned || op->s->node == NULL ||
+	    op->s->node->state != MN_UP)
+		return -EHOSTDOWN;
+	conn = host_node_conn(op->s, true, &mr);
+	return fam_conn_writef(conn, &op->s->remote, off, (uint32_t)h->chunk,
+	    op->buf, NULL, FAM_F_BACKGROUND, copy_write_done, op);
 }
 
 /* Ends a chunk copy that failed before its write went out. */
@@ -553,8 +552,6 @@ host_fork_start(struct host_client *cl)
 	struct host_fork *f;
 	int rc;
 
-	if (h->has_dpu)
-		return -ENOTSUP; /* copies go direct; doc/fork.md */
 	f = calloc(1, sizeof *f);
 	if (f == NULL)
 		return -ENOMEM;
