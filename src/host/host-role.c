@@ -263,6 +263,8 @@ role_host_status(struct famd *d, json_t *st)
 	    json_integer((json_int_t)s->fork_bytes));
 	json_object_set_new(json_object_get(st, "counters"), "forks_adopted",
 	    json_integer((json_int_t)s->fork_adopted));
+	json_object_set_new(json_object_get(st, "counters"), "fork_shared_reads",
+	    json_integer((json_int_t)s->fork_reads));
 	json_object_set_new(json_object_get(st, "counters"), "ops_direct",
 	    json_integer((json_int_t)s->ops_direct));
 	json_object_set_new(json_object_get(st, "counters"), "ops_dpu",

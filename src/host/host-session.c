@@ -147,6 +147,8 @@ region_destroy(struct region *r)
 
 	region_free_remote(cl->h, r);
 	free(r->chunks);
+	free(r->shared);
+	free(r->pending);
 	free(r);
 	host_client_put(cl);
 }
@@ -194,6 +196,7 @@ host_region_free(struct region *r)
 
 	if (r->dying)
 		return;
+	host_fork_region_gone(r); /* before its chunks leave the buffer */
 	r->dying = true;
 	if (r->ar != NULL) {
 		host_region_drop_chunks(h, r);

@@ -145,6 +145,15 @@ struct region {
 	uint64_t ra_next;     /* first chunk not yet read ahead */
 	unsigned ra_window;
 	struct region *next;  /* in the client's list */
+	/* fork (host-fork.c): a copy shares the chunks of its source */
+	struct region *src;       /* a copy: its source, or NULL */
+	uint64_t *shared;         /* a copy: a bit per chunk still the source's */
+	uint64_t *pending;        /* a copy: a bit per chunk whose data is on
+	                           * its way (a read of the source's, or its
+	                           * own write): faults on it wait */
+	uint64_t nshared;
+	struct region *copies;    /* a source: its copies sharing chunks */
+	struct region *copy_next; /* a copy: in its source's list */
 };
 
 /* A contiguous free range of an arena, in chunks. */
@@ -199,6 +208,7 @@ struct host_client {
 };
 
 struct host_fork;
+struct fork_own;
 
 /*
  * A chunk read in flight, or waiting for room, or parked. Chunks that lie
@@ -210,6 +220,7 @@ struct host_fork;
  */
 struct fetch {
 	struct region *r;
+	struct region *src; /* r is a copy: the chunk is read from here */
 	struct stripe *s;  /* the first fetch of a read while it is out: the
 	                    * stripe it was routed on */
 	uint64_t chunk;
@@ -247,7 +258,7 @@ struct host_stats {
 	uint64_t sessions, sessions_refused, bad_messages;
 	uint64_t allocs, alloc_errors, allocs_redone, frees, frees_deferred;
 	uint64_t quota_refusals;
-	uint64_t forks, fork_errors, fork_bytes, fork_adopted;
+	uint64_t forks, fork_errors, fork_bytes, fork_adopted, fork_reads;
 	uint64_t ops_direct, ops_dpu;        /* reads and writes by path */
 	uint64_t path_switches, fences, handovers, adoptions;
 	uint64_t switch_errors;
@@ -287,6 +298,7 @@ struct host {
 	struct host_client *clients;
 	uint64_t next_handle;
 	struct host_fork *forks; /* copies for forked children (host-fork.c) */
+	struct fork_own *owns;   /* copies' chunks being made their own */
 	/* the buffer */
 	struct frame *frames;
 	uint32_t *free_frames;
@@ -349,9 +361,20 @@ void host_client_put(struct host_client *cl);
 void host_region_free(struct region *r);
 json_t *host_clients_json(struct host *h);
 
-/* host-fork.c: below the sessions (doc/fork.md) */
+/* host-fault.c */
+int host_fault_init(struct host *h);
+void host_fault_fini(struct host *h);
+void host_uffd_cb(int fd, short what, void *arg);
+void host_fetch_kick(struct host *h);
+void host_fetch_unpark(struct host *h);
+void host_sigbus(struct host *h, struct host_client *cl, pid_t tid,
+    const char *why);
+int host_uffd_probe(struct host *h, char **cause);
+int host_uffd_setup(struct host *h, int uffd, char **cause);
 
-/* A copied region the child takes, where the parent had it. */
+/* host-fork.c: below the faults (doc/fork.md) */
+
+/* A copied arena the child takes, where the parent had it. */
 struct host_fork_arena {
 	uint32_t id;          /* the parent's arena */
 	uint64_t size, uaddr; /* its length and the parent's address of it */
@@ -370,17 +393,13 @@ void host_fork_held(struct host *h, uid_t uid, uint64_t *bytes,
     uint64_t *regions);
 void host_fork_tick(struct host *h);
 void host_fork_fini(struct host *h);
-
-/* host-fault.c */
-int host_fault_init(struct host *h);
-void host_fault_fini(struct host *h);
-void host_uffd_cb(int fd, short what, void *arg);
-void host_fetch_kick(struct host *h);
-void host_fetch_unpark(struct host *h);
-void host_sigbus(struct host *h, struct host_client *cl, pid_t tid,
-    const char *why);
-int host_uffd_probe(struct host *h, char **cause);
-int host_uffd_setup(struct host *h, int uffd, char **cause);
+void host_fork_region_gone(struct region *r);
+bool host_fork_shared(const struct region *r, uint64_t c);
+bool host_fork_pending(const struct region *r, uint64_t c);
+void host_fork_fetching(struct region *r, uint64_t c);
+void host_fork_fetched(struct region *r, uint64_t c, struct region *src,
+    bool landed);
+int host_fork_unshare(struct region *r, uint64_t c);
 
 /* host-buffer.c */
 int host_buffer_init(struct host *h, uint64_t buffer_size, char **cause);

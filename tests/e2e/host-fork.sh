@@ -1,11 +1,13 @@
 #!/bin/bash
-# fork with copy-on-write (doc/fork.md), through a 16 MiB buffer: a parent
+# fork with copy on write (doc/fork.md), through a 16 MiB buffer: a parent
 # writes 64 MiB and forks; the child reads the parent's data of the fork,
 # every word, and writes the first half while the parent writes the second;
 # each sees its own writes only, both directions. Both page through the
 # host famd all along. After the child's exit its copy is gone from
 # `famctl call regions`, the parent's data is still right, and once the
-# parent frees it nothing is left on the host or the memory node. A child
+# parent frees it nothing is left on the host or the memory node. A parent
+# that frees its block while its child shares it leaves the child the
+# data of the fork. A child
 # of a child (fork of a fork) gets its parent's data too. FAM_FORK=0 keeps
 # the old behaviour: no copy, a child touching the parent's block gets
 # SIGSEGV.
@@ -31,7 +33,8 @@ wait "$job" || fail "famtest cow: $(cat "$T/cow.out")"
 cat "$T/cow.out"
 unset FAMTEST_HOLD
 st=$(ctl host status -j)
-echo "$st" | jq -e '.counters.forks >= 1 and .counters.forks_adopted >= 1 and .counters.fork_errors == 0' >/dev/null ||
+echo "$st" | jq -e '.counters.forks >= 1 and .counters.forks_adopted >= 1 and .counters.fork_errors == 0 and
+	.counters.fork_shared_reads > 0 and .counters.fork_copy_bytes > 0' >/dev/null ||
 	fail "fork counters: $(echo "$st" | jq -c .counters)"
 echo "$st" | jq -e '.counters.sigbus == 0 and .counters.writebacks > 0 and .counters.fetches > 0' >/dev/null ||
 	fail "SIGBUS, or no paging: $(echo "$st" | jq -c .counters)"
@@ -43,6 +46,11 @@ regions_gone() {
 }
 wait_until 10 regions_gone || fail "regions left: host $(ctl host status -j | jq -c .programs), memory $(ctl mem status -j | jq -c .counters.regions)"
 pass "every region released on the host and the memory node"
+
+shim "$FAMTEST" -f -s "$(scaled 64M)" cowfree >"$T/cowfree.out" 2>&1 ||
+	fail "famtest cowfree: $(cat "$T/cowfree.out")"
+wait_until 10 regions_gone || fail "regions left after cowfree: host $(ctl host status -j | jq -c .programs), memory $(ctl mem status -j | jq -c .counters.regions)"
+pass "the parent freed its block while the child shared it: the child read the data of the fork; nothing left after"
 
 shim "$FAMTEST" -f -s "$(scaled 16M)" fork >"$T/fork.out" 2>&1 ||
 	fail "famtest fork: $(cat "$T/fork.out")"

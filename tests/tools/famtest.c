@@ -46,6 +46,8 @@
  *             child write halves at once, each sees only its own writes
  *             ($FAMTEST_HOLD: a file made after the child's exit, waited
  *             for to go away before the last check)
+ *   cowfree   fork; the parent frees its block and fills a new one while
+ *             the child still shares the old: the child reads its data
  *   passes    (only when named) one block, rewritten with a new pattern
  *             and verified in passes, "pass N" printed after each, until
  *             SIGUSR1; then one more pass: a driver changes things under
@@ -812,6 +814,52 @@ test_cow(void)
 	    "and only their own writes, %zu bytes, both directions\n", n);
 }
 
+/*
+ * fork, then the parent frees its block while the child still shares it
+ * and fills the buffer with a new block: the child still reads the data of
+ * the fork, every word, and writes its own.
+ */
+static void
+test_cowfree(void)
+{
+	size_t n = opt_size, words = n / 8, half = words / 2;
+	uint64_t *p = xmalloc("cowfree", n), *q;
+	uint64_t a = opt_seed + 23, b = opt_seed + 24, c = opt_seed + 25;
+	int down[2], status;
+	pid_t pid;
+
+	write_words(p, 0, words, a);
+	if (pipe(down) < 0)
+		FAIL("cowfree: pipe: %s", strerror(errno));
+	pid = fork();
+	if (pid < 0)
+		FAIL("cowfree: fork: %s", strerror(errno));
+	if (pid == 0) {
+		cow_wait("child", down[0]);
+		check_words("cowfree (child, the freed block's data)", p, 0,
+		    words, a);
+		write_words(p, 0, half, b);
+		cow_check("cowfree (child, its own writes)", p, half, words, b,
+		    a);
+		_exit(0);
+	}
+	free(p);
+	q = xmalloc("cowfree", n);
+	write_words(q, 0, words, c);
+	cow_signal("parent", down[1]);
+	check_words("cowfree (parent, its new block)", q, 0, words, c);
+	status = wait_child(pid);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		FAIL("cowfree: the child failed: status %#x", status);
+	check_words("cowfree (parent, its new block)", q, 0, words, c);
+	close(down[0]);
+	close(down[1]);
+	free(q);
+	printf("ok - cowfree: the parent freed its block and filled another; "
+	    "the child read the data of the fork, %zu bytes, and wrote its "
+	    "own\n", n);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -829,6 +877,7 @@ static const struct {
 	{ "many", test_many },
 	{ "fork", test_fork },
 	{ "cow", test_cow },
+	{ "cowfree", test_cowfree },
 	{ "passes", test_passes }, /* last: only when named */
 };
 
