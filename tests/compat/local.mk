@@ -22,7 +22,6 @@ COMPAT_TESTS = \
 #   (mmap), which famd does not serve yet.
 # - perl, sqlite3: their data is many small objects; FAM_HEAP=all (the
 #   whole heap in fabric-attached memory) does not exist yet.
-# - python-fork, redis: a forked child cannot read its parent's blocks.
 # - xz, imagemagick: random and strided access through 64 KiB chunks
 #   thrashes (xz -9's match finder, a resize's column pass): far past the
 #   time budget of 20 times the local run.
@@ -31,8 +30,6 @@ COMPAT_XFAIL = \
 	tests/compat/imagemagick.sh \
 	tests/compat/java.sh \
 	tests/compat/perl.sh \
-	tests/compat/python-fork.sh \
-	tests/compat/redis.sh \
 	tests/compat/sqlite3.sh \
 	tests/compat/xz.sh
 
