@@ -10,7 +10,7 @@
 # data of the fork. A child
 # of a child (fork of a fork) gets its parent's data too. FAM_FORK=0 keeps
 # the old behaviour: no copy, a child touching the parent's block gets
-# SIGSEGV.
+# SIGSEGV. When the host famd dies, a child touching its copy gets SIGBUS.
 . "$(dirname "$0")/lib.sh"
 require_cmd jq
 
@@ -99,4 +99,41 @@ if command -v python3 >/dev/null 2>&1; then
 	FAM_FORK=0 FAM_THRESHOLD=1M shim python3 "$T/nocopy.py" ||
 		fail "FAM_FORK=0: the child was not killed by SIGSEGV"
 	pass "FAM_FORK=0: no copy; a child touching the parent's block gets SIGSEGV"
+fi
+
+# Last: the host famd dies while a forked child holds its copy. The child
+# touching it (a chunk it had read, and one it had not) gets SIGBUS, never
+# the data of another process or zeros.
+if command -v python3 >/dev/null 2>&1; then
+	cat >"$T/lost.py" <<'PY'
+import os, sys, time
+a = bytearray(8 << 20)
+for i in range(0, len(a), 4096):
+    a[i] = 3
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    x = a[0]
+    os.read(r, 1)
+    time.sleep(1)              # the watchdog sees the session end
+    x = a[4096 * 1000]
+    os._exit(0 if x == 3 else 4)
+print("ready", flush=True)
+sys.stdin.readline()
+os.write(w, b"x")
+_, st = os.waitpid(pid, 0)
+print("child", "SIGBUS" if os.WIFSIGNALED(st) and os.WTERMSIG(st) == 7 else st, flush=True)
+PY
+	mkfifo "$T/lost.in"
+	FAM_THRESHOLD=1M shim python3 "$T/lost.py" <"$T/lost.in" >"$T/lost.out" 2>&1 &
+	job=$!
+	exec 7>"$T/lost.in"
+	wait_until 20 grep -q '^ready' "$T/lost.out" || fail "lost.py: $(cat "$T/lost.out")"
+	kill -KILL "$HOST_PID"
+	wait "$HOST_PID" 2>/dev/null
+	echo >&7
+	exec 7>&-
+	wait "$job"
+	grep -q '^child SIGBUS' "$T/lost.out" || fail "the host famd died: the child was not killed by SIGBUS: $(cat "$T/lost.out")"
+	pass "the host famd died: a forked child touching its copy gets SIGBUS"
 fi
