@@ -7,10 +7,10 @@
 # `famctl call regions`, the parent's data is still right, and once the
 # parent frees it nothing is left on the host or the memory node. A parent
 # that frees its block while its child shares it leaves the child the
-# data of the fork. A child
-# of a child (fork of a fork) gets its parent's data too. FAM_FORK=0 keeps
-# the old behaviour: no copy, a child touching the parent's block gets
-# SIGSEGV. When the host famd dies, a child touching its copy gets SIGBUS.
+# data of the fork. A child of a child (fork of a fork) gets its parent's
+# data too. FAM_FORK=0 keeps the old behaviour: no copy, a child touching
+# the parent's block gets SIGSEGV. When the host famd dies, a child
+# touching its copy gets SIGBUS.
 . "$(dirname "$0")/lib.sh"
 require_cmd jq
 
