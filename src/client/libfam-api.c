@@ -377,10 +377,12 @@ libfam_advise(const void *ptr, int advice)
 
 /*
  * Asks famd to discard the whole chunks of [lo, hi) that lie in regions,
- * one region per round trip. Returns 0 or the first error.
+ * one region per round trip. Returns 0 or the first error; -EAGAIN with
+ * *stop the chunk a fork's copy shares (famd cannot drop it: it is to be
+ * written with zeros).
  */
 static int
-discard_chunks(uintptr_t lo, uintptr_t hi)
+discard_chunks(uintptr_t lo, uintptr_t hi, uintptr_t *stop)
 {
 	uintptr_t pos = lo;
 	size_t chunk = libfam.chunk;
@@ -408,6 +410,10 @@ discard_chunks(uintptr_t lo, uintptr_t hi)
 		if (rc == -ENOENT) {
 			rc = 0; /* freed meanwhile */
 			m.a = chunk;
+		}
+		if (rc == -EAGAIN) {
+			*stop = pos;
+			break;
 		}
 		pos += (uintptr_t)m.a;
 	}
@@ -454,9 +460,18 @@ libfam_discard(void *addr, size_t len)
 		discard_bytes(mid, end);
 		return 0;
 	}
-	rc = discard_chunks(lo, hi);
 	discard_bytes(start, lo);
 	discard_bytes(hi, end);
+	while (lo < hi) {
+		uintptr_t stop = hi;
+
+		rc = discard_chunks(lo, hi, &stop);
+		if (rc != -EAGAIN)
+			break;
+		discard_bytes(stop, stop + mask + 1); /* shared with a copy */
+		lo = stop + mask + 1;
+		rc = 0;
+	}
 	return rc;
 }
 

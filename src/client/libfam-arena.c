@@ -10,8 +10,10 @@
  *   LIBFAM_A_LIVE       mapped, registered with famd, faults served
  *   LIBFAM_A_LOST       famd gone: mapped onto an empty file, so every access
  *                       raises SIGBUS
- *   LIBFAM_A_INHERITED  a parent's arena seen in a forked child: not mapped
- *                       (MADV_DONTFORK), reserved PROT_NONE (SIGSEGV)
+ *   LIBFAM_A_INHERITED  a parent's arena seen in a forked child with
+ *                       FAM_FORK=0: not mapped (MADV_DONTFORK), reserved
+ *                       PROT_NONE (SIGSEGV). With the copy, the child's
+ *                       adopted arena is LIVE again, of its own session.
  * Arenas keep their slot and their address range for the life of the
  * process, so an address once FAM stays FAM: free() of it never reaches
  * libc.

@@ -130,6 +130,10 @@ struct libfam {
 	bool reported;      /* the current outage has been reported */
 	const char *ident;
 	const char *fallback;
+	bool fork_off;      /* FAM_FORK=0: children do not get a copy */
+	uint64_t fork_token; /* between fork's handlers: famd's copy, or 0 */
+	int fork_err;       /* ... or why there is none (-errno) */
+	int fork_cancel;    /* ... and the cancel state to restore */
 
 	struct libfam_region *regions; /* open addressing, linear probing */
 	size_t nregions;

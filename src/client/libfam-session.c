@@ -600,43 +600,105 @@ session_get(bool *quiet)
 	return rc;
 }
 
-/* ---- fork ----------------------------------------------------------- */
+/* ---- fork (doc/fork.md) ---------------------------------------------- */
 
-/* Before fork(): no round trip or table change may be half done. */
+/*
+ * Before fork(): no round trip or table change may be half done; famd
+ * copies our regions for the child (FAM_S_FORK) unless FAM_FORK=0.
+ */
 static void
 atfork_prepare(void)
 {
-	pthread_mutex_lock(&libfam.lock);
+	struct fam_smsg m;
+	size_t n = atomic_load(&narenas), i;
+	bool any = false;
+	int rc;
+
+	libfam.fork_cancel = libfam_lock();
+	libfam.fork_token = 0;
+	libfam.fork_err = 0;
+	for (i = 0; i < n; i++)
+		any |= arena_served(&arenas[i]);
+	if (libfam.fork_off || !any)
+		return;
+	memset(&m, 0, sizeof m);
+	rc = session_call(FAM_S_FORK, &m, NULL, -1, NULL);
+	if (rc == 0 && m.a == 0)
+		rc = -EPROTO;
+	if (rc == 0)
+		libfam.fork_token = m.a;
+	else
+		libfam.fork_err = rc;
 }
 
 /* After fork(), in the parent. */
 static void
 atfork_parent(void)
 {
-	pthread_mutex_unlock(&libfam.lock);
+	libfam.fork_token = 0;
+	libfam_unlock(libfam.fork_cancel);
 }
 
 /*
- * After fork(), in the child: the parent's session and arenas are not ours.
- * The arenas were not inherited (MADV_DONTFORK): reserve their ranges so
- * that nothing else lands there and a touch raises SIGSEGV.
+ * The child's copy of arena a (FAM_S_ADOPT): maps it where the parent had
+ * it and has famd serve it.
  */
-static void
-atfork_child(void)
+static int
+fork_adopt(struct libfam_arena *a, uint64_t token)
 {
-	size_t n = atomic_load(&narenas), i;
-	pthread_mutex_t init = PTHREAD_MUTEX_INITIALIZER;
+	struct fam_smsg m;
+	int rc, memfd = -1;
 	void *p;
 
-	memcpy(&libfam.lock, &init, sizeof init);
-	close_fd(libfam.sock);
-	close_fd(libfam.uffd);
-	libfam.sock = -1;
-	libfam.uffd = -1;
-	libfam.state = LIBFAM_S_NONE;
-	libfam.lost_why = 0;
-	libfam.gen++;
-	for (i = 0; i < n; i++) {
+	memset(&m, 0, sizeof m);
+	m.a = token;
+	m.b = a->id;
+	rc = session_call(FAM_S_ADOPT, &m, NULL, -1, &memfd);
+	if (rc < 0)
+		return rc;
+	if (memfd < 0 || m.b != a->base || m.c != a->len || m.a == 0) {
+		close_fd(memfd);
+		session_break(-EPROTO);
+		return -EPROTO;
+	}
+	p = mmap((void *)a->base, a->len, PROT_READ | PROT_WRITE,
+	    MAP_SHARED | MAP_FIXED_NOREPLACE | MAP_NORESERVE, memfd, 0);
+	rc = p == MAP_FAILED ? -errno : 0;
+	close(memfd);
+	if (rc == 0 && p != (void *)a->base) {
+		munmap(p, a->len); /* a kernel without MAP_FIXED_NOREPLACE */
+		rc = -EEXIST;
+	}
+	if (rc == 0 && madvise(p, a->len, MADV_DONTFORK) < 0)
+		rc = -errno;
+	if (rc == 0) {
+		uint64_t id = m.a;
+
+		memset(&m, 0, sizeof m);
+		m.a = id;
+		m.b = a->base;
+		rc = session_call(FAM_S_MAP, &m, NULL, -1, NULL);
+		if (rc == 0) {
+			a->id = id;
+			a->session = libfam.gen;
+			return 0;
+		}
+	}
+	if (p != MAP_FAILED && p == (void *)a->base)
+		munmap(p, a->len);
+	return rc;
+}
+
+/*
+ * Without a copy (FAM_FORK=0): the parent's arenas are reserved
+ * PROT_NONE, so that nothing else lands there and a touch raises SIGSEGV.
+ */
+static void
+atfork_child_nocopy(size_t n)
+{
+	void *p;
+
+	for (size_t i = 0; i < n; i++) {
 		struct libfam_arena *a = &arenas[i];
 
 		if (atomic_load(&a->state) == LIBFAM_A_LIVE) {
@@ -656,9 +718,68 @@ atfork_child(void)
 	libfam.nregions = 0;
 }
 
+/*
+ * After fork(), in the child: the parent's session is not ours. With
+ * famd's copy, a session of our own adopts it, arena by arena, at the same
+ * addresses; an arena that cannot be had is mapped so that a touch raises
+ * SIGBUS (never wrong data).
+ */
+static void
+atfork_child(void)
+{
+	size_t n = atomic_load(&narenas), i, lost = 0;
+	pthread_mutex_t init = PTHREAD_MUTEX_INITIALIZER;
+	uint64_t token = libfam.fork_token, parent_gen = libfam.gen;
+	int rc = libfam.fork_err, err = 0;
+	char ebuf[128], nbuf[21];
+
+	memcpy(&libfam.lock, &init, sizeof init);
+	close_fd(libfam.sock);
+	close_fd(libfam.uffd);
+	libfam.sock = -1;
+	libfam.uffd = -1;
+	libfam.state = LIBFAM_S_NONE;
+	libfam.lost_why = 0;
+	libfam.gen++;
+	libfam.fork_token = 0;
+	libfam.fork_err = 0;
+	if (token == 0 && rc == 0) {
+		atfork_child_nocopy(n);
+		goto out;
+	}
+	libfam.retry_ns = 0; /* the parent's last failure is not ours */
+	if (rc == 0)
+		rc = session_open();
+	for (i = 0; i < n; i++) {
+		struct libfam_arena *a = &arenas[i];
+
+		if (atomic_load(&a->state) != LIBFAM_A_LIVE ||
+		    a->session != parent_gen)
+			continue;
+		if (rc == 0 && libfam.state == LIBFAM_S_LIVE &&
+		    (err = fork_adopt(a, token)) == 0)
+			continue;
+		if (err == 0)
+			err = rc;
+		arena_replace(a);
+		lost++;
+	}
+	if (lost > 0)
+		libfam_say("fork: the parent's fabric-attached memory could "
+		    "not be copied for this child (",
+		    libfam_fmt_u64(nbuf, lost), lost == 1 ? " arena): " :
+		    " arenas): ", libfam_fmt_errno(ebuf, sizeof ebuf, -err),
+		    "; touching it raises SIGBUS", NULL);
+out:
+	pthread_setcancelstate(libfam.fork_cancel, NULL);
+}
+
 /* Once per process: the fork handlers. */
 void
 libfam_init(void)
 {
+	const char *e = secure_getenv("FAM_FORK");
+
+	libfam.fork_off = e != NULL && strcmp(e, "0") == 0;
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }

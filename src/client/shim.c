@@ -16,12 +16,11 @@
  *   libc's (or the bootstrap pool's);
  * - free() keeps errno; nothing on these paths uses stdio.
  *
- * Fork: arenas are not inherited (MADV_DONTFORK). In the child, libfam's
- * fork handler forgets the parent's session (closing the child's copy of
- * its socket, which leaves the parent's session alone) and reserves the
- * parent's arenas' ranges PROT_NONE: a touch raises SIGSEGV, free() of such
- * a pointer is ignored, and the child's own large allocations open a session
- * of its own.
+ * Fork (doc/fork.md): arenas are not inherited (MADV_DONTFORK); libfam's
+ * fork handlers have the host famd copy them and the child map the copy at
+ * the same addresses, with a session of its own. With FAM_FORK=0, the
+ * parent's ranges are reserved PROT_NONE in the child instead: a touch
+ * raises SIGSEGV and free() of such a pointer is ignored.
  */
 #include "config.h"
 

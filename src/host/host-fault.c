@@ -227,6 +227,7 @@ fetch_complete(struct host *h, struct fetch *f, int status)
 	if (r->dying || cl->dead) {
 		if (f->frame >= 0)
 			host_frame_put(h, (uint32_t)f->frame);
+		status = -ESRCH;
 		goto out;
 	}
 	if (status == 0 && !f->installed) {
@@ -250,6 +251,12 @@ fetch_complete(struct host *h, struct fetch *f, int status)
 		else if (r->ra_window == 0)
 			ch->flags |= CH_REF;
 		r->resident++;
+		if (f->src != NULL && !(ch->flags & CH_DIRTY)) {
+			/* the source's data: not on this region's stripe yet */
+			ch->flags |= CH_DIRTY;
+			r->dirty++;
+			h->dirty++;
+		}
 		if (f->fault_ns != 0) {
 			uint64_t done = f->done_ns != 0 ? f->done_ns :
 			    mono_ns();
@@ -280,6 +287,8 @@ fetch_complete(struct host *h, struct fetch *f, int status)
 			    (long)cl->pid, why);
 	}
 out:
+	if (f->src != NULL)
+		host_fork_fetched(r, f->chunk, f->src, status == 0);
 	r->busy--;
 	host_region_idle(r);
 	free(f);
@@ -439,7 +448,7 @@ fetch_run_len(struct host *h, struct fetch *f, uint64_t foff, bool via_dpu,
 		unsigned si;
 		uint64_t off;
 
-		if (g->r != f->r || g->zero ||
+		if (g->r != f->r || g->zero || g->src != NULL ||
 		    g->chunk != last->chunk + f->r->nstripes)
 			break;
 		off = host_stripe_offset(h, g->r, g->chunk, &si);
@@ -584,6 +593,70 @@ fetch_send(struct host *h, struct fetch *f, bool demand, bool urgent,
 }
 
 /*
+ * Brings in chunk f->chunk of a copy from its source (host-fork.c): from
+ * the source's buffer frame when it is there, else from the source's
+ * stripe, else zeros. f heads its queue; a staging slot is free.
+ */
+static void
+fetch_send_src(struct host *h, struct fetch *f, bool demand, bool urgent)
+{
+	struct region *src = f->src;
+	const struct chunk *sc = &src->chunks[f->chunk];
+	struct fam_conn *conn;
+	const struct fam_remote *remote;
+	struct fam_mr *mr;
+	unsigned si, n = 1;
+	uint64_t off = host_stripe_offset(h, src, f->chunk, &si);
+	struct stripe *s = &src->stripes[si];
+	uint8_t *staging;
+	int rc;
+
+	if (src->dying || (sc->state != CH_RESIDENT &&
+	    sc->state != CH_EVICTING)) {
+		if (!(sc->flags & CH_REMOTE)) {
+			fetch_dequeue(h, f, demand);
+			f->zero = true;
+			fetch_complete(h, f, 0);
+			return;
+		}
+		rc = host_route(h, s, !urgent, &conn, &mr, &remote);
+		if (rc < 0) {
+			fetch_dequeue(h, f, demand);
+			if (rc == -EIO)
+				fetch_complete(h, f, -EIO);
+			else
+				queue_push(&h->parked, &h->parked_tail, f);
+			return;
+		}
+	}
+	fetch_dequeue(h, f, demand);
+	f->staging = host_staging_get(h, &n);
+	f->nrun = 1;
+	h->stats.fork_reads++;
+	if (src->dying || (sc->state != CH_RESIDENT &&
+	    sc->state != CH_EVICTING)) {
+		f->s = s;
+		rc = fam_conn_readf(conn, remote, off, (uint32_t)h->chunk,
+		    f->staging, mr, urgent ? 0 : FAM_F_BACKGROUND, fetch_done, f);
+		if (rc < 0) {
+			f->s = NULL;
+			host_route_done(h, s);
+			host_staging_put(h, f->staging, 1);
+			fetch_run_failed(h, f, rc);
+			return;
+		}
+		h->inflight++;
+		h->stats.reads++;
+		return;
+	}
+	staging = f->staging;
+	memcpy(staging, src->ar->local + src->off +
+	    (f->chunk << h->chunk_shift), h->chunk);
+	fetch_complete(h, f, 0); /* installs it, and frees f */
+	host_staging_put(h, staging, 1);
+}
+
+/*
  * Starts what the queues allow: frames for waiting fetches, zero-fills at
  * once, reads up to max_fetches. A fault that waited op_timeout for room
  * fails.
@@ -611,7 +684,10 @@ host_fetch_kick(struct host *h)
 			if (status == 0 && !f->zero) {
 				if (h->inflight >= max || h->nstaging_free == 0)
 					return;
-				fetch_send(h, f, demand, urgent, max);
+				if (f->src != NULL)
+					fetch_send_src(h, f, demand, urgent);
+				else
+					fetch_send(h, f, demand, urgent, max);
 				continue;
 			}
 			if (status == 0 && urgent)
@@ -704,6 +780,12 @@ fetch_start(struct host *h, struct region *r, uint64_t c, bool prefetch,
 	f->frame = -1;
 	f->prefetch = prefetch;
 	f->zero = !(ch->flags & CH_REMOTE);
+	if (host_fork_shared(r, c)) {
+		/* a forked copy: the chunk is still its source's */
+		f->src = r->src;
+		f->zero = false;
+		host_fork_fetching(r, c);
+	}
 	f->start_ns = mono_ns();
 	if (tid > 0) {
 		f->fault_ns = f->start_ns;
@@ -761,7 +843,7 @@ prefetch(struct host *h, struct region *r, uint64_t c)
 
 		if (h->used >= high)
 			break;
-		if (ch->state == CH_ABSENT)
+		if (ch->state == CH_ABSENT && !host_fork_pending(r, r->ra_next))
 			fetch_start(h, r, r->ra_next, true, 0);
 	}
 }
@@ -802,6 +884,10 @@ fault(struct host_client *cl, uint64_t addr, uint64_t flags, pid_t tid)
 		char why[160];
 		int rc;
 
+		if (cl->forking)
+			return; /* a fork is being made: woken then */
+		if (r->copies != NULL && host_fork_unshare(r, c) != 0)
+			return; /* copies get the data first: woken then */
 		h->stats.faults_wp++;
 		if (r->flags & FAM_S_ALLOC_SHARED) {
 			host_sigbus(h, cl, tid, addr, 0, "write to a read-only "
@@ -863,6 +949,8 @@ fault(struct host_client *cl, uint64_t addr, uint64_t flags, pid_t tid)
 	default:
 		break;
 	}
+	if (host_fork_pending(r, c))
+		return; /* a fork's copy of it is on its way: woken then */
 	if (r->lost) {
 		host_sigbus(h, cl, tid, chunk_uaddr(h, r, c), h->chunk,
 		    "the memory node holding this region restarted and its "

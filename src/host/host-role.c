@@ -31,6 +31,7 @@ host_tick_cb(evutil_socket_t fd, short what, void *arg)
 
 	host_path_tick(h);
 	host_session_retry(h);
+	host_fork_tick(h);
 	if (h->parked != NULL)
 		host_fetch_unpark(h);
 	host_evict_background(h);
@@ -329,6 +330,16 @@ role_host_status(struct famd *d, json_t *st)
 	    "frees_deferred", (json_int_t)s->frees_deferred,
 	    "quota_refusals", (json_int_t)s->quota_refusals,
 	    "faults_served", (json_int_t)s->lat_count));
+	json_object_set_new(json_object_get(st, "counters"), "forks",
+	    json_integer((json_int_t)s->forks));
+	json_object_set_new(json_object_get(st, "counters"), "fork_errors",
+	    json_integer((json_int_t)s->fork_errors));
+	json_object_set_new(json_object_get(st, "counters"), "fork_copy_bytes",
+	    json_integer((json_int_t)s->fork_bytes));
+	json_object_set_new(json_object_get(st, "counters"), "forks_adopted",
+	    json_integer((json_int_t)s->fork_adopted));
+	json_object_set_new(json_object_get(st, "counters"), "fork_shared_reads",
+	    json_integer((json_int_t)s->fork_reads));
 	json_object_set_new(json_object_get(st, "counters"), "ops_direct",
 	    json_integer((json_int_t)s->ops_direct));
 	json_object_set_new(json_object_get(st, "counters"), "ops_dpu",
@@ -392,6 +403,7 @@ role_host_stop(struct famd *d)
 		    "close");
 	/* The last regions go with their parked fetches: nodes still known. */
 	host_fetch_unpark(h);
+	host_fork_fini(h);
 	host_fault_fini(h);
 	for (unsigned i = 0; i < h->nnodes; i++)
 		host_node_fini(&h->nodes[i]);

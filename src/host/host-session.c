@@ -178,6 +178,8 @@ region_destroy(struct region *r)
 
 	region_free_remote(cl->h, r);
 	free(r->chunks);
+	free(r->shared);
+	free(r->pending);
 	free(r);
 	host_client_put(cl);
 }
@@ -225,6 +227,7 @@ host_region_free(struct region *r)
 
 	if (r->dying)
 		return;
+	host_fork_region_gone(r); /* before its chunks leave the buffer */
 	r->dying = true;
 	if (r->ar != NULL) {
 		host_region_drop_chunks(h, r);
@@ -280,6 +283,7 @@ host_client_release(struct host_client *cl)
 	if (cl->dead)
 		return;
 	cl->dead = true;
+	host_fork_client_gone(cl);
 	log_rl(LOG_INFO, "session pid %ld ended: %llu regions, %llu bytes "
 	    "released",
 	    (long)cl->pid, (unsigned long long)cl->nregions,
@@ -530,6 +534,7 @@ uid_quota(struct host *h, uid_t uid, uint64_t size, pid_t pid,
 			regions++;
 		}
 	}
+	host_fork_held(h, uid, &bytes, &regions);
 	if ((max_regions == 0 || regions + 1 <= max_regions) &&
 	    (max_bytes == 0 || (size <= max_bytes && bytes <= max_bytes - size)))
 		return 0;
@@ -966,7 +971,8 @@ session_advise(struct host_client *cl)
 
 /*
  * DISCARD: chunks of a region read back as zeros from now on; served again
- * at each tick while one of them is being read or written back.
+ * at each tick while one of them is being read or written back. EAGAIN
+ * when a fork's copy shares one of them: the program writes zeros there.
  */
 static int
 session_discard(struct host_client *cl)
@@ -987,13 +993,116 @@ session_discard(struct host_client *cl)
 	n = cl->req.b >> h->chunk_shift;
 	if (n > r->nchunks - first)
 		n = r->nchunks - first;
-	if (host_chunks_discard(h, r, first, n) == -EBUSY) {
+	/* Chunks a fork's copy shares: the program writes zeros instead. */
+	if (r->copies != NULL && host_fork_source_shares(r, first, n))
+		return session_fail(cl, EAGAIN);
+	if (host_fork_copy_discard(r, first, n) == -EBUSY ||
+	    host_chunks_discard(h, r, first, n) == -EBUSY) {
 		cl->waits_discard = true;
 		cl->busy = true;
 		return 0;
 	}
 	host_region_discard(h, r, first, n);
 	return session_reply(cl, 0, 0, n << h->chunk_shift, 0, 0, 0, -1);
+}
+
+/* A FORK's copy is made (token) or failed (err): answers the parent. */
+static void
+session_fork_done(struct host_client *cl, uint64_t token, int err)
+{
+	if (cl->dead)
+		return;
+	cl->refs++; /* the session may end */
+	if (session_reply(cl, err, 0, token, 0, 0, 0, -1) < 0)
+		host_client_release(cl);
+	else
+		session_resume(cl);
+	host_client_put(cl);
+}
+
+/* FORK: copies the program's regions for its child (host-fork.c). */
+static int
+session_fork(struct host_client *cl)
+{
+	uint64_t bytes = 0;
+	int rc;
+
+	for (struct region *r = cl->regions; r != NULL; r = r->next)
+		if (!(r->flags & FAM_S_ALLOC_FILE))
+			bytes += r->size;
+	if (uid_quota(cl->h, cl->uid, bytes, cl->pid, NULL) != 0)
+		return session_fail(cl, EDQUOT);
+	cl->busy = true;
+	rc = host_fork_start(cl);
+	if (rc < 0)
+		return session_fail(cl, -rc);
+	return 0;
+}
+
+/* Makes the child's arenas for a copy and places its regions in them. */
+static int
+adopt_place(struct host_client *cl, struct host_fork_arena *fa, size_t na,
+    struct region **rs, const uint32_t *ra, size_t nr)
+{
+	for (size_t i = 0; i < na; i++) {
+		fa[i].child = arena_new(cl, fa[i].size);
+		if (fa[i].child == NULL)
+			return -ENOMEM;
+		/* the copies' places only: the child's own go elsewhere */
+		host_extent_free(&fa[i].child->free);
+	}
+	for (size_t k = 0; k < nr; k++) {
+		struct region *r = rs[k];
+
+		for (size_t i = 0; i < na && r->ar == NULL; i++)
+			if (fa[i].id == ra[k])
+				r->ar = fa[i].child;
+		if (r->ar == NULL || host_arena_add_region(r->ar, r) < 0) {
+			r->ar = NULL;
+			return -ENOMEM;
+		}
+		r->next = cl->regions;
+		cl->regions = r;
+		r->listed = true;
+		cl->nregions++;
+		cl->bytes += r->size;
+	}
+	return 0;
+}
+
+/* ADOPT: the child takes its copy of one of the parent's arenas. */
+static int
+session_adopt(struct host_client *cl)
+{
+	struct host_fork *f = host_fork_find(cl->h, cl->req.a);
+	struct host_fork_arena *fa, *a = NULL;
+	struct region **rs;
+	uint32_t *ra;
+	size_t na, nr;
+	bool first;
+	int rc;
+
+	if (f == NULL)
+		return session_fail(cl, ENOENT);
+	rc = host_fork_claim(f, cl, &fa, &na, &rs, &ra, &nr, &first);
+	if (rc == 0 && first) {
+		rc = adopt_place(cl, fa, na, rs, ra, nr);
+		for (size_t k = 0; rc < 0 && k < nr; k++)
+			if (!rs[k]->listed)
+				host_region_free(rs[k]); /* the copy is ours */
+	}
+	if (rc < 0)
+		return session_fail(cl, -rc);
+	for (size_t i = 0; i < na && a == NULL; i++)
+		if (fa[i].id == cl->req.b)
+			a = &fa[i];
+	if (a == NULL || a->handed || a->child == NULL)
+		return session_fail(cl, a == NULL ? ENOENT : EALREADY);
+	a->handed = true;
+	rc = session_reply(cl, 0, 0, a->child->id, a->uaddr, a->size, 0,
+	    a->child->memfd);
+	host_fork_handed(f);
+	return rc;
 }
 
 /* Validates one request and serves it; returns -1 to end the session. */
@@ -1022,6 +1131,8 @@ session_dispatch(struct host_client *cl)
 	case FAM_S_STAT: rc = session_stat(cl); break;
 	case FAM_S_ADVISE: rc = session_advise(cl); break;
 	case FAM_S_DISCARD: rc = session_discard(cl); break;
+	case FAM_S_FORK: rc = session_fork(cl); break;
+	case FAM_S_ADOPT: rc = session_adopt(cl); break;
 	default: rc = -1; break;
 	}
 	return rc < 0 ? -1 : 0;
@@ -1159,6 +1270,7 @@ void
 host_session_init(struct host *h)
 {
 	h->region_gone = region_destroy;
+	h->fork_done = session_fork_done;
 }
 
 /* Describes every program: pid, regions, bytes, resident and dirty. */

@@ -145,6 +145,15 @@ struct region {
 	uint64_t ra_next;     /* first chunk not yet read ahead */
 	unsigned ra_window;
 	struct region *next;  /* in the client's list */
+	/* fork (host-fork.c): a copy shares the chunks of its source */
+	struct region *src;       /* a copy: its source, or NULL */
+	uint64_t *shared;         /* a copy: a bit per chunk still the source's */
+	uint64_t *pending;        /* a copy: a bit per chunk whose data is on
+	                           * its way (a read of the source's, or its
+	                           * own write): faults on it wait */
+	uint64_t nshared;
+	struct region *copies;    /* a source: its copies sharing chunks */
+	struct region *copy_next; /* a copy: in its source's list */
 };
 
 /* A contiguous free range of an arena, in chunks. */
@@ -201,9 +210,13 @@ struct host_client {
 	pid_t sigbus_tid;   /* the last thread sent SIGBUS, and where */
 	uint64_t sigbus_page;
 	unsigned sigbus_repeats; /* ... times in a row (no UFFDIO_POISON) */
+	bool forking;       /* FORK copies our regions: writes wait */
 	unsigned refs;      /* in-flight operations that point at us */
 	struct host_client *next;
 };
+
+struct host_fork;
+struct fork_own;
 
 /*
  * A chunk read in flight, or waiting for room, or parked. Chunks that lie
@@ -215,6 +228,7 @@ struct host_client {
  */
 struct fetch {
 	struct region *r;
+	struct region *src; /* r is a copy: the chunk is read from here */
 	struct stripe *s;  /* the first fetch of a read while it is out: the
 	                    * stripe it was routed on */
 	uint64_t chunk;
@@ -257,6 +271,7 @@ struct host_stats {
 	uint64_t allocs, alloc_errors, allocs_redone, frees, frees_deferred;
 	uint64_t quota_refusals;
 	uint64_t discards;   /* chunks the programs discarded (DISCARD) */
+	uint64_t forks, fork_errors, fork_bytes, fork_adopted, fork_reads;
 	uint64_t ops_direct, ops_dpu;        /* reads and writes by path */
 	uint64_t path_switches, fences, handovers, adoptions;
 	uint64_t switch_errors;
@@ -305,6 +320,8 @@ struct host {
 	char *session_path;
 	struct host_client *clients;
 	uint64_t next_handle;
+	struct host_fork *forks; /* copies for forked children (host-fork.c) */
+	struct fork_own *owns;   /* copies' chunks being made their own */
 	/* the buffer */
 	struct frame *frames;
 	uint32_t *free_frames;
@@ -331,6 +348,8 @@ struct host {
 	unsigned wake_what;      /* HOST_WAKE_* asked for since it last ran */
 	void (*node_up)(struct host *h, struct mnode *n, bool resumed);
 	void (*region_gone)(struct region *r); /* dying and idle: free it */
+	/* a FORK's copy is made (err 0) or failed: answer the parent */
+	void (*fork_done)(struct host_client *cl, uint64_t token, int err);
 	struct host_stats stats;
 };
 
@@ -381,6 +400,38 @@ void host_sigbus(struct host *h, struct host_client *cl, pid_t tid,
     uint64_t addr, uint64_t len, const char *why);
 int host_uffd_probe(struct host *h, char **cause);
 int host_uffd_setup(struct host *h, int uffd, char **cause);
+
+/* host-fork.c: below the faults (doc/fork.md) */
+
+/* A copied arena the child takes, where the parent had it. */
+struct host_fork_arena {
+	uint32_t id;          /* the parent's arena */
+	uint64_t size, uaddr; /* its length and the parent's address of it */
+	struct arena *child;  /* the child's arena, once claimed */
+	bool handed;          /* its memfd went to the child */
+};
+
+int host_fork_start(struct host_client *cl);
+struct host_fork *host_fork_find(struct host *h, uint64_t token);
+int host_fork_claim(struct host_fork *f, struct host_client *cl,
+    struct host_fork_arena **arenas, size_t *narenas, struct region ***regions,
+    uint32_t **region_arena, size_t *nregions, bool *first);
+void host_fork_handed(struct host_fork *f);
+void host_fork_client_gone(struct host_client *cl);
+void host_fork_held(struct host *h, uid_t uid, uint64_t *bytes,
+    uint64_t *regions);
+void host_fork_tick(struct host *h);
+void host_fork_fini(struct host *h);
+void host_fork_region_gone(struct region *r);
+bool host_fork_shared(const struct region *r, uint64_t c);
+bool host_fork_pending(const struct region *r, uint64_t c);
+void host_fork_fetching(struct region *r, uint64_t c);
+void host_fork_fetched(struct region *r, uint64_t c, struct region *src,
+    bool landed);
+int host_fork_unshare(struct region *r, uint64_t c);
+bool host_fork_source_shares(const struct region *r, uint64_t first,
+    uint64_t n);
+int host_fork_copy_discard(struct region *r, uint64_t first, uint64_t n);
 
 /* host-buffer.c */
 int host_buffer_init(struct host *h, uint64_t buffer_size, char **cause);

@@ -7,6 +7,7 @@ src_libfamdcore_la_SOURCES += \
 	src/host/host-buffer.c \
 	src/host/host-extent.c \
 	src/host/host-fault.c \
+	src/host/host-fork.c \
 	src/host/host-numa.c \
 	src/host/host-path.c \
 	src/host/host-listen.c \

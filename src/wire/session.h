@@ -26,6 +26,11 @@
  *      program -> MAP (arena, address)  famd -> reply, once the range is
  *                                       registered for faults
  *   4. program -> FREE / STAT / ...
+ *   fork: parent -> FORK (before fork())   famd -> reply: a token
+ *         child, a session of its own (steps 1 and 2), for each arena:
+ *         child -> ADOPT (token, arena)   famd -> reply + memfd; the child
+ *                                          maps it where the parent had it
+ *         child -> MAP (new arena, address)
  * The session ends when the socket closes: famd then releases every region
  * of the program on the host and on the memory nodes.
  *
@@ -92,10 +97,27 @@ enum fam_smsg_type {
 	 * a: address of a chunk inside a region, b: bytes (a multiple of
 	 * chunk_size): from a on, up to the region's end, those chunks read
 	 * back as zeros from now on (madvise DONTNEED, FREE and REMOVE,
-	 * munmap of part of a block); reply a: the bytes discarded
+	 * munmap of part of a block); reply a: the bytes discarded; EAGAIN
+	 * when a fork's copy shares the chunk at a: the program writes zeros
+	 * over that chunk itself, and asks again for the rest
 	 */
 	FAM_S_DISCARD = 8,
-	FAM_S_TYPE_MAX = 8,
+	/*
+	 * fork(), in the parent before it (doc/fork.md): famd copies every
+	 * region of the session and keeps the copy for the child; the
+	 * program's writes to its regions wait meanwhile. reply a: the copy's
+	 * token (64 random bits: what lets the child claim it)
+	 */
+	FAM_S_FORK = 9,
+	/*
+	 * In the child, on a session of its own: a: the token, b: the
+	 * parent's id of one of its arenas. The first ADOPT moves the copied
+	 * regions into this session. reply a: the new arena's id, b: the
+	 * address where the parent mapped it (the child maps it there, then
+	 * sends MAP), c: its length; the arena's memfd attached
+	 */
+	FAM_S_ADOPT = 10,
+	FAM_S_TYPE_MAX = 10,
 };
 
 #define FAM_S_ALLOC_FILE     0x01u /* preload `data` from the memory node */

@@ -18,14 +18,11 @@ COMPAT_TESTS = \
 
 # What does not work yet, each for its reason (they fail as they should
 # until it is fixed, and an XPASS fails the suite so the list is kept true):
-# - python-fork, redis: a forked child cannot read its parent's blocks.
 # - xz, imagemagick: random and strided access through 64 KiB chunks
 #   thrashes (xz -9's match finder, a resize's column pass): far past the
 #   time budget of 20 times the local run.
 COMPAT_XFAIL = \
 	tests/compat/imagemagick.sh \
-	tests/compat/python-fork.sh \
-	tests/compat/redis.sh \
 	tests/compat/xz.sh
 
 check-compat: all $(check_PROGRAMS)

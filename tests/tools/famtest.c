@@ -14,9 +14,9 @@
  *   -S SEED   pattern seed (default 1)
  *   -f        expect fabric-attached memory: every large block must lie in
  *             a mapping registered with userfaultfd ("um" in
- *             /proc/self/smaps) and kept from children ("dc"), a fresh one
- *             must read as zeros, and a child touching an inherited block
- *             must die of SIGSEGV
+ *             /proc/self/smaps) and kept from children ("dc": a child
+ *             gets famd's copy instead), and a fresh one must read as
+ *             zeros
  *   -l        expect libc memory (no famd): no large block may be such
  * A large block is 2 MiB (above the shim's default threshold), or
  * FAM_THRESHOLD + 4 KiB when that is set, below 2 MiB too (tests that scale
@@ -40,7 +40,14 @@
  *   realloc   growing, shrinking and crossing the threshold keep the data
  *   align     posix_memalign, aligned_alloc, memalign, valloc, pvalloc
  *   many      COUNT large blocks held at once, then COUNT alloc/free pairs
- *   fork      fork+exec /bin/true; a child allocating its own blocks
+ *   fork      fork+exec /bin/true; a child allocating its own blocks; a
+ *             child reading an inherited block and writing it privately
+ *   cow       fork with copy-on-write over the whole buffer: parent and
+ *             child write halves at once, each sees only its own writes
+ *             ($FAMTEST_HOLD: a file made after the child's exit, waited
+ *             for to go away before the last check)
+ *   cowfree   fork; the parent frees its block and fills a new one while
+ *             the child still shares the old: the child reads its data
  *   passes    (only when named) one block, rewritten with a new pattern
  *             and verified in passes, "pass N" printed after each, until
  *             SIGUSR1; then one more pass: a driver changes things under
@@ -689,27 +696,168 @@ test_fork(void)
 		FAIL("fork: a child allocating its own blocks: status %#x",
 		    status);
 
-	if (opt_expect == 'f') {
-		pid = fork();
-		if (pid < 0)
-			FAIL("fork: %s", strerror(errno));
-		if (pid == 0) {
-			volatile uint64_t x = p[0];
-
-			(void)x;
-			_exit(0);
-		}
-		status = wait_child(pid);
-		if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGSEGV)
-			FAIL("fork: a child reading inherited FAM memory was "
-			    "not killed by SIGSEGV: status %#x", status);
+	pid = fork();
+	if (pid < 0)
+		FAIL("fork: %s", strerror(errno));
+	if (pid == 0) {
+		/* the parent's block, as it was at the fork, and private */
+		check_words("fork (child)", p, 0, n / 8, opt_seed + 8);
+		write_words(p, 0, n / 8, opt_seed + 9);
+		check_words("fork (child)", p, 0, n / 8, opt_seed + 9);
+		_exit(0);
 	}
+	status = wait_child(pid);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		FAIL("fork: a child reading and writing the inherited block: "
+		    "status %#x", status);
 	check_words("fork", p, 0, n / 8, opt_seed + 8);
 	free(p);
 	printf("ok - fork: fork+exec of /bin/true; a child allocated, wrote "
-	    "and verified its own block%s; the parent's data is intact\n",
-	    opt_expect == 'f' ? "; a child touching inherited memory got "
-	    "SIGSEGV" : "");
+	    "and verified its own block; a child read the inherited block and "
+	    "wrote it privately; the parent's data is intact\n");
+}
+
+
+/* Sends one byte on fd, or fails. */
+static void
+cow_signal(const char *who, int fd)
+{
+	char c = 1;
+
+	if (write(fd, &c, 1) != 1)
+		FAIL("cow (%s): write to the pipe: %s", who, strerror(errno));
+}
+
+/* Waits for one byte on fd, or fails. */
+static void
+cow_wait(const char *who, int fd)
+{
+	char c;
+
+	if (read(fd, &c, 1) != 1)
+		FAIL("cow (%s): the other side went away", who);
+}
+
+/*
+ * The view of one side after both wrote: the first half (the child's) and
+ * the second half (the parent's) each as that side should see it.
+ */
+static void
+cow_check(const char *who, const uint64_t *p, size_t half, size_t words,
+    uint64_t first, uint64_t second)
+{
+	check_words(who, p, 0, half, first);
+	check_words(who, p, half, words, second);
+}
+
+/*
+ * fork with copy-on-write: the parent writes pattern A over a block
+ * (larger than the buffer when -s says so) and forks; the child checks A,
+ * writes B over the first half, the parent C over the second meanwhile;
+ * each checks its own view, then again once the other has written (the
+ * other's writes must not show), every word, both directions. After the
+ * child's exit the parent checks once more ($FAMTEST_HOLD: a file created
+ * then, and waited for to disappear) and frees the block.
+ */
+static void
+test_cow(void)
+{
+	size_t n = opt_size, words = n / 8, half = words / 2;
+	uint64_t *p = xmalloc("cow", n);
+	uint64_t a = opt_seed + 20, b = opt_seed + 21, c = opt_seed + 22;
+	const char *hold = getenv("FAMTEST_HOLD");
+	int up[2], down[2], status;
+	pid_t pid;
+
+	check_kind("cow", p);
+	write_words(p, 0, words, a);
+	if (pipe(up) < 0 || pipe(down) < 0)
+		FAIL("cow: pipe: %s", strerror(errno));
+	pid = fork();
+	if (pid < 0)
+		FAIL("cow: fork: %s", strerror(errno));
+	if (pid == 0) {
+		check_words("cow (child, the parent's data)", p, 0, words, a);
+		write_words(p, 0, half, b);
+		cow_check("cow (child, its own writes)", p, half, words, b, a);
+		cow_signal("child", up[1]);
+		cow_wait("child", down[0]);
+		cow_check("cow (child, after the parent wrote)", p, half, words,
+		    b, a);
+		_exit(0);
+	}
+	write_words(p, half, words, c);
+	cow_check("cow (parent, its own writes)", p, half, words, a, c);
+	cow_wait("parent", up[0]);
+	cow_check("cow (parent, after the child wrote)", p, half, words, a, c);
+	cow_signal("parent", down[1]);
+	status = wait_child(pid);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		FAIL("cow: the child failed: status %#x", status);
+	close(up[0]);
+	close(up[1]);
+	close(down[0]);
+	close(down[1]);
+	if (hold != NULL && *hold != '\0') {
+		FILE *fp = fopen(hold, "w");
+
+		if (fp == NULL)
+			FAIL("cow: %s: %s", hold, strerror(errno));
+		fprintf(fp, "%ld\n", (long)pid);
+		fclose(fp);
+		while (access(hold, F_OK) == 0)
+			usleep(10000);
+	}
+	cow_check("cow (parent, after the child's exit)", p, half, words, a, c);
+	free(p);
+	printf("ok - cow: parent and child each read the data of the fork "
+	    "and only their own writes, %zu bytes, both directions\n", n);
+}
+
+/*
+ * fork, then the parent frees its block while the child still shares it
+ * and fills the buffer with a new block: the child still reads the data of
+ * the fork, every word, and writes its own.
+ */
+static void
+test_cowfree(void)
+{
+	size_t n = opt_size, words = n / 8, half = words / 2;
+	uint64_t *p = xmalloc("cowfree", n), *q;
+	uint64_t a = opt_seed + 23, b = opt_seed + 24, c = opt_seed + 25;
+	int down[2], status;
+	pid_t pid;
+
+	write_words(p, 0, words, a);
+	if (pipe(down) < 0)
+		FAIL("cowfree: pipe: %s", strerror(errno));
+	pid = fork();
+	if (pid < 0)
+		FAIL("cowfree: fork: %s", strerror(errno));
+	if (pid == 0) {
+		cow_wait("child", down[0]);
+		check_words("cowfree (child, the freed block's data)", p, 0,
+		    words, a);
+		write_words(p, 0, half, b);
+		cow_check("cowfree (child, its own writes)", p, half, words, b,
+		    a);
+		_exit(0);
+	}
+	free(p);
+	q = xmalloc("cowfree", n);
+	write_words(q, 0, words, c);
+	cow_signal("parent", down[1]);
+	check_words("cowfree (parent, its new block)", q, 0, words, c);
+	status = wait_child(pid);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		FAIL("cowfree: the child failed: status %#x", status);
+	check_words("cowfree (parent, its new block)", q, 0, words, c);
+	close(down[0]);
+	close(down[1]);
+	free(q);
+	printf("ok - cowfree: the parent freed its block and filled another; "
+	    "the child read the data of the fork, %zu bytes, and wrote its "
+	    "own\n", n);
 }
 
 static const struct {
@@ -728,6 +876,8 @@ static const struct {
 	{ "align", test_align },
 	{ "many", test_many },
 	{ "fork", test_fork },
+	{ "cow", test_cow },
+	{ "cowfree", test_cowfree },
 	{ "passes", test_passes }, /* last: only when named */
 };
 
