@@ -10,7 +10,8 @@
 # data of the fork. A child of a child (fork of a fork) gets its parent's
 # data too. FAM_FORK=0 keeps the old behaviour: no copy, a child touching
 # the parent's block gets SIGSEGV. When the host famd dies, a child
-# touching its copy gets SIGBUS.
+# touching its copy gets SIGBUS; so does one whose copy the uid's quota
+# cannot hold.
 . "$(dirname "$0")/lib.sh"
 require_cmd jq
 
@@ -137,3 +138,15 @@ PY
 	grep -q '^child SIGBUS' "$T/lost.out" || fail "the host famd died: the child was not killed by SIGBUS: $(cat "$T/lost.out")"
 	pass "the host famd died: a forked child touching its copy gets SIGBUS"
 fi
+
+# A host famd whose uid quota holds the parent's block but not its copy
+# too: the FORK is refused (EDQUOT), the child says so and gets SIGBUS on
+# a touch of the parent's block, never wrong data; the parent goes on.
+start_host hostq "$(scaled 16M)" "$MEM_ADDR" -o host.uid_max_bytes=$(($(mib 32M) * 3 / 2))M
+shim "$FAMTEST" -f -s "$(scaled 32M)" cow >"$T/quota.out" 2>&1 &&
+	fail "famtest cow over the quota passed: $(cat "$T/quota.out")"
+grep -q "could not be copied for this child.*EDQUOT.*SIGBUS" "$T/quota.out" ||
+	fail "over the quota, the child did not say why: $(cat "$T/quota.out")"
+[ "$(counter hostq quota_refusals)" -ge 1 ] && [ "$(counter hostq forks)" = 0 ] ||
+	fail "over the quota: $(ctl hostq status -j | jq -c .counters)"
+pass "a FORK over the uid's quota: refused, the child says so and gets SIGBUS on a touch"

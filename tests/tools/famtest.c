@@ -777,6 +777,8 @@ test_cow(void)
 	if (pid < 0)
 		FAIL("cow: fork: %s", strerror(errno));
 	if (pid == 0) {
+		close(up[0]);
+		close(down[1]);
 		check_words("cow (child, the parent's data)", p, 0, words, a);
 		write_words(p, 0, half, b);
 		cow_check("cow (child, its own writes)", p, half, words, b, a);
@@ -786,6 +788,8 @@ test_cow(void)
 		    b, a);
 		_exit(0);
 	}
+	close(up[1]);
+	close(down[0]);
 	write_words(p, half, words, c);
 	cow_check("cow (parent, its own writes)", p, half, words, a, c);
 	cow_wait("parent", up[0]);
@@ -795,8 +799,6 @@ test_cow(void)
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
 		FAIL("cow: the child failed: status %#x", status);
 	close(up[0]);
-	close(up[1]);
-	close(down[0]);
 	close(down[1]);
 	if (hold != NULL && *hold != '\0') {
 		FILE *fp = fopen(hold, "w");
@@ -835,6 +837,7 @@ test_cowfree(void)
 	if (pid < 0)
 		FAIL("cowfree: fork: %s", strerror(errno));
 	if (pid == 0) {
+		close(down[1]);
 		cow_wait("child", down[0]);
 		check_words("cowfree (child, the freed block's data)", p, 0,
 		    words, a);
@@ -843,6 +846,7 @@ test_cowfree(void)
 		    a);
 		_exit(0);
 	}
+	close(down[0]);
 	free(p);
 	q = xmalloc("cowfree", n);
 	write_words(q, 0, words, c);
@@ -852,7 +856,6 @@ test_cowfree(void)
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
 		FAIL("cowfree: the child failed: status %#x", status);
 	check_words("cowfree (parent, its new block)", q, 0, words, c);
-	close(down[0]);
 	close(down[1]);
 	free(q);
 	printf("ok - cowfree: the parent freed its block and filled another; "
