@@ -116,6 +116,9 @@ mem_set_opts(const struct cfg *cfg)
 	mem.opts.inject_error_ppm = (uint32_t)cfg_int(cfg,
 	    CFG_VERBS_INJECT_ERROR_PPM);
 	mem.opts.max_payload = FAM_PROTO_MAX_PAYLOAD;
+	mem.opts.hello.role = FAM_WIRE_ROLE_MEMORY;
+	snprintf(mem.opts.hello.node, sizeof mem.opts.hello.node, "%s",
+	    mem.node);
 	err = secret_load(cfg_str(cfg, CFG_SECRET_FILE), mem.opts.secret,
 	    &cause);
 	if (err < 0) {
@@ -123,6 +126,7 @@ mem_set_opts(const struct cfg *cfg)
 		free(cause);
 		return err;
 	}
+	mem.has_secret = mem.opts.secret[0] != '\0';
 	if (mem.opts.kind == FAM_TP_VERBS &&
 	    fam_memlock_check(mem.capacity, &cause) < 0) {
 		log_warn("memory: %s; regions beyond it cannot be lent", cause);

@@ -35,7 +35,7 @@ mem_serve_counters_json(void)
 
 	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
 	    "s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
-	    "s:I,s:I,s:I}",
+	    "s:I,s:I,s:I,s:I,s:I}",
 	    "reads", (json_int_t)n->reads,
 	    "writes", (json_int_t)n->writes,
 	    "bytes_read", (json_int_t)n->bytes_read,
@@ -65,7 +65,9 @@ mem_serve_counters_json(void)
 	    "sessions_resumed", (json_int_t)n->sessions_resumed,
 	    "sessions_ended", (json_int_t)n->sessions_ended,
 	    "quota_refusals", (json_int_t)n->quota_refusals,
-	    "connections_open", (json_int_t)mem.nconns);
+	    "connections_open", (json_int_t)mem.nconns,
+	    "eacces_closes", (json_int_t)n->eacces_closes,
+	    "crc_errors", (json_int_t)n->crc_errors);
 }
 
 /* Appends each connection still in its hello to a status's peers. */
@@ -165,7 +167,11 @@ mem_serve_create(struct mem_conn *mc, const struct fam_hdr *h,
 	mem_reply_info(mc, h, &info);
 }
 
-/* REGION_ADOPT: a handle on a region whose key the peer was given. */
+/*
+ * REGION_ADOPT: a handle on a region whose key the peer was given. A peer
+ * (but a dpu, which adopts for many hosts) that presents FAM_EACCES_MAX
+ * wrong keys is disconnected.
+ */
 static void
 mem_serve_adopt(struct mem_conn *mc, const struct fam_hdr *h,
     const uint8_t *payload)
@@ -181,6 +187,18 @@ mem_serve_adopt(struct mem_conn *mc, const struct fam_hdr *h,
 	}
 	if (err == 0)
 		err = mem_session_adopt(mc->s, &ad, &info);
+	if (err == -EACCES && ++mc->eacces >= FAM_EACCES_MAX &&
+	    mc->s->role != FAM_WIRE_ROLE_DPU) {
+		/* A peer guessing keys: answered, then cut off. */
+		mem.n.adopt_errors++;
+		mem.n.eacces_closes++;
+		log_notice("memory: %s (node %s): %u wrong region keys; closing "
+		    "the connection", mc->peer, mc->s->node, mc->eacces);
+		if (fam_conn_reply(mc->c, h, EACCES, NULL, 0, false,
+		    mem_close_after_reply, mc) < 0)
+			fam_conn_close(mc->c);
+		return;
+	}
 	if (err < 0) {
 		mem.n.adopt_errors++;
 		mem_reply_status(mc, h, err);
@@ -366,6 +384,7 @@ mem_serve_closed(struct fam_conn *c, int err, void *arg)
 	if (err == -ETIMEDOUT)
 		mem.n.timeouts++;
 	mem.n.completion_errors += st->completion_errors;
+	mem.n.crc_errors += st->crc_errors;
 	if (mc->s != NULL) {
 		if (mc->s->primary == mc)
 			mem_lease_end_all(mc->s, false);

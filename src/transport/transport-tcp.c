@@ -643,11 +643,11 @@ tcp_on_direct(struct tcp_conn *c)
 	c->rx = RX_HDR;
 	c->rop = NULL;
 	if (op != NULL) {
-		tp_on_read_data(&c->tc, op, c->dst_len);
+		tp_on_read_data(&c->tc, op, c->rh.crc, c->dst_len);
 		return;
 	}
 	c->rx_holding = false;
-	tp_on_write_data(&c->tc, &c->rh, c->rhold, c->dst_len);
+	tp_on_write_data(&c->tc, &c->rh, c->dst, c->rhold, c->dst_len);
 }
 
 /* Returns true while input should be parsed (not closing, not paused). */

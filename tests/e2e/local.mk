@@ -23,6 +23,7 @@ E2E_TESTS = \
 	tests/e2e/host-striping.sh \
 	tests/e2e/host-readahead.sh \
 	tests/e2e/host-client-exit.sh \
+	tests/e2e/host-corrupt.sh \
 	tests/e2e/quota.sh \
 	tests/e2e/flood.sh \
 	tests/e2e/memory-rw.sh \
@@ -31,6 +32,7 @@ E2E_TESTS = \
 	tests/e2e/memory-preload.sh \
 	tests/e2e/memory-sessions.sh \
 	tests/e2e/memory-secret.sh \
+	tests/e2e/memory-auth.sh \
 	tests/e2e/dpu-forward.sh \
 	tests/e2e/dpu-path.sh \
 	tests/e2e/dpu-aggregate.sh \
@@ -40,4 +42,4 @@ E2E_TESTS = \
 	tests/e2e/dpu-netns.sh
 
 TESTS += $(E2E_TESTS)
-EXTRA_DIST += $(E2E_TESTS) tests/e2e/lib.sh
+EXTRA_DIST += $(E2E_TESTS) tests/e2e/lib.sh tests/e2e/fake-peer.py

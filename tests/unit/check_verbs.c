@@ -278,7 +278,6 @@ opts(const char *secret, uint32_t timeout_ms)
 
 	o.hello.role = FAM_WIRE_ROLE_HOST;
 	snprintf(o.hello.node, sizeof o.hello.node, "cli");
-	snprintf(o.hello.secret, sizeof o.hello.secret, "%s", secret);
 	snprintf(o.secret, sizeof o.secret, "%s", secret);
 	return o;
 }

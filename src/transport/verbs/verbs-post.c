@@ -302,7 +302,8 @@ vb_chain_send(struct vb_qp *q, struct vb_chain *ch, struct vb_msg *m)
 
 		w->opcode = IBV_WR_SEND_WITH_IMM;
 		/* A test aid: the peer must refuse it. */
-		if (c->tc.opts.inject_bad_imm && sb->buf[5] != FAM_MSG_HELLO)
+		if (c->tc.opts.inject_bad_imm && sb->buf[5] != FAM_MSG_HELLO &&
+		    sb->buf[5] != FAM_MSG_AUTH)
 			imm ^= 0x00ff0000u;
 		w->imm_data = htobe32(imm);
 	}
