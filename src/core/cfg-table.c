@@ -281,6 +281,24 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		.help = "Most regions one peer node may have created here at "
 		    "once; beyond it EDQUOT. 0: no limit.",
 	},
+	[CFG_MEMORY_MAX_UNAUTHENTICATED] = {
+		.section = "memory", .name = "max_unauthenticated",
+		.type = CFG_T_INT, .min = 1, .max = 4096, .def = "128",
+		.reloadable = true, .roles = MEM,
+		.help = "Most connections at once that have not yet proved the "
+		    "secret (of 4096 in all). One more closes the oldest of "
+		    "them, so that silent or slow strangers cannot keep real "
+		    "peers out.",
+	},
+	[CFG_MEMORY_HELLO_TIMEOUT] = {
+		.section = "memory", .name = "hello_timeout",
+		.type = CFG_T_DURATION, .min = 100, .max = 600000, .def = "5s",
+		.roles = MEM,
+		.help = "Deadline of the whole handshake of a new connection "
+		    "(hello and proof of the secret), from its accept; at most "
+		    "op_timeout. A connection that has not proved the secret "
+		    "by then is closed.",
+	},
 	[CFG_HOST_SESSION_SOCKET] = {
 		.section = "host", .name = "session_socket", .type = CFG_T_PATH,
 		.def = FAMD_DEFAULT_SESSION, .roles = HOST,

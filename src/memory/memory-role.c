@@ -112,6 +112,8 @@ mem_set_opts(const struct cfg *cfg)
 	mem.opts.kind = cfg_int(cfg, CFG_TRANSPORT) == CFG_TRANSPORT_VERBS ?
 	    FAM_TP_VERBS : FAM_TP_TCP;
 	mem.opts.op_timeout_ms = (uint32_t)cfg_int(cfg, CFG_OP_TIMEOUT);
+	mem.opts.hello_timeout_ms = (uint32_t)cfg_int(cfg,
+	    CFG_MEMORY_HELLO_TIMEOUT);
 	mem.opts.max_outstanding = MEM_MAX_OUTSTANDING;
 	mem.opts.inject_error_ppm = (uint32_t)cfg_int(cfg,
 	    CFG_VERBS_INJECT_ERROR_PPM);

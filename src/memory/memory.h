@@ -116,8 +116,10 @@ struct mem_conn {
 	struct mem_session *s;    /* once the hello is accepted */
 	char peer[64];
 	bool refused;             /* our hello handler said no */
+	bool preauth;             /* counted in mem.npreauth: no proof yet */
 	unsigned eacces;          /* wrong region keys (REGION_ADOPT) */
 	TAILQ_ENTRY(mem_conn) link;
+	TAILQ_ENTRY(mem_conn) plink; /* in mem.preauth while preauth */
 };
 
 /* Cumulative counters, zeroed by stats.reset. */
@@ -135,6 +137,7 @@ struct mem_counters {
 	uint64_t sessions_started, sessions_resumed, sessions_ended;
 	uint64_t quota_refusals;
 	uint64_t eacces_closes;   /* connections cut after FAM_EACCES_MAX */
+	uint64_t preauth_evictions; /* unproven connections closed for room */
 	uint64_t crc_errors;      /* chunks whose data failed their CRC */
 };
 
@@ -167,6 +170,9 @@ struct mem_state {
 	/* memory-serve.c */
 	unsigned nconns;
 	TAILQ_HEAD(, mem_conn) conns;
+	unsigned npreauth;        /* connections that proved nothing yet */
+	TAILQ_HEAD(, mem_conn) preauth; /* oldest first */
+	uint64_t evict_logged;    /* last eviction log line (ns) */
 	/* every file counts here */
 	struct mem_counters n;
 };
@@ -224,5 +230,6 @@ void mem_serve_accept(struct fam_listener *l, struct fam_conn *c,
 void mem_serve_close_all(void);
 json_t *mem_serve_counters_json(void);
 void mem_serve_status(json_t *peers);
+void mem_serve_proved(struct mem_conn *mc);
 
 #endif /* FAM_MEMORY_H */

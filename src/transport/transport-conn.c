@@ -252,9 +252,13 @@ tp_timer_cb(evutil_socket_t fd, short what, void *arg)
 	else if (c->tops->expired != NULL)
 		why = c->tops->expired(c, now);
 	if (why != NULL) {
+		bool hello = !c->active && c->state == TPS_HELLO;
+
 		c->stats.timeouts += c->nops > 0 ? c->nops : 1;
-		log_notice("%s: %s: %s within %u ms; closing",
-		    c->base.ops->name, tp_who(c, who, sizeof who), why,
+		/* A stranger's silence is counted, not logged line by line. */
+		log_msg(hello ? LOG_DEBUG : LOG_NOTICE, "%s: %s: %s within %u "
+		    "ms; closing", c->base.ops->name, tp_who(c, who,
+		    sizeof who), why, hello ? c->opts.hello_timeout_ms :
 		    c->opts.op_timeout_ms);
 		c->op_err = -ETIMEDOUT;
 		tp_close(c, -ETIMEDOUT);

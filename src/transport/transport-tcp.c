@@ -903,7 +903,8 @@ tcp_accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
 	tp_format_addr(sa, (socklen_t)salen, c->tc.peer, sizeof c->tc.peer);
 	tcp_sockopts(fd);
 	c->tc.state = TPS_HELLO;
-	c->tc.deadline = mono_ns() + c->tc.timeout_ns;
+	c->tc.deadline = mono_ns() +
+	    (uint64_t)c->tc.opts.hello_timeout_ms * 1000000u;
 	log_debug("tcp: connection from %s on %s", c->tc.peer, l->tl.addr);
 	l->tl.accept(&l->tl.base, &c->tc.base, c->tc.peer, l->tl.arg);
 	if (c->tc.state == TPS_CLOSED)

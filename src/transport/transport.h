@@ -124,6 +124,8 @@ struct fam_conn_opts {
 	                              * proof, the active side takes only a
 	                              * peer without a secret) */
 	uint32_t op_timeout_ms;      /* deadline of every operation */
+	uint32_t hello_timeout_ms;   /* passive side: the whole handshake
+	                              * (0: op_timeout_ms) */
 	uint32_t max_outstanding;    /* requests in flight per connection */
 	uint32_t max_payload;        /* largest payload accepted */
 	unsigned qps_per_peer;       /* verbs, active side: RC QPs per peer */
