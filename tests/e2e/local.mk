@@ -34,6 +34,7 @@ E2E_TESTS = \
 	tests/e2e/memory-secret.sh \
 	tests/e2e/memory-auth.sh \
 	tests/e2e/memory-preauth.sh \
+	tests/e2e/memory-defaults.sh \
 	tests/e2e/dpu-forward.sh \
 	tests/e2e/dpu-path.sh \
 	tests/e2e/dpu-aggregate.sh \

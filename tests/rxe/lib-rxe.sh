@@ -20,6 +20,13 @@ else
 	SRV_DEV=$RXE_VM_DEV
 	CLI_DEV=$RXE_VM_DEV
 fi
+# Servers listen on addresses other nodes reach, which needs a secret:
+# every famd and famclient here has the same (lib.sh's, in verbs mode).
+if [ ! -e "$T/fabric.secret" ]; then
+	printf 'fabric-test-secret\n' >"$T/fabric.secret"
+	chmod 600 "$T/fabric.secret"
+	TRANSPORT_OPTS+=(-o famd.secret_file="$T/fabric.secret")
+fi
 FAMTEST=$top_builddir/tests/tools/famtest
 FAMLOST=$top_builddir/tests/tools/famlost
 export FAM_TEST_VERBS_ADDR=$SRV_IP
@@ -44,7 +51,7 @@ start_host_verbs() {
 
 # fc ARGS...: famclient over verbs.
 fc() {
-	"$FAMCLIENT" -T verbs "$@"
+	"$FAMCLIENT" -T verbs -S "$T/fabric.secret" "$@"
 }
 
 # rxe_counter DEV NAME: one of an rxe device's hardware counters.
