@@ -63,7 +63,8 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		.type = CFG_T_DURATION, .min = 100, .max = 86400000,
 		.def = "60s", .reloadable = true, .roles = ALL,
 		.help = "An admin connection that sends no complete request for "
-		    "this long is closed.",
+		    "this long is closed: each request must arrive whole "
+		    "within it, however its bytes trickle in.",
 	},
 	[CFG_LOG_LEVEL] = {
 		.section = "famd", .name = "log_level", .type = CFG_T_ENUM,

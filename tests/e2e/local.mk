@@ -8,6 +8,7 @@ E2E_TESTS = \
 	tests/e2e/second-famd.sh \
 	tests/e2e/admin-garbage.sh \
 	tests/e2e/admin-permission.sh \
+	tests/e2e/admin-limits.sh \
 	tests/e2e/man-lint.sh \
 	tests/e2e/shim-exports.sh \
 	tests/e2e/shim-fallback.sh \
