@@ -61,7 +61,7 @@ struct mem_handle {
 	struct mem_region *r;
 	unsigned refs;            /* opens by this session (shared regions) */
 	struct fam_mr *lease;     /* on the session's connection, or NULL */
-	uint64_t lease_addr;      /* verbs: remote address of byte 0 */
+	uint64_t lease_addr;      /* verbs: remote address of byte 0 (0) */
 	uint32_t lease_rkey;      /* verbs: its rkey; tcp: 0 */
 };
 

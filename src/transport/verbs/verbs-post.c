@@ -21,7 +21,7 @@ vb_zc_mr(struct vb_conn *c, struct fam_mr *mr, const struct iovec *iov,
 	uintptr_t lo, hi;
 
 	if (mr == NULL || mr->ops != &verbs_transport_ops || m->mr == NULL ||
-	    m->mr->pd != c->pd)
+	    m->mr->pd != c->pd || m->zero_based)
 		return NULL;
 	lo = (uintptr_t)m->mr->addr;
 	hi = lo + m->mr->length;
