@@ -232,8 +232,9 @@ void fam_mr_deregister(struct fam_mr *mr);
  * Passive side (the memory role): makes len bytes at addr reachable by the
  * peer's one-sided operations on this connection only - RDMA READ, and
  * RDMA WRITE too when writable - and returns the lease to put in the
- * REGION_CREATE answer: the remote address of addr (verbs: 0, offsets from there) and the rkey. Allowed
- * only once the peer's hello is accepted (-ENOTCONN before). The lease
+ * REGION_CREATE answer: the remote address of addr (verbs: 0, offsets
+ * from there) and the rkey. Allowed only once the peer's hello is
+ * accepted (-ENOTCONN before). The lease
  * ends with fam_mr_deregister(*out) or with the connection: after that the
  * rkey reaches nothing. On tcp the peer's READ/WRITE requests go through
  * `resolve` instead: *out is a token, *raddr and *rkey are 0.
