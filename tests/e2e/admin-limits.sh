@@ -51,7 +51,10 @@ rss1=$(awk '$1 == "VmRSS:" { print $2 }' "/proc/$FAMD_PID/status")
 grep -q "closed after" "$T/pipe.out" || fail "pipe: $(cat "$T/pipe.out")"
 secs=$(sed -n 's/.*closed after \([0-9.]*\)s/\1/p' "$T/pipe.out")
 awk -v s="$secs" 'BEGIN { exit !(s < 14) }' || fail "the client was never closed: $(cat "$T/pipe.out")"
-[ $((rss1 - rss0)) -lt 20480 ] || fail "famd grew from $rss0 to $rss1 KiB"
+# Under AddressSanitizer freed memory waits in quarantine: RSS says little.
+if ! ldd "$FAMD" 2>/dev/null | grep -q libasan; then
+	[ $((rss1 - rss0)) -lt 20480 ] || fail "famd grew from $rss0 to $rss1 KiB"
+fi
 [ "$(ctl m status -j | jq .admin.overflows)" = 1 ] || fail "overflows: $(ctl m status -j | jq -c .admin)"
 ctl m status >/dev/null || fail "famd stopped answering"
 pass "a client that never reads its answers is closed ($(cat "$T/pipe.out")); RSS $rss0 -> $rss1 KiB"
