@@ -192,9 +192,10 @@ struct fam_hello_resp {
  *   u64 size            bytes actually reserved (reads and writes may
  *                       reach all of them)
  *   u64 addr            verbs: remote address of byte 0 in the lease:
- *                       0 (leases are addressed by offset, and show
- *                       nothing of the memory node's address space);
- *                       tcp: 0
+ *                       its offset in its page, 0 for a memory node's
+ *                       regions (leases are addressed by offset, and
+ *                       show nothing of the memory node's address
+ *                       space); tcp: 0
  *   u32 flags           FAM_RF_* in effect
  *   u32 reserved        zero
  *   u64 key             the region's key, 64 random bits, not 0: proves,

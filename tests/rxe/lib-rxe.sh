@@ -26,6 +26,12 @@ if [ ! -e "$T/fabric.secret" ]; then
 	printf 'fabric-test-secret\n' >"$T/fabric.secret"
 	chmod 600 "$T/fabric.secret"
 	TRANSPORT_OPTS+=(-o famd.secret_file="$T/fabric.secret")
+	cat >"$T/famclient-secret" <<SH
+#!/bin/sh
+exec "$FAMCLIENT" -S "$T/fabric.secret" "\$@"
+SH
+	chmod 755 "$T/famclient-secret"
+	FAMCLIENT=$T/famclient-secret
 fi
 FAMTEST=$top_builddir/tests/tools/famtest
 FAMLOST=$top_builddir/tests/tools/famlost
@@ -51,7 +57,7 @@ start_host_verbs() {
 
 # fc ARGS...: famclient over verbs.
 fc() {
-	"$FAMCLIENT" -T verbs -S "$T/fabric.secret" "$@"
+	"$FAMCLIENT" -T verbs "$@"
 }
 
 # rxe_counter DEV NAME: one of an rxe device's hardware counters.

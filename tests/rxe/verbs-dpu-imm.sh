@@ -11,7 +11,7 @@ start_memory_verbs m
 start_dpu d "$MEM_ADDR" -o famd.transport=verbs -o dpu.listen="$SRV_IP:0" -o dpu.async=off
 
 # A good client holds its region through the dpu while the bad one comes.
-"$FAMCLIENT" -T verbs -S "$T/fabric.secret" "$DPU_ADDR" create 1M write 0 256K 7 hold 120 read 0 256K 7 \
+"$FAMCLIENT" -T verbs "$DPU_ADDR" create 1M write 0 256K 7 hold 120 read 0 256K 7 \
 	>"$T/good.txt" 2>&1 &
 good=$!
 wait_until 60 grep -q '^holding' "$T/good.txt" || fail "good client: $(cat "$T/good.txt")"

@@ -648,9 +648,18 @@ vb_rw_prepare(struct tp_conn *tc, struct tp_op *op, const struct fam_remote *r,
 	    op->dst : op->src, op->rw.len);
 }
 
+/* Returns where addr lies within its page. */
+static uint64_t
+vb_page_offset(const void *addr)
+{
+	return (uintptr_t)addr & ((uintptr_t)sysconf(_SC_PAGESIZE) - 1);
+}
+
 /*
  * Registers [addr, addr + len) with the access flags given; zero_based:
- * the peer names its bytes by offset (0 to len), not by our address.
+ * the peer names its bytes by offset from addr's offset in its page (0
+ * for a region, which starts a page), not by our address: a device maps
+ * pages, so the two must agree within the page.
  */
 static struct vb_mr *
 vb_mr_new(struct vb_conn *c, void *addr, size_t len, int access,
@@ -666,8 +675,9 @@ vb_mr_new(struct vb_conn *c, void *addr, size_t len, int access,
 	m = calloc(1, sizeof *m);
 	if (m == NULL)
 		return NULL;
-	m->mr = zero_based ? ibv_reg_mr_iova(c->pd, addr, len, 0, access) :
-	    ibv_reg_mr(c->pd, addr, len, access);
+	m->mr = zero_based ? ibv_reg_mr_iova(c->pd, addr, len,
+	    vb_page_offset(addr), access) : ibv_reg_mr(c->pd, addr, len,
+	    access);
 	if (m->mr == NULL) {
 		err = errno != 0 ? errno : ENOMEM;
 		free(m);
@@ -722,7 +732,7 @@ vb_expose(struct fam_conn *fc, void *addr, size_t len, bool writable,
 	if (m == NULL)
 		return errno != 0 ? -errno : -ENOMEM;
 	*out = &m->base;
-	*raddr = 0;
+	*raddr = vb_page_offset(addr);
 	*rkey = m->mr->rkey;
 	return 0;
 }
