@@ -237,7 +237,7 @@ main(int argc, char **argv)
 		case 'd': depth = (unsigned)atoi(optarg); break;
 		case 'n': nlat = (unsigned)atoi(optarg); break;
 		case 'N': nbw = (unsigned)atoi(optarg); break;
-		case 's': snprintf(o.hello.secret, sizeof o.hello.secret, "%s",
+		case 's': snprintf(o.secret, sizeof o.secret, "%s",
 		    optarg); break;
 		case 'S': fb.size = fb_size(optarg); break;
 		case 'T': o.kind = strcmp(optarg, "tcp") == 0 ? FAM_TP_TCP :

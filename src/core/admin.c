@@ -6,6 +6,9 @@
  * it: size -> JSON -> request object -> method -> permission -> params ->
  * handler. A bad request gets an error object and the connection stays
  * usable; an oversized one gets an error and the connection is closed.
+ * A connection has admin_idle_timeout for each whole request (a deadline
+ * that bytes trickling in do not push back), and at most
+ * ADMIN_MAX_QUEUED bytes of answers waiting unread: then it is closed.
  */
 #include "config.h"
 
@@ -28,9 +31,11 @@
 #include "core/famd.h"
 
 #define ADMIN_MAX_CMDS 128
+#define ADMIN_MAX_QUEUED (4u << 20) /* answers unread: the client goes */
 
 struct admin_client {
 	struct bufferevent *bev;
+	struct event *deadline; /* the next whole request is due by then */
 	struct admin_peer peer;
 	bool closing; /* close once the output has drained */
 	struct admin_client *next;
@@ -44,6 +49,7 @@ struct admin_stats {
 	uint64_t oversized;
 	uint64_t timeouts;
 	uint64_t denied;
+	uint64_t overflows; /* closed with ADMIN_MAX_QUEUED bytes unread */
 };
 
 static const struct admin_cmd *admin_cmds[ADMIN_MAX_CMDS];
@@ -345,8 +351,17 @@ admin_client_free(struct admin_client *c)
 			break;
 		}
 	bufferevent_free(c->bev);
+	if (c->deadline != NULL)
+		event_free(c->deadline);
 	admin.nclients--;
 	free(c);
+}
+
+/* Gives a client admin_idle_timeout, from now, for its next request. */
+static void
+admin_client_rearm(struct admin_client *c)
+{
+	evtimer_add(c->deadline, &admin.idle);
 }
 
 /* Sends one line to a client. */
@@ -386,9 +401,19 @@ admin_read_cb(struct bufferevent *bev, void *arg)
 		}
 		resp = admin_process(line, len, &c->peer, may_change);
 		free(line);
+		admin_client_rearm(c);
 		if (resp != NULL) {
 			admin_send(c, resp);
 			free(resp);
+		}
+		if (evbuffer_get_length(bufferevent_get_output(bev)) >
+		    ADMIN_MAX_QUEUED) {
+			/* Requests piped in, answers never read: it goes. */
+			admin.stats.overflows++;
+			log_info("admin: over %u bytes of answers unread by pid "
+			    "%ld; closing", ADMIN_MAX_QUEUED, (long)c->peer.pid);
+			admin_client_free(c);
+			return;
 		}
 		if (len > ADMIN_MAX_REQUEST) {
 			admin.stats.oversized++;
@@ -424,17 +449,24 @@ admin_write_cb(struct bufferevent *bev, void *arg)
 		admin_client_free(c);
 }
 
-/* Ends a connection on EOF, error or idle timeout. */
+/* A client sent no whole request within admin_idle_timeout: it goes. */
+static void
+admin_deadline_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct admin_client *c = arg;
+
+	admin.stats.timeouts++;
+	log_debug("admin: closing idle connection from pid %ld",
+	    (long)c->peer.pid);
+	admin_client_free(c);
+}
+
+/* Ends a connection on EOF or error. */
 static void
 admin_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct admin_client *c = arg;
 
-	if (what & BEV_EVENT_TIMEOUT) {
-		admin.stats.timeouts++;
-		log_debug("admin: closing idle connection from pid %ld",
-		    (long)c->peer.pid);
-	}
 	if ((what & BEV_EVENT_EOF) &&
 	    evbuffer_get_length(bufferevent_get_output(bev)) > 0) {
 		/* The peer is done sending; finish answering it first. */
@@ -475,11 +507,17 @@ admin_client_add(struct bufferevent *bev, const struct admin_peer *peer)
 
 	if (c == NULL)
 		return -ENOMEM;
+	c->deadline = evtimer_new(bufferevent_get_base(bev), admin_deadline_cb,
+	    c);
+	if (c->deadline == NULL) {
+		free(c);
+		return -ENOMEM;
+	}
 	c->bev = bev;
 	c->peer = *peer;
 	bufferevent_setcb(bev, admin_read_cb, admin_write_cb, admin_event_cb,
 	    c);
-	bufferevent_set_timeouts(bev, &admin.idle, NULL);
+	admin_client_rearm(c);
 	bufferevent_setwatermark(bev, EV_READ, 0, ADMIN_MAX_REQUEST + 2);
 	bufferevent_enable(bev, EV_READ | EV_WRITE);
 	c->next = admin.clients;
@@ -721,7 +759,7 @@ void
 admin_status(json_t *status)
 {
 	json_object_set_new(status, "admin", json_pack(
-	    "{s:s,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+	    "{s:s,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
 	    "socket", admin.path != NULL ? admin.path : "",
 	    "clients", (int)admin.nclients,
 	    "connections", (json_int_t)admin.stats.connections,
@@ -730,7 +768,8 @@ admin_status(json_t *status)
 	    "errors", (json_int_t)admin.stats.errors,
 	    "oversized", (json_int_t)admin.stats.oversized,
 	    "idle_timeouts", (json_int_t)admin.stats.timeouts,
-	    "denied", (json_int_t)admin.stats.denied));
+	    "denied", (json_int_t)admin.stats.denied,
+	    "overflows", (json_int_t)admin.stats.overflows));
 }
 
 /* Zeroes the admin socket's counters. */

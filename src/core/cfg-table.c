@@ -63,7 +63,8 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		.type = CFG_T_DURATION, .min = 100, .max = 86400000,
 		.def = "60s", .reloadable = true, .roles = ALL,
 		.help = "An admin connection that sends no complete request for "
-		    "this long is closed.",
+		    "this long is closed: each request must arrive whole "
+		    "within it, however its bytes trickle in.",
 	},
 	[CFG_METRICS_LISTEN] = {
 		.section = "famd", .name = "metrics_listen", .type = CFG_T_ADDR,
@@ -107,10 +108,12 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 	},
 	[CFG_MEMORY_LISTEN] = {
 		.section = "memory", .name = "listen", .type = CFG_T_ADDR,
-		.def = "0.0.0.0:7700", .example = "127.0.0.1:7700", .roles = MEM,
-		.any_port = true,
+		.def = "127.0.0.1:7700", .example = "127.0.0.1:7700",
+		.roles = MEM, .any_port = true,
 		.help = "Address and port where hosts and dpus connect. Port 0 "
-		    "takes any free port; famctl status shows the one taken.",
+		    "takes any free port; famctl status shows the one taken. "
+		    "An address other nodes reach (not loopback) needs "
+		    "secret_file: without one famd refuses to start.",
 	},
 	[CFG_MEMORY_CAPACITY] = {
 		.section = "memory", .name = "capacity", .type = CFG_T_SIZE,
@@ -279,18 +282,41 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		.section = "memory", .name = "peer_max_bytes", .type = CFG_T_SIZE,
 		.min = 0, .max = (int64_t)1 << 50, .def = "0",
 		.reloadable = true, .roles = MEM,
-		.help = "Most bytes of regions one peer node (by node name) may "
-		    "have created here at once, persistent ones included; a "
-		    "request beyond it is refused with EDQUOT. Regions a dpu "
-		    "creates for its hosts count as the dpu's. 0: no limit but "
-		    "capacity.",
+		.help = "Most bytes of regions one peer may have created here "
+		    "at once, persistent ones included; a request beyond it is "
+		    "refused with EDQUOT. A peer is its address when peers "
+		    "prove a secret (the node name it gives when there is "
+		    "none). Regions a dpu creates for its hosts count as the "
+		    "dpu's; the users of one host are held apart by that "
+		    "host's uid_max_bytes. 0: no limit but capacity.",
 	},
 	[CFG_MEMORY_PEER_MAX_REGIONS] = {
 		.section = "memory", .name = "peer_max_regions", .type = CFG_T_INT,
-		.min = 0, .max = 1 << 20, .def = "0", .reloadable = true,
+		.min = 0, .max = 1 << 20, .def = "16384", .reloadable = true,
 		.roles = MEM,
-		.help = "Most regions one peer node may have created here at "
-		    "once; beyond it EDQUOT. 0: no limit.",
+		.help = "Most regions one peer may have created here at once; "
+		    "beyond it EDQUOT. The default keeps one peer well below "
+		    "the mappings a process may have (vm.max_map_count, 65530 "
+		    "by default), which every other peer's regions need too. "
+		    "0: no limit.",
+	},
+	[CFG_MEMORY_MAX_UNAUTHENTICATED] = {
+		.section = "memory", .name = "max_unauthenticated",
+		.type = CFG_T_INT, .min = 1, .max = 4096, .def = "128",
+		.reloadable = true, .roles = MEM,
+		.help = "Most connections at once that have not yet proved the "
+		    "secret (of 4096 in all). One more closes the oldest of "
+		    "them, so that silent or slow strangers cannot keep real "
+		    "peers out.",
+	},
+	[CFG_MEMORY_HELLO_TIMEOUT] = {
+		.section = "memory", .name = "hello_timeout",
+		.type = CFG_T_DURATION, .min = 100, .max = 600000, .def = "5s",
+		.roles = MEM,
+		.help = "Deadline of the whole handshake of a new connection "
+		    "(hello and proof of the secret), from its accept; at most "
+		    "op_timeout. A connection that has not proved the secret "
+		    "by then is closed.",
 	},
 	[CFG_HOST_SESSION_SOCKET] = {
 		.section = "host", .name = "session_socket", .type = CFG_T_PATH,

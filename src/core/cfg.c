@@ -8,6 +8,7 @@
  */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -694,6 +695,64 @@ cfg_override(struct cfg *cfg, const char *o, struct cfg_errors *errs)
 	cfg->v[k].line = 0;
 }
 
+/*
+ * Returns true when the host part of "host:port" or "[v6]:port" is a
+ * loopback address (127.0.0.0/8, ::1, localhost): only this node reaches it.
+ */
+static bool
+cfg_addr_loopback(const char *a)
+{
+	const char *colon = strrchr(a, ':');
+	char host[64];
+	struct in_addr v4;
+	struct in6_addr v6;
+	size_t len;
+
+	if (colon == NULL)
+		return false;
+	if (a[0] == '[') {
+		a++;
+		colon--;
+	}
+	len = (size_t)(colon - a);
+	if (len == 0 || len >= sizeof host)
+		return false;
+	memcpy(host, a, len);
+	host[len] = '\0';
+	if (strcmp(host, "localhost") == 0)
+		return true;
+	if (inet_pton(AF_INET, host, &v4) == 1)
+		return (ntohl(v4.s_addr) >> 24) == 127;
+	return inet_pton(AF_INET6, host, &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
+}
+
+/*
+ * A memory node others can reach must have a secret: without one, any
+ * stranger on the network takes its memory. Loopback needs none (tests,
+ * one machine).
+ */
+static void
+cfg_check_secret(struct cfg *cfg, const char *path, struct cfg_errors *errs)
+{
+	const struct cfg_value *l = &cfg->v[CFG_MEMORY_LISTEN];
+	const char *addr = cfg_str(cfg, CFG_MEMORY_LISTEN);
+
+	if (cfg->v[CFG_ROLE].i != ROLE_MEMORY ||
+	    cfg_str(cfg, CFG_SECRET_FILE)[0] != '\0' || cfg_addr_loopback(addr))
+		return;
+	if (l->line != 0)
+		cfg_error(errs, "%s:%u: [memory] listen = %s is reachable from "
+		    "other nodes, and [famd] secret_file is not set: set it "
+		    "(peers must prove the secret), or listen on 127.0.0.1",
+		    path, l->line, addr);
+	else
+		cfg_error(errs, "%s: [memory] listen = %s (%s) is reachable "
+		    "from other nodes, and [famd] secret_file is not set: set "
+		    "it (peers must prove the secret), or listen on 127.0.0.1",
+		    path, addr, l->set ? "from the command line" :
+		    "the default");
+}
+
 /* Checks the rules that tie several keys together. */
 static void
 cfg_check(struct cfg *cfg, const char *path, struct cfg_errors *errs)
@@ -714,6 +773,7 @@ cfg_check(struct cfg *cfg, const char *path, struct cfg_errors *errs)
 	    cfg_str(cfg, CFG_HOST_DPU)[0] == '\0')
 		cfg_error(errs, "%s:%u: [host] path = dpu needs [host] dpu", path,
 		    cfg->v[CFG_HOST_PATH].line);
+	cfg_check_secret(cfg, path, errs);
 }
 
 /*

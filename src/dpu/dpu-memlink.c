@@ -222,7 +222,7 @@ node_connect(struct dpu_node *n)
 	opts.hello.resume = n->session;
 	snprintf(opts.hello.node, sizeof opts.hello.node, "%s",
 	    dpu->node_name);
-	memcpy(opts.hello.secret, dpu->secret, sizeof opts.hello.secret);
+	memcpy(opts.secret, dpu->secret, sizeof opts.secret);
 	opts.op_timeout_ms = dpu->op_timeout_ms;
 	opts.qps_per_peer = (unsigned)cfg_int(dpu->d->cfg,
 	    CFG_VERBS_QPS_PER_PEER);
@@ -244,7 +244,7 @@ node_connect(struct dpu_node *n)
 		free(cause);
 		node_schedule(n);
 	}
-	explicit_bzero(opts.hello.secret, sizeof opts.hello.secret);
+	explicit_bzero(opts.secret, sizeof opts.secret);
 }
 
 /* Makes the memory nodes' retry timers on the back loop. */

@@ -232,6 +232,9 @@ role_dpu_start(struct famd *d)
 	dpu->opts.max_outstanding = 64;
 	dpu->opts.max_payload = FAM_PROTO_MAX_PAYLOAD;
 	memcpy(dpu->opts.secret, dpu->secret, sizeof dpu->opts.secret);
+	dpu->opts.hello.role = FAM_WIRE_ROLE_DPU;
+	snprintf(dpu->opts.hello.node, sizeof dpu->opts.hello.node, "%s",
+	    dpu->node_name);
 	err = fam_listen(d->base, cfg_str(cfg, CFG_DPU_LISTEN), &dpu->opts,
 	    dpu_host_accept, dpu, &dpu->l, &cause);
 	if (err < 0)

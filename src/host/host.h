@@ -109,7 +109,7 @@ struct stripe {
 	                           * know (reached through the dpu only) */
 	struct fam_remote remote; /* on the memory node: id, lease (rkey,
 	                           * addr; verbs), size */
-	uint32_t key;             /* the region's key there (REGION_ADOPT) */
+	uint64_t key;             /* the region's key there (REGION_ADOPT) */
 	uint64_t instance; /* of the node when the stripe was created */
 	uint8_t path;             /* enum stripe_path */
 	bool switching;           /* a fence or hand-over is out */

@@ -466,9 +466,10 @@ mem_region_open(struct mem_session *s, struct mem_region *r, uint32_t flags)
 }
 
 /*
- * Checks the quota of s's node (peer_max_bytes, peer_max_regions) for one
- * more region of size bytes: every region it created and that is not
- * freed counts, persistent ones and those of its detached sessions too.
+ * Checks the quota of s's owner (peer_max_bytes, peer_max_regions; the
+ * owner is the authenticated peer, memory.h) for one more region of size
+ * bytes: every region its sessions created and that is not freed counts,
+ * persistent ones and those of its detached sessions too.
  */
 static int
 mem_peer_quota(const struct mem_session *s, uint64_t size)
@@ -479,12 +480,12 @@ mem_peer_quota(const struct mem_session *s, uint64_t size)
 	    CFG_MEMORY_PEER_MAX_REGIONS);
 	uint64_t bytes = 0, regions = 0;
 	const struct mem_region *r;
-	char a[32], b[32];
+	char a[32], b[32], who[160];
 
 	if (max_bytes == 0 && max_regions == 0)
 		return 0;
 	TAILQ_FOREACH(r, &mem.regions, link) {
-		if (r->freed || strcmp(r->node, s->node) != 0)
+		if (r->freed || strcmp(r->owner, s->owner) != 0)
 			continue;
 		bytes += r->size;
 		regions++;
@@ -493,9 +494,13 @@ mem_peer_quota(const struct mem_session *s, uint64_t size)
 	    (max_bytes == 0 || (size <= max_bytes && bytes <= max_bytes - size)))
 		return 0;
 	mem.n.quota_refusals++;
-	log_info("memory: node %s is over its quota: %" PRIu64 " regions, %s "
+	if (mem.has_secret)
+		snprintf(who, sizeof who, "peer %s (node %s)", s->owner, s->node);
+	else
+		snprintf(who, sizeof who, "node %s", s->node);
+	log_info("memory: %s is over its quota: %" PRIu64 " regions, %s "
 	    "held, %s more asked (peer_max_regions %" PRIu64 ", "
-	    "peer_max_bytes %s; 0: none)", s->node, regions,
+	    "peer_max_bytes %s; 0: none)", who, regions,
 	    mem_bytes(a, sizeof a, bytes), mem_bytes(b, sizeof b, size),
 	    max_regions, mem_bytes((char[32]){ 0 }, 32, max_bytes));
 	return -EDQUOT;
@@ -596,10 +601,9 @@ mem_region_insert(struct mem_session *s, struct mem_region *r)
 	char sz[32];
 
 	r->id = mem.next_id++;
-	r->key = (uint32_t)mem_random64();
-	if (r->key == 0)
-		r->key = 1;
+	r->key = mem_random64();
 	snprintf(r->node, sizeof r->node, "%s", s->node);
+	snprintf(r->owner, sizeof r->owner, "%s", s->owner);
 	r->session = s->serial;
 	LIST_INIT(&r->handles);
 	if (mem_handle_new(s, r) < 0)

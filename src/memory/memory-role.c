@@ -112,10 +112,15 @@ mem_set_opts(const struct cfg *cfg)
 	mem.opts.kind = cfg_int(cfg, CFG_TRANSPORT) == CFG_TRANSPORT_VERBS ?
 	    FAM_TP_VERBS : FAM_TP_TCP;
 	mem.opts.op_timeout_ms = (uint32_t)cfg_int(cfg, CFG_OP_TIMEOUT);
+	mem.opts.hello_timeout_ms = (uint32_t)cfg_int(cfg,
+	    CFG_MEMORY_HELLO_TIMEOUT);
 	mem.opts.max_outstanding = MEM_MAX_OUTSTANDING;
 	mem.opts.inject_error_ppm = (uint32_t)cfg_int(cfg,
 	    CFG_VERBS_INJECT_ERROR_PPM);
 	mem.opts.max_payload = FAM_PROTO_MAX_PAYLOAD;
+	mem.opts.hello.role = FAM_WIRE_ROLE_MEMORY;
+	snprintf(mem.opts.hello.node, sizeof mem.opts.hello.node, "%s",
+	    mem.node);
 	err = secret_load(cfg_str(cfg, CFG_SECRET_FILE), mem.opts.secret,
 	    &cause);
 	if (err < 0) {
@@ -123,6 +128,7 @@ mem_set_opts(const struct cfg *cfg)
 		free(cause);
 		return err;
 	}
+	mem.has_secret = mem.opts.secret[0] != '\0';
 	if (mem.opts.kind == FAM_TP_VERBS &&
 	    fam_memlock_check(mem.capacity, &cause) < 0) {
 		log_warn("memory: %s; regions beyond it cannot be lent", cause);

@@ -12,6 +12,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -25,7 +26,8 @@ void
 mem_serve_init(void)
 {
 	TAILQ_INIT(&mem.conns);
-	mem.nconns = 0;
+	TAILQ_INIT(&mem.preauth);
+	mem.nconns = mem.npreauth = 0;
 }
 
 /* Returns the cumulative and current counters as JSON. */
@@ -36,7 +38,7 @@ mem_serve_counters_json(void)
 
 	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
 	    "s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
-	    "s:I,s:I,s:I,s:I,s:I}",
+	    "s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
 	    "reads", (json_int_t)n->reads,
 	    "writes", (json_int_t)n->writes,
 	    "bytes_read", (json_int_t)n->bytes_read,
@@ -68,7 +70,11 @@ mem_serve_counters_json(void)
 	    "quota_refusals", (json_int_t)n->quota_refusals,
 	    "discards", (json_int_t)n->discards,
 	    "discard_bytes", (json_int_t)n->discard_bytes,
-	    "connections_open", (json_int_t)mem.nconns);
+	    "connections_open", (json_int_t)mem.nconns,
+	    "connections_unauthenticated", (json_int_t)mem.npreauth,
+	    "preauth_evictions", (json_int_t)n->preauth_evictions,
+	    "eacces_closes", (json_int_t)n->eacces_closes,
+	    "crc_errors", (json_int_t)n->crc_errors);
 }
 
 /* Appends each connection still in its hello to a status's peers. */
@@ -168,7 +174,11 @@ mem_serve_create(struct mem_conn *mc, const struct fam_hdr *h,
 	mem_reply_info(mc, h, &info);
 }
 
-/* REGION_ADOPT: a handle on a region whose key the peer was given. */
+/*
+ * REGION_ADOPT: a handle on a region whose key the peer was given. A peer
+ * (but a dpu, which adopts for many hosts) that presents FAM_EACCES_MAX
+ * wrong keys is disconnected.
+ */
 static void
 mem_serve_adopt(struct mem_conn *mc, const struct fam_hdr *h,
     const uint8_t *payload)
@@ -184,6 +194,18 @@ mem_serve_adopt(struct mem_conn *mc, const struct fam_hdr *h,
 	}
 	if (err == 0)
 		err = mem_session_adopt(mc->s, &ad, &info);
+	if (err == -EACCES && ++mc->eacces >= FAM_EACCES_MAX &&
+	    mc->s->role != FAM_WIRE_ROLE_DPU) {
+		/* A peer guessing keys: answered, then cut off. */
+		mem.n.adopt_errors++;
+		mem.n.eacces_closes++;
+		log_notice("memory: %s (node %s): %u wrong region keys; closing "
+		    "the connection", mc->peer, mc->s->node, mc->eacces);
+		if (fam_conn_reply(mc->c, h, EACCES, NULL, 0, false,
+		    mem_close_after_reply, mc) < 0)
+			fam_conn_close(mc->c);
+		return;
+	}
 	if (err < 0) {
 		mem.n.adopt_errors++;
 		mem_reply_status(mc, h, err);
@@ -422,6 +444,8 @@ mem_serve_closed(struct fam_conn *c, int err, void *arg)
 	if (err == -ETIMEDOUT)
 		mem.n.timeouts++;
 	mem.n.completion_errors += st->completion_errors;
+	mem.n.crc_errors += st->crc_errors;
+	mem_serve_proved(mc);
 	if (mc->s != NULL) {
 		if (mc->s->primary == mc)
 			mem_lease_end_all(mc->s, false);
@@ -429,20 +453,78 @@ mem_serve_closed(struct fam_conn *c, int err, void *arg)
 	}
 	else if (mc->refused || err == -EACCES || err == -EPROTONOSUPPORT)
 		mem.n.hello_refusals++;
-	log_info("memory: connection from %s closed%s%s", mc->peer,
+	log_msg(mc->s != NULL || mc->refused ? LOG_INFO : LOG_DEBUG,
+	    "memory: connection from %s closed%s%s", mc->peer,
 	    err != 0 ? ": " : "", err != 0 ? strerror(-err) : "");
 	TAILQ_REMOVE(&mem.conns, mc, link);
 	mem.nconns--;
 	free(mc);
 }
 
+/* A peer proved the secret: its hello goes to its session. */
+static int
+mem_serve_hello(struct fam_conn *c, const struct fam_hello *req,
+    struct fam_hello_resp *resp, void *arg)
+{
+	struct mem_conn *mc = arg;
+
+	mem_serve_proved(mc);
+	return mem_session_hello(c, req, resp, arg);
+}
+
 static const struct fam_conn_handlers mem_handlers = {
-	.hello = mem_session_hello,
+	.hello = mem_serve_hello,
 	.request = mem_serve_request,
 	.resolve = mem_serve_resolve,
 	.release = mem_serve_release,
 	.closed = mem_serve_closed,
 };
+
+/*
+ * A connection proved the secret (or closed): it no longer counts among
+ * the unauthenticated ones.
+ */
+void
+mem_serve_proved(struct mem_conn *mc)
+{
+	if (!mc->preauth)
+		return;
+	mc->preauth = false;
+	TAILQ_REMOVE(&mem.preauth, mc, plink);
+	mem.npreauth--;
+}
+
+/*
+ * Makes room for a new connection: at max_unauthenticated connections
+ * that proved nothing (or 4096 in all), the oldest of those is closed.
+ * Returns false when there is no room (every connection is a peer's).
+ */
+static bool
+mem_serve_room(const char *peer)
+{
+	unsigned max = (unsigned)cfg_int(mem.d->cfg,
+	    CFG_MEMORY_MAX_UNAUTHENTICATED);
+	struct mem_conn *old;
+	uint64_t now;
+
+	if (mem.npreauth < max && mem.nconns < MEM_MAX_CONNS)
+		return true;
+	old = TAILQ_FIRST(&mem.preauth);
+	if (old == NULL)
+		return false;
+	mem_serve_proved(old);
+	mem.n.preauth_evictions++;
+	now = mono_ns();
+	if (now - mem.evict_logged >= 1000000000u) {
+		mem.evict_logged = now;
+		log_warn("memory: %u connections have not proved the secret "
+		    "(max_unauthenticated %u): closing the oldest (%s) for %s; "
+		    "%" PRIu64 " so closed", max, max, old->peer, peer,
+		    mem.n.preauth_evictions);
+	}
+	fam_conn_close(old->c);
+	return true;
+}
 
 /* A new connection: tracked until it closes. */
 void
@@ -451,7 +533,7 @@ mem_serve_accept(struct fam_listener *l, struct fam_conn *c,
 {
 	struct mem_conn *mc;
 
-	if (mem.nconns >= MEM_MAX_CONNS) {
+	if (!mem_serve_room(peer)) {
 		log_warn("memory: refusing %s: %u connections open", peer,
 		    mem.nconns);
 		fam_conn_close(c);
@@ -466,9 +548,12 @@ mem_serve_accept(struct fam_listener *l, struct fam_conn *c,
 	snprintf(mc->peer, sizeof mc->peer, "%s", peer);
 	TAILQ_INSERT_TAIL(&mem.conns, mc, link);
 	mem.nconns++;
+	mc->preauth = true;
+	TAILQ_INSERT_TAIL(&mem.preauth, mc, plink);
+	mem.npreauth++;
 	mem.n.connections++;
 	fam_conn_set_handlers(c, &mem_handlers, mc);
-	log_info("memory: connection from %s", peer);
+	log_debug("memory: connection from %s", peer);
 }
 
 /* Closes every connection and runs the loop until they are gone. */

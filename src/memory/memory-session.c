@@ -119,9 +119,29 @@ mem_session_find(uint64_t token)
 	return NULL;
 }
 
-/* Starts a session for a peer whose hello was accepted; NULL: no memory. */
+/*
+ * Sets whom a session's quotas count against (memory.h, owner): the host
+ * part of the peer's address ("[v6]:port" or "v4:port") with a secret,
+ * else the node name.
+ */
+static void
+mem_session_owner(struct mem_session *s, const char *peer)
+{
+	const char *colon = strrchr(peer, ':');
+	int n = colon != NULL ? (int)(colon - peer) : (int)strlen(peer);
+
+	if (!mem.has_secret || peer[0] == '\0')
+		snprintf(s->owner, sizeof s->owner, "%s", s->node);
+	else
+		snprintf(s->owner, sizeof s->owner, "%.*s", n, peer);
+}
+
+/*
+ * Starts a session for a peer (address peer) whose hello was accepted;
+ * NULL: no memory.
+ */
 struct mem_session *
-mem_session_new(const struct fam_hello *req)
+mem_session_new(const struct fam_hello *req, const char *peer)
 {
 	struct mem_session *s = calloc(1, sizeof *s);
 
@@ -138,6 +158,7 @@ mem_session_new(const struct fam_hello *req)
 	s->serial = ++mem.next_serial;
 	s->role = req->role;
 	snprintf(s->node, sizeof s->node, "%s", req->node);
+	mem_session_owner(s, peer);
 	LIST_INIT(&s->handles);
 	TAILQ_INSERT_TAIL(&mem.sessions, s, link);
 	mem.nsessions++;
@@ -255,7 +276,7 @@ mem_session_admit(struct mem_conn *mc, const struct fam_hello *req,
 			log_notice("memory: node %s from %s asked to resume a "
 			    "session this famd does not have; its regions are "
 			    "gone", req->node, mc->peer);
-		s = mem_session_new(req);
+		s = mem_session_new(req, mc->peer);
 		if (s == NULL)
 			return -ENOMEM;
 		mem_session_attach(s, mc, true);

@@ -48,6 +48,7 @@ struct event;
 #define MEM_MAX_OUTSTANDING 64u
 #define MEM_HASH_MIN      256u
 #define MEM_PRELOAD_CHUNK (1u << 20)
+#define MEM_OWNER_MAX     (FAM_NAME_MAX + 1)
 
 struct mem_session;
 struct mem_region;
@@ -60,13 +61,13 @@ struct mem_handle {
 	struct mem_region *r;
 	unsigned refs;            /* opens by this session (shared regions) */
 	struct fam_mr *lease;     /* on the session's connection, or NULL */
-	uint64_t lease_addr;      /* verbs: remote address of byte 0 */
+	uint64_t lease_addr;      /* verbs: remote address of byte 0 (0) */
 	uint32_t lease_rkey;      /* verbs: its rkey; tcp: 0 */
 };
 
 struct mem_region {
 	uint32_t id;
-	uint32_t key;             /* random, never 0: REGION_ADOPT's proof */
+	uint64_t key;             /* random, never 0: REGION_ADOPT's proof */
 	uint32_t flags;           /* FAM_RF_* */
 	uint64_t size;            /* bytes mapped, a multiple of the page */
 	uint64_t length;          /* bytes of content (preloaded or asked) */
@@ -74,6 +75,7 @@ struct mem_region {
 	char name[FAM_NAME_MAX + 1];
 	char *path;               /* FAM_RF_FILE: the file, under preload_dir */
 	char node[FAM_NAME_MAX + 1]; /* node of the session that created it */
+	char owner[MEM_OWNER_MAX]; /* its session's owner: quotas count here */
 	uint64_t session;         /* serial of that session */
 	unsigned holds;           /* transfers in progress */
 	bool freed;               /* unlinked; unmapped when holds reach 0 */
@@ -91,6 +93,12 @@ struct mem_session {
 	uint64_t serial;          /* shown in status and logs instead */
 	uint8_t role;             /* enum fam_role_wire of the peer */
 	char node[FAM_NAME_MAX + 1];
+	/*
+	 * Whom quotas count against: with a secret, the peer's address (its
+	 * host part), which the peer cannot choose as it chooses its name;
+	 * without one, nothing is authenticated and the node name serves.
+	 */
+	char owner[MEM_OWNER_MAX];
 	char peer[64];            /* address of the last connection */
 	struct mem_conn *mcs[FAM_SESSION_CONNS]; /* its live connections */
 	unsigned nmc;             /* 0 while detached */
@@ -108,7 +116,10 @@ struct mem_conn {
 	struct mem_session *s;    /* once the hello is accepted */
 	char peer[64];
 	bool refused;             /* our hello handler said no */
+	bool preauth;             /* counted in mem.npreauth: no proof yet */
+	unsigned eacces;          /* wrong region keys (REGION_ADOPT) */
 	TAILQ_ENTRY(mem_conn) link;
+	TAILQ_ENTRY(mem_conn) plink; /* in mem.preauth while preauth */
 };
 
 /* Cumulative counters, zeroed by stats.reset. */
@@ -126,6 +137,9 @@ struct mem_counters {
 	uint64_t sessions_started, sessions_resumed, sessions_ended;
 	uint64_t quota_refusals;
 	uint64_t discards, discard_bytes;     /* REGION_DISCARDs; released */
+	uint64_t eacces_closes;   /* connections cut after FAM_EACCES_MAX */
+	uint64_t preauth_evictions; /* unproven connections closed for room */
+	uint64_t crc_errors;      /* chunks whose data failed their CRC */
 };
 
 /* The memory role's state; the file that sets each group is named. */
@@ -137,6 +151,7 @@ struct mem_state {
 	char listen[64];
 	char node[FAM_NAME_MAX + 1];
 	uint64_t instance;
+	bool has_secret;          /* peers prove a secret: owners by address */
 	bool stopping;            /* stop is under way: fewer log lines */
 	/* memory-region.c */
 	uint64_t capacity;
@@ -156,6 +171,9 @@ struct mem_state {
 	/* memory-serve.c */
 	unsigned nconns;
 	TAILQ_HEAD(, mem_conn) conns;
+	unsigned npreauth;        /* connections that proved nothing yet */
+	TAILQ_HEAD(, mem_conn) preauth; /* oldest first */
+	uint64_t evict_logged;    /* last eviction log line (ns) */
 	/* every file counts here */
 	struct mem_counters n;
 };
@@ -192,7 +210,8 @@ void mem_sessions_init(uint64_t grace_ms);
 void mem_sessions_end_all(const char *why);
 void mem_sessions_stats_reset(void);
 void mem_sessions_status(json_t *peers);
-struct mem_session *mem_session_new(const struct fam_hello *req);
+struct mem_session *mem_session_new(const struct fam_hello *req,
+    const char *peer);
 void mem_session_detach(struct mem_session *s, struct mem_conn *mc, int err);
 int mem_session_hello(struct fam_conn *c, const struct fam_hello *req,
     struct fam_hello_resp *resp, void *arg);
@@ -212,5 +231,6 @@ void mem_serve_accept(struct fam_listener *l, struct fam_conn *c,
 void mem_serve_close_all(void);
 json_t *mem_serve_counters_json(void);
 void mem_serve_status(json_t *peers);
+void mem_serve_proved(struct mem_conn *mc);
 
 #endif /* FAM_MEMORY_H */

@@ -45,6 +45,10 @@ tp_conn_init(struct tp_conn *c, const struct tp_conn_ops *tops,
 	c->active = active;
 	tp_opts_fill(&c->opts, opts);
 	c->timeout_ns = (uint64_t)c->opts.op_timeout_ms * 1000000u;
+	c->has_secret = c->opts.secret[0] != '\0';
+	if (proto_auth_secret_key(c->opts.secret, c->skey) < 0)
+		return -EIO;
+	explicit_bzero(c->opts.secret, sizeof c->opts.secret);
 	while (size < 2 * c->opts.max_outstanding + 2 && size < (1u << 20))
 		size *= 2;
 	c->table = calloc(size, sizeof *c->table);
@@ -73,7 +77,17 @@ tp_conn_fini(struct tp_conn *c)
 	free(c->table);
 	c->table = NULL;
 	explicit_bzero(c->opts.secret, sizeof c->opts.secret);
-	explicit_bzero(c->opts.hello.secret, sizeof c->opts.hello.secret);
+	tp_auth_forget(c);
+}
+
+/* Forgets the handshake's keys (open, or torn down). */
+void
+tp_auth_forget(struct tp_conn *c)
+{
+	explicit_bzero(c->skey, sizeof c->skey);
+	explicit_bzero(&c->auth, sizeof c->auth);
+	explicit_bzero(&c->ch, sizeof c->ch);
+	explicit_bzero(c->hello.nonce, sizeof c->hello.nonce);
 }
 
 /*
@@ -238,9 +252,13 @@ tp_timer_cb(evutil_socket_t fd, short what, void *arg)
 	else if (c->tops->expired != NULL)
 		why = c->tops->expired(c, now);
 	if (why != NULL) {
+		bool hello = !c->active && c->state == TPS_HELLO;
+
 		c->stats.timeouts += c->nops > 0 ? c->nops : 1;
-		log_notice("%s: %s: %s within %u ms; closing",
-		    c->base.ops->name, tp_who(c, who, sizeof who), why,
+		/* A stranger's silence is counted, not logged line by line. */
+		log_msg(hello ? LOG_DEBUG : LOG_NOTICE, "%s: %s: %s within %u "
+		    "ms; closing", c->base.ops->name, tp_who(c, who,
+		    sizeof who), why, hello ? c->opts.hello_timeout_ms :
 		    c->opts.op_timeout_ms);
 		c->op_err = -ETIMEDOUT;
 		tp_close(c, -ETIMEDOUT);
@@ -256,6 +274,7 @@ tp_conn_opened(struct tp_conn *c, const struct fam_hello_resp *resp)
 	char who[160];
 
 	c->state = TPS_OPEN;
+	tp_auth_forget(c);
 	log_debug("%s: %s: connected", c->base.ops->name,
 	    tp_who(c, who, sizeof who));
 	if (c->h.connected != NULL)
@@ -317,8 +336,8 @@ tp_table_remove(struct tp_conn *c, struct tp_op *op)
 }
 
 /*
- * Hands an op to the transport (it counts as in flight); a hello's
- * secret is forgotten once encoded. Returns 0 or -ENOMEM.
+ * Hands an op to the transport (it counts as in flight). Returns 0 or
+ * -ENOMEM.
  */
 int
 tp_op_start(struct tp_conn *c, struct tp_op *op)
@@ -332,9 +351,6 @@ tp_op_start(struct tp_conn *c, struct tp_op *op)
 		return err;
 	}
 	c->nflight++;
-	if (op->kind == TP_OP_HELLO)
-		explicit_bzero(((struct fam_hello *)op->payload)->secret,
-		    sizeof ((struct fam_hello *)op->payload)->secret);
 	return 0;
 }
 
@@ -416,7 +432,12 @@ tp_op_encode(const struct tp_op *op, uint8_t *buf, struct iovec *data)
 	data->iov_len = 0;
 	switch (op->kind) {
 	case TP_OP_HELLO:
-		blen = proto_put_hello(body, op->payload);
+		if (op->type == FAM_MSG_HELLO)
+			blen = proto_put_hello(body, op->payload);
+		else {
+			memcpy(body, op->payload, op->plen);
+			blen = op->plen;
+		}
 		break;
 	case TP_OP_READ:
 		blen = proto_put_read(body, &op->rw);
@@ -487,29 +508,49 @@ tp_connect_check(const struct fam_conn_opts *opts, const char *addr,
 }
 
 /*
- * Active side: makes the hello op (pending) and sets the handlers. The
- * secret is kept only in the op. NULL when out of memory.
+ * Active side: makes a handshake op (HELLO or AUTH, which takes the id
+ * of the HELLO it follows) with its payload, pending ahead of every other
+ * op. NULL when out of memory.
+ */
+struct tp_op *
+tp_handshake_op(struct tp_conn *c, uint8_t type, uint64_t id,
+    const void *payload, uint32_t len)
+{
+	struct tp_op *op = tp_op_new(c);
+
+	if (op == NULL || (op->payload = malloc(len)) == NULL) {
+		free(op);
+		return NULL;
+	}
+	memcpy(op->payload, payload, len);
+	op->plen = len;
+	op->kind = TP_OP_HELLO;
+	op->type = type;
+	op->id = id;
+	op->deadline = mono_ns() + c->timeout_ns;
+	op->state = TP_OPS_WAITING;
+	TAILQ_INSERT_HEAD(&c->ops, op, all);
+	c->nops++;
+	c->stats.outstanding = c->nops;
+	return op;
+}
+
+/*
+ * Active side: makes the hello op (pending), with a fresh nonce, and
+ * sets the handlers. NULL when out of memory or without randomness.
  */
 static struct tp_op *
 tp_hello_op(struct tp_conn *c, const struct fam_conn_handlers *h, void *arg)
 {
-	struct tp_op *op = tp_op_new(c);
+	struct tp_op *op;
 
-	if (op == NULL || (op->payload = malloc(sizeof c->opts.hello)) ==
-	    NULL) {
-		free(op);
+	c->hello = c->opts.hello;
+	if (proto_auth_nonce(c->hello.nonce) < 0)
 		return NULL;
-	}
-	memcpy(op->payload, &c->opts.hello, sizeof c->opts.hello);
-	explicit_bzero(c->opts.hello.secret, sizeof c->opts.hello.secret);
-	op->kind = TP_OP_HELLO;
-	op->type = FAM_MSG_HELLO;
-	op->id = c->next_id++;
-	op->deadline = mono_ns() + c->timeout_ns;
-	op->state = TP_OPS_WAITING;
-	TAILQ_INSERT_TAIL(&c->ops, op, all);
-	c->nops++;
-	c->stats.outstanding = c->nops;
+	op = tp_handshake_op(c, FAM_MSG_HELLO, c->next_id++, &c->hello,
+	    sizeof c->hello);
+	if (op == NULL)
+		return NULL;
 	if (h != NULL)
 		c->h = *h;
 	c->harg = arg;
@@ -754,6 +795,14 @@ tp_reply(struct fam_conn *fc, const struct fam_hdr *req, int status,
 	if (o == NULL)
 		return -ENOMEM;
 	err = tp_resp_hdr(req, status, len, o->inl);
+	if (err == 0 && req->type == FAM_MSG_READ && status == 0) {
+		uint32_t crc = 0;
+
+		for (int i = 0; i < iovcnt; i++)
+			crc = proto_crc32c(crc, iov[i].iov_base,
+			    iov[i].iov_len);
+		proto_put_hdr_crc(o->inl, crc);
+	}
 	if (err == 0 && copy && len > 0)
 		err = tp_out_copy(o, iov, iovcnt, len);
 	if (err < 0) {

@@ -141,7 +141,8 @@ TAILQ_HEAD(tp_opq, tp_op);
 /* Short payloads kept in an output entry itself (a hello fits). */
 #define TP_OUT_INLINE 160
 _Static_assert(TP_OUT_INLINE >= FAM_HELLO_LEN, "a hello fits inline");
-_Static_assert(TP_OUT_INLINE >= FAM_HELLO_RESP_LEN, "so does its answer");
+_Static_assert(TP_OUT_INLINE >= FAM_CHALLENGE_LEN, "so does its answer");
+_Static_assert(TP_OUT_INLINE >= FAM_AUTH_RESP_LEN, "and the AUTH's");
 _Static_assert(TP_OUT_INLINE >= FAM_WRITE_HDR_LEN, "a WRITE's fixed part");
 
 /*
@@ -235,6 +236,17 @@ struct tp_conn {
 	void *harg;
 	char peer[TP_ADDR_MAX];
 	char node[FAM_NAME_MAX + 1];  /* the peer's node name, once known */
+	/*
+	 * The handshake (proto.h): K of our secret, the hello (ours or the
+	 * peer's), the challenge, the connection's key; passive side:
+	 * awaiting the HELLO (0) or the AUTH (1). Wiped once open.
+	 */
+	uint8_t skey[FAM_KEY_LEN];
+	bool has_secret;
+	uint8_t auth_step;
+	struct fam_hello hello;
+	struct fam_challenge ch;
+	struct fam_auth auth;
 	struct fam_conn_stats stats;
 	int close_err;      /* given to closed */
 	int op_err;         /* given to the operations still pending */
@@ -257,6 +269,7 @@ struct tp_conn {
 int tp_conn_init(struct tp_conn *c, const struct tp_conn_ops *tops,
     struct event_base *evb, const struct fam_conn_opts *opts, bool active);
 void tp_conn_fini(struct tp_conn *c);
+void tp_auth_forget(struct tp_conn *c);
 const char *tp_who(const struct tp_conn *c, char *buf, size_t len);
 void tp_close(struct tp_conn *c, int err);
 void tp_teardown(struct tp_conn *c);
@@ -279,6 +292,8 @@ int tp_op_start(struct tp_conn *c, struct tp_op *op);
 void tp_pump(struct tp_conn *c);
 void tp_op_finish(struct tp_conn *c, struct tp_op *op, int status,
     const uint8_t *payload, uint32_t len);
+struct tp_op *tp_handshake_op(struct tp_conn *c, uint8_t type, uint64_t id,
+    const void *payload, uint32_t len);
 int tp_connect(const struct tp_conn_ops *tops, struct event_base *base,
     const char *addr, const struct fam_conn_opts *opts,
     const struct fam_conn_handlers *h, void *arg, struct fam_conn **out,
@@ -298,9 +313,10 @@ int tp_on_write_hdr(struct tp_conn *c, const struct fam_hdr *h,
     const uint8_t *whdr, void **mem, void **hold);
 void tp_on_msg(struct tp_conn *c, const struct fam_hdr *h, struct tp_op *op,
     const uint8_t *payload, uint32_t len);
-void tp_on_read_data(struct tp_conn *c, struct tp_op *op, uint32_t len);
-void tp_on_write_data(struct tp_conn *c, const struct fam_hdr *h, void *hold,
+void tp_on_read_data(struct tp_conn *c, struct tp_op *op, uint32_t crc,
     uint32_t len);
+void tp_on_write_data(struct tp_conn *c, const struct fam_hdr *h,
+    const void *mem, void *hold, uint32_t len);
 
 /* transport-conn.c: the API both fill their fam_transport_ops with. */
 void tp_set_handlers(struct fam_conn *fc, const struct fam_conn_handlers *h,

@@ -4,7 +4,8 @@
  * it headers and whole messages.
  *
  * Owns: header checks (version, limits, requests only when allowed), the
- * lookup of the request a response answers, the hello on both sides,
+ * lookup of the request a response answers, the handshake on both sides
+ * (HELLO, AUTH: proto.h), the CRC32C of chunk data,
  * protocol violations (counted, logged, an error reply when one can be
  * understood, then the close), serving READ and WRITE requests through
  * `resolve`, and handing requests to the role. No locks: one loop.
@@ -186,11 +187,14 @@ tp_on_resp_hdr(struct tp_conn *c, const struct fam_hdr *h)
 int
 tp_on_req_hdr(struct tp_conn *c, const struct fam_hdr *h)
 {
+	uint8_t want = c->auth_step == 0 ? FAM_MSG_HELLO : FAM_MSG_AUTH;
+
 	if (!c->active && c->state == TPS_HELLO) {
-		if (h->type == FAM_MSG_HELLO)
+		if (h->type == want)
 			return 0;
-		tp_violation(c, h, EACCES, -EPROTO, "%s request before hello",
-		    proto_type_name(h->type));
+		tp_violation(c, h, EACCES, -EPROTO, "%s request %s",
+		    proto_type_name(h->type), c->auth_step == 0 ?
+		    "before hello" : "instead of the proof (auth)");
 		return -1;
 	}
 	if (c->state != TPS_OPEN) {
@@ -198,11 +202,24 @@ tp_on_req_hdr(struct tp_conn *c, const struct fam_hdr *h)
 		    "hello was answered", proto_type_name(h->type));
 		return -1;
 	}
-	if (h->type == FAM_MSG_HELLO) {
+	if (h->type == FAM_MSG_HELLO || h->type == FAM_MSG_AUTH) {
 		tp_violation(c, h, EPROTO, -EPROTO, "second hello");
 		return -1;
 	}
 	return 0;
+}
+
+/* Counts and logs a chunk whose data did not match its CRC. */
+static void
+tp_crc_error(struct tp_conn *c, const char *what, uint32_t len, uint32_t got,
+    uint32_t want)
+{
+	char who[160];
+
+	c->stats.crc_errors++;
+	log_notice("%s: %s: %s of %u bytes does not match its CRC32C (0x%08x, "
+	    "header 0x%08x): the chunk is lost", c->base.ops->name,
+	    tp_who(c, who, sizeof who), what, len, got, want);
 }
 
 /*
@@ -231,44 +248,114 @@ tp_on_write_hdr(struct tp_conn *c, const struct fam_hdr *h,
 	return err < 0 ? -err : 0;
 }
 
-/* The data of a WRITE served here is in place: release it, answer. */
+/*
+ * The data of a WRITE served here is in place at mem: checked against its
+ * CRC when it has one (a mismatch is answered EBADMSG: the peer writes it
+ * again), then released and answered.
+ */
 void
-tp_on_write_data(struct tp_conn *c, const struct fam_hdr *h, void *hold,
-    uint32_t len)
+tp_on_write_data(struct tp_conn *c, const struct fam_hdr *h,
+    const void *mem, void *hold, uint32_t len)
 {
+	uint32_t crc = h->crc != 0 ? proto_crc32c(0, mem, len) : 0;
+	int status = 0;
+
 	c->stats.bytes_in += len;
+	if (crc != h->crc) {
+		tp_crc_error(c, "written data", len, crc, h->crc);
+		status = EBADMSG;
+	}
 	if (c->h.release != NULL)
 		c->h.release(c->harg, hold, true, len);
-	(void)tp_reply_status(c, h, 0, false);
+	(void)tp_reply_status(c, h, status, false);
 }
 
-/* The data of our two-sided READ is in place: the op is done. */
+/*
+ * The data of our two-sided READ is in place: the op is done, with
+ * -EBADMSG when it does not match crc (never wrong data as a success).
+ */
 void
-tp_on_read_data(struct tp_conn *c, struct tp_op *op, uint32_t len)
+tp_on_read_data(struct tp_conn *c, struct tp_op *op, uint32_t crc,
+    uint32_t len)
 {
+	uint32_t got = proto_crc32c(0, op->dst, len);
+
 	c->stats.bytes_in += len;
+	if (got != crc) {
+		tp_crc_error(c, "read data", len, got, crc);
+		tp_op_finish(c, op, -EBADMSG, NULL, 0);
+		return;
+	}
 	tp_op_finish(c, op, 0, NULL, len);
 }
 
-/* The hello response to our hello arrived: open (or join), or refused. */
+/* The server refused our HELLO or AUTH: the connection ends. */
 static void
-tp_on_hello_resp(struct tp_conn *c, struct tp_op *op, int status,
-    const uint8_t *payload, uint32_t len)
+tp_refused(struct tp_conn *c, int status)
 {
-	struct fam_hello_resp resp;
 	char who[160];
 
-	tp_op_unlink(c, op);
-	tp_op_free(c, op);
+	log_notice("%s: %s refused our hello: %s", c->base.ops->name,
+	    tp_who(c, who, sizeof who), strerror(status));
+	c->op_err = -status;
+	tp_close(c, -status);
+}
+
+/* The server's challenge (HELLO response) arrived: prove the secret. */
+static void
+tp_on_challenge(struct tp_conn *c, uint64_t id, int status,
+    const uint8_t *payload, uint32_t len)
+{
+	uint8_t proof[FAM_PROOF_LEN];
+	struct tp_op *op;
+
 	if (status != 0) {
-		log_notice("%s: %s refused our hello: %s", c->base.ops->name,
-		    tp_who(c, who, sizeof who), strerror(status));
-		c->op_err = -status;
-		tp_close(c, -status);
+		tp_refused(c, status);
 		return;
 	}
-	if (proto_get_hello_resp(payload, len, &resp) < 0) {
+	if (proto_get_challenge(payload, len, &c->ch) < 0) {
 		tp_violation(c, NULL, 0, -EPROTO, "malformed hello response");
+		return;
+	}
+	snprintf(c->node, sizeof c->node, "%s", c->ch.node);
+	if (proto_auth_derive(&c->auth, c->skey, &c->hello, &c->ch) < 0 ||
+	    proto_auth_client_proof(&c->auth, c->hello.resume, proof) < 0 ||
+	    (op = tp_handshake_op(c, FAM_MSG_AUTH, id, proof, sizeof proof)) ==
+	    NULL || tp_op_start(c, op) < 0) {
+		tp_close(c, -ENOMEM);
+		return;
+	}
+	tp_arm_timer(c);
+}
+
+/*
+ * The AUTH response arrived: the server's proof is checked before
+ * anything else is believed; then open (or join), or refused.
+ */
+static void
+tp_on_auth_resp(struct tp_conn *c, int status, const uint8_t *payload,
+    uint32_t len)
+{
+	struct fam_hello_resp resp;
+	uint8_t proof[FAM_PROOF_LEN];
+	char who[160];
+
+	if (status != 0) {
+		tp_refused(c, status);
+		return;
+	}
+	if (len != FAM_AUTH_RESP_LEN || proto_get_hello_resp(payload +
+	    FAM_PROOF_LEN, len - FAM_PROOF_LEN, &resp) < 0) {
+		tp_violation(c, NULL, 0, -EPROTO, "malformed auth response");
+		return;
+	}
+	if (proto_auth_server_proof(&c->auth, payload + FAM_PROOF_LEN,
+	    proof) < 0 || !proto_auth_equal(proof, payload, FAM_PROOF_LEN)) {
+		log_notice("%s: %s did not prove the shared secret%s; closing",
+		    c->base.ops->name, tp_who(c, who, sizeof who),
+		    c->has_secret ? "" : " (we have none: secret_file)");
+		c->op_err = -EACCES;
+		tp_close(c, -EACCES);
 		return;
 	}
 	snprintf(c->node, sizeof c->node, "%s", resp.node);
@@ -277,34 +364,93 @@ tp_on_hello_resp(struct tp_conn *c, struct tp_op *op, int status,
 	tp_conn_opened(c, &resp);
 }
 
-/* A hello arrived on a passive connection: check it, ask the role. */
+/* A handshake response: the challenge, or the AUTH response. */
+static void
+tp_on_handshake_resp(struct tp_conn *c, struct tp_op *op, int status,
+    const uint8_t *payload, uint32_t len)
+{
+	uint8_t type = op->type;
+	uint64_t id = op->id;
+
+	tp_op_unlink(c, op);
+	tp_op_free(c, op);
+	if (type == FAM_MSG_HELLO)
+		tp_on_challenge(c, id, status, payload, len);
+	else
+		tp_on_auth_resp(c, status, payload, len);
+}
+
+/* Queues a handshake response of len bytes (inline). 0 or closes. */
+static int
+tp_handshake_reply(struct tp_conn *c, const struct fam_hdr *h,
+    const uint8_t *payload, uint32_t len)
+{
+	struct tp_out *o = tp_out_new(c, 0);
+
+	if (o == NULL || tp_resp_hdr(h, 0, len, o->inl) < 0) {
+		free(o);
+		tp_close(c, o == NULL ? -ENOMEM : -EPROTO);
+		return -1;
+	}
+	memcpy(o->inl + FAM_PROTO_HDR_LEN, payload, len);
+	o->iov[0].iov_len += len;
+	o->resp = true;
+	c->tops->out_queue(c, o, true);
+	return 0;
+}
+
+/* A hello arrived on a passive connection: answer with the challenge. */
 static void
 tp_on_hello(struct tp_conn *c, const struct fam_hdr *h,
     const uint8_t *payload, uint32_t len)
 {
-	struct tp_out *o;
-	struct fam_hello m;
+	uint8_t out[FAM_CHALLENGE_LEN];
+
+	if (proto_get_hello(payload, len, &c->hello) < 0) {
+		tp_violation(c, h, EPROTO, -EPROTO, "malformed hello");
+		return;
+	}
+	snprintf(c->node, sizeof c->node, "%s", c->hello.node);
+	c->ch.role = c->opts.hello.role != 0 ? c->opts.hello.role :
+	    FAM_WIRE_ROLE_MEMORY;
+	snprintf(c->ch.node, sizeof c->ch.node, "%s",
+	    c->opts.hello.node[0] != '\0' ? c->opts.hello.node : "famd");
+	if (proto_auth_nonce(c->ch.nonce) < 0 ||
+	    proto_auth_derive(&c->auth, c->skey, &c->hello, &c->ch) < 0) {
+		tp_close(c, -EIO);
+		return;
+	}
+	proto_put_challenge(out, &c->ch);
+	if (tp_handshake_reply(c, h, out, sizeof out) == 0)
+		c->auth_step = 1;
+}
+
+/*
+ * The client's proof (AUTH) arrived: checked (any proof, without a secret
+ * of ours), then the role decides, and the answer carries our proof.
+ */
+static void
+tp_on_auth(struct tp_conn *c, const struct fam_hdr *h,
+    const uint8_t *payload, uint32_t len)
+{
+	uint8_t want[FAM_PROOF_LEN], out[FAM_AUTH_RESP_LEN];
 	struct fam_hello_resp resp;
 	char who[160];
 	int err;
 
-	if (proto_get_hello(payload, len, &m) < 0) {
-		tp_violation(c, h, EPROTO, -EPROTO, "malformed hello");
+	if (proto_auth_client_proof(&c->auth, c->hello.resume, want) < 0) {
+		tp_close(c, -EIO);
 		return;
 	}
-	snprintf(c->node, sizeof c->node, "%s", m.node);
-	if (c->opts.secret[0] != '\0' &&
-	    !proto_secret_equal(m.secret, c->opts.secret)) {
-		explicit_bzero(&m, sizeof m);
+	if (c->has_secret && !proto_auth_equal(want, payload, FAM_PROOF_LEN)) {
 		log_notice("%s: refused hello from %s: wrong secret",
 		    c->base.ops->name, tp_who(c, who, sizeof who));
 		tp_fail_reply(c, h, EACCES, -EACCES);
 		return;
 	}
-	explicit_bzero(m.secret, sizeof m.secret);
 	memset(&resp, 0, sizeof resp);
-	err = c->h.hello != NULL ? c->h.hello(&c->base, &m, &resp, c->harg) :
-	    -EACCES;
+	err = c->h.hello != NULL ? c->h.hello(&c->base, &c->hello, &resp,
+	    c->harg) : -EACCES;
 	if (c->state != TPS_HELLO)
 		return; /* the role closed us */
 	if (err < 0) {
@@ -313,19 +459,17 @@ tp_on_hello(struct tp_conn *c, const struct fam_hdr *h,
 		tp_fail_reply(c, h, -err, err);
 		return;
 	}
-	o = tp_out_new(c, 0);
-	if (o == NULL || tp_resp_hdr(h, 0, FAM_HELLO_RESP_LEN, o->inl) < 0) {
-		free(o);
-		tp_close(c, o == NULL ? -ENOMEM : -EPROTO);
+	proto_put_hello_resp(out + FAM_PROOF_LEN, &resp);
+	if (proto_auth_server_proof(&c->auth, out + FAM_PROOF_LEN, out) < 0) {
+		tp_close(c, -EIO);
 		return;
 	}
-	o->iov[0].iov_len += proto_put_hello_resp(o->inl + FAM_PROTO_HDR_LEN,
-	    &resp);
-	o->resp = true;
-	c->tops->out_queue(c, o, true);
+	if (tp_handshake_reply(c, h, out, sizeof out) < 0)
+		return;
 	if (c->tops->hello_done != NULL)
 		(void)c->tops->hello_done(c, &resp);
 	c->state = TPS_OPEN;
+	tp_auth_forget(c);
 	log_debug("%s: %s: hello accepted", c->base.ops->name,
 	    tp_who(c, who, sizeof who));
 	tp_pump(c);
@@ -362,6 +506,7 @@ tp_serve_read(struct tp_conn *c, const struct fam_hdr *h,
 		tp_close(c, -ENOMEM);
 		return;
 	}
+	proto_put_hdr_crc(o->inl, proto_crc32c(0, mem, m.len));
 	o->iov[1].iov_base = mem;
 	o->iov[1].iov_len = m.len;
 	o->iovcnt = 2;
@@ -381,7 +526,7 @@ tp_on_msg(struct tp_conn *c, const struct fam_hdr *h, struct tp_op *op,
 	c->stats.bytes_in += len;
 	if (h->flags & FAM_F_RESPONSE) {
 		if (op->kind == TP_OP_HELLO)
-			tp_on_hello_resp(c, op, h->status, payload, len);
+			tp_on_handshake_resp(c, op, h->status, payload, len);
 		else
 			tp_op_finish(c, op, h->status != 0 ? -h->status : 0,
 			    payload, len);
@@ -391,9 +536,25 @@ tp_on_msg(struct tp_conn *c, const struct fam_hdr *h, struct tp_op *op,
 		tp_on_hello(c, h, payload, len);
 		return;
 	}
+	if (h->type == FAM_MSG_AUTH) {
+		tp_on_auth(c, h, payload, len);
+		return;
+	}
 	if (h->type == FAM_MSG_READ && c->h.resolve != NULL) {
 		tp_serve_read(c, h, payload);
 		return;
+	}
+	if (h->type == FAM_MSG_WRITE && h->crc != 0 &&
+	    len >= FAM_WRITE_HDR_LEN) {
+		uint32_t crc = proto_crc32c(0, payload + FAM_WRITE_HDR_LEN,
+		    len - FAM_WRITE_HDR_LEN);
+
+		if (crc != h->crc) {
+			tp_crc_error(c, "written data", len -
+			    FAM_WRITE_HDR_LEN, crc, h->crc);
+			(void)tp_reply_status(c, h, EBADMSG, false);
+			return;
+		}
 	}
 	if (h->type == FAM_MSG_READ)
 		c->stats.reads++;

@@ -643,11 +643,11 @@ tcp_on_direct(struct tcp_conn *c)
 	c->rx = RX_HDR;
 	c->rop = NULL;
 	if (op != NULL) {
-		tp_on_read_data(&c->tc, op, c->dst_len);
+		tp_on_read_data(&c->tc, op, c->rh.crc, c->dst_len);
 		return;
 	}
 	c->rx_holding = false;
-	tp_on_write_data(&c->tc, &c->rh, c->rhold, c->dst_len);
+	tp_on_write_data(&c->tc, &c->rh, c->dst, c->rhold, c->dst_len);
 }
 
 /* Returns true while input should be parsed (not closing, not paused). */
@@ -903,7 +903,8 @@ tcp_accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
 	tp_format_addr(sa, (socklen_t)salen, c->tc.peer, sizeof c->tc.peer);
 	tcp_sockopts(fd);
 	c->tc.state = TPS_HELLO;
-	c->tc.deadline = mono_ns() + c->tc.timeout_ns;
+	c->tc.deadline = mono_ns() +
+	    (uint64_t)c->tc.opts.hello_timeout_ms * 1000000u;
 	log_debug("tcp: connection from %s on %s", c->tc.peer, l->tl.addr);
 	l->tl.accept(&l->tl.base, &c->tc.base, c->tc.peer, l->tl.arg);
 	if (c->tc.state == TPS_CLOSED)

@@ -129,6 +129,9 @@ tp_opts_fill(struct fam_conn_opts *out, const struct fam_conn_opts *in)
 		out->max_payload = FAM_PROTO_MAX_PAYLOAD;
 	if (out->qps_per_peer == 0)
 		out->qps_per_peer = 1;
+	if (out->hello_timeout_ms == 0 ||
+	    out->hello_timeout_ms > out->op_timeout_ms)
+		out->hello_timeout_ms = out->op_timeout_ms;
 	out->secret[FAM_SECRET_MAX] = '\0';
 }
 

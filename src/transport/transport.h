@@ -80,13 +80,13 @@ typedef void (*fam_sent_fn)(void *ctx);
 
 struct fam_conn_handlers {
 	/*
-	 * Passive side: a hello arrived. The transport has already checked
-	 * the version and compared the secret (constant time); fill `resp`
+	 * Passive side: a peer proved the secret (HELLO, then AUTH: the
+	 * transport checked the version and the peer's proof); fill `resp`
 	 * and return 0, or -errno to refuse (the peer gets that status).
 	 */
 	int (*hello)(struct fam_conn *c, const struct fam_hello *req,
 	    struct fam_hello_resp *resp, void *arg);
-	/* Active side: the server accepted our hello. */
+	/* Active side: the server accepted our hello and proved the secret. */
 	void (*connected)(struct fam_conn *c, const struct fam_hello_resp *resp,
 	    void *arg);
 	/*
@@ -116,9 +116,16 @@ struct fam_conn_handlers {
 
 struct fam_conn_opts {
 	enum fam_transport_kind kind;
-	struct fam_hello hello;      /* active side: what we send */
-	char secret[FAM_SECRET_MAX + 1]; /* passive side: what we require */
+	struct fam_hello hello;      /* active side: what we send (the
+	                              * nonce is the transport's); passive
+	                              * side: role and node of our challenge */
+	char secret[FAM_SECRET_MAX + 1]; /* what both sides prove (empty:
+	                              * none: the passive side takes any
+	                              * proof, the active side takes only a
+	                              * peer without a secret) */
 	uint32_t op_timeout_ms;      /* deadline of every operation */
+	uint32_t hello_timeout_ms;   /* passive side: the whole handshake
+	                              * (0: op_timeout_ms) */
 	uint32_t max_outstanding;    /* requests in flight per connection */
 	uint32_t max_payload;        /* largest payload accepted */
 	unsigned qps_per_peer;       /* verbs, active side: RC QPs per peer */
@@ -135,6 +142,7 @@ struct fam_conn_stats {
 	uint64_t bytes_in, bytes_out;
 	uint64_t reads, writes, calls;
 	uint64_t bad_frames;  /* protocol violations (connection closed) */
+	uint64_t crc_errors;  /* chunks whose data did not match their CRC */
 	uint64_t timeouts;
 	uint64_t completion_errors; /* verbs: bad work completions, injected
 	                             * ones included (connection closed) */
@@ -224,8 +232,9 @@ void fam_mr_deregister(struct fam_mr *mr);
  * Passive side (the memory role): makes len bytes at addr reachable by the
  * peer's one-sided operations on this connection only - RDMA READ, and
  * RDMA WRITE too when writable - and returns the lease to put in the
- * REGION_CREATE answer: the remote address of addr and the rkey. Allowed
- * only once the peer's hello is accepted (-ENOTCONN before). The lease
+ * REGION_CREATE answer: the remote address of addr (verbs: 0, offsets
+ * from there) and the rkey. Allowed only once the peer's hello is
+ * accepted (-ENOTCONN before). The lease
  * ends with fam_mr_deregister(*out) or with the connection: after that the
  * rkey reaches nothing. On tcp the peer's READ/WRITE requests go through
  * `resolve` instead: *out is a token, *raddr and *rkey are 0.

@@ -3,6 +3,8 @@
 src_libfamdcore_la_SOURCES += \
 	src/wire/proto.h \
 	src/wire/proto.c \
+	src/wire/proto-auth.c \
+	src/wire/proto-crc.c \
 	src/wire/session.h \
 	src/wire/session.c \
 	src/wire/fdpass.h \

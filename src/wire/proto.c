@@ -24,7 +24,9 @@ struct proto_bounds {
 
 static const struct proto_bounds proto_bounds[FAM_MSG_TYPE_MAX + 1] = {
 	[FAM_MSG_HELLO] = { FAM_HELLO_LEN, FAM_HELLO_LEN,
-	    FAM_HELLO_RESP_LEN, FAM_HELLO_RESP_LEN },
+	    FAM_CHALLENGE_LEN, FAM_CHALLENGE_LEN },
+	[FAM_MSG_AUTH] = { FAM_AUTH_LEN, FAM_AUTH_LEN,
+	    FAM_AUTH_RESP_LEN, FAM_AUTH_RESP_LEN },
 	[FAM_MSG_REGION_CREATE] = { FAM_REGION_CREATE_MIN,
 	    FAM_REGION_CREATE_MIN + FAM_NAME_MAX + FAM_PATH_MAX,
 	    FAM_REGION_INFO_LEN, FAM_REGION_INFO_LEN },
@@ -54,6 +56,7 @@ static const char *const proto_type_names[FAM_MSG_TYPE_MAX + 1] = {
 	[FAM_MSG_REGION_LEASE] = "region_lease",
 	[FAM_MSG_REGION_ADOPT] = "region_adopt",
 	[FAM_MSG_REGION_ADVISE] = "region_advise",
+	[FAM_MSG_AUTH] = "auth",
 	[FAM_MSG_REGION_DISCARD] = "region_discard",
 };
 
@@ -214,6 +217,8 @@ proto_put_hdr(uint8_t out[FAM_PROTO_HDR_LEN], const struct fam_hdr *h)
 	put_u32(out + 8, h->len);
 	put_u32(out + 12, (uint32_t)h->status);
 	put_u64(out + 16, h->id);
+	put_u32(out + 24, h->crc);
+	put_u32(out + 28, h->reserved);
 }
 
 /* Decodes a header; it still has to pass proto_check_hdr(). Returns 0. */
@@ -227,13 +232,33 @@ proto_get_hdr(const uint8_t in[FAM_PROTO_HDR_LEN], struct fam_hdr *h)
 	h->len = get_u32(in + 8);
 	h->status = (int32_t)get_u32(in + 12);
 	h->id = get_u64(in + 16);
+	h->crc = get_u32(in + 24);
+	h->reserved = get_u32(in + 28);
 	return 0;
+}
+
+/* Sets the crc of an encoded header. */
+void
+proto_put_hdr_crc(uint8_t out[FAM_PROTO_HDR_LEN], uint32_t crc)
+{
+	put_u32(out + 24, crc);
+}
+
+/* Returns true when messages like h carry chunk data with a CRC. */
+static bool
+proto_has_crc(const struct fam_hdr *h)
+{
+	if (h->type == FAM_MSG_WRITE)
+		return !(h->flags & FAM_F_RESPONSE);
+	return h->type == FAM_MSG_READ && (h->flags & FAM_F_RESPONSE) &&
+	    h->status == 0;
 }
 
 /*
  * Validates a decoded header against the protocol and a payload limit
  * (0 means FAM_PROTO_MAX_PAYLOAD): -EPROTO for a bad magic, type, flags,
- * status or a length outside the type's bounds, -EPROTONOSUPPORT for
+ * status, a length outside the type's bounds, reserved bits set or a crc
+ * on a message without chunk data, -EPROTONOSUPPORT for
  * another version, -EMSGSIZE for a payload over the limit.
  */
 int
@@ -251,6 +276,8 @@ proto_check_hdr(const struct fam_hdr *h, uint32_t max_payload)
 	if (h->type == 0 || h->type > FAM_MSG_TYPE_MAX)
 		return -EPROTO;
 	if (h->flags & ~FAM_F_ALL)
+		return -EPROTO;
+	if (h->reserved != 0 || (h->crc != 0 && !proto_has_crc(h)))
 		return -EPROTO;
 	if ((h->flags & FAM_F_BACKGROUND) && ((h->flags & FAM_F_RESPONSE) ||
 	    (h->type != FAM_MSG_READ && h->type != FAM_MSG_WRITE)))
@@ -284,7 +311,7 @@ proto_put_hello(uint8_t *out, const struct fam_hello *m)
 	put_u32(out + 4, m->features);
 	put_u64(out + 8, m->resume);
 	put_padded(out + 16, FAM_NAME_MAX, m->node);
-	put_padded(out + 16 + FAM_NAME_MAX, FAM_SECRET_MAX, m->secret);
+	memcpy(out + 16 + FAM_NAME_MAX, m->nonce, FAM_NONCE_LEN);
 	return FAM_HELLO_LEN;
 }
 
@@ -309,13 +336,38 @@ proto_get_hello(const uint8_t *in, size_t len, struct fam_hello *m)
 	if (get_padded(in + 16, FAM_NAME_MAX, m->node, true) < 0 ||
 	    m->node[0] == '\0')
 		return -EPROTO;
-	if (get_padded(in + 16 + FAM_NAME_MAX, FAM_SECRET_MAX, m->secret,
-	    false) < 0)
+	memcpy(m->nonce, in + 16 + FAM_NAME_MAX, FAM_NONCE_LEN);
+	return 0;
+}
+
+/* Encodes a HELLO response (the challenge); returns FAM_CHALLENGE_LEN. */
+size_t
+proto_put_challenge(uint8_t *out, const struct fam_challenge *m)
+{
+	out[0] = m->role;
+	memset(out + 1, 0, 3);
+	memcpy(out + 4, m->nonce, FAM_NONCE_LEN);
+	put_padded(out + 4 + FAM_NONCE_LEN, FAM_NAME_MAX, m->node);
+	return FAM_CHALLENGE_LEN;
+}
+
+/* Decodes and validates a HELLO response (the challenge). */
+int
+proto_get_challenge(const uint8_t *in, size_t len, struct fam_challenge *m)
+{
+	if (len != FAM_CHALLENGE_LEN)
+		return -EPROTO;
+	if (!proto_role_ok(in[0]) || !is_zero(in + 1, 3))
+		return -EPROTO;
+	m->role = in[0];
+	memcpy(m->nonce, in + 4, FAM_NONCE_LEN);
+	if (get_padded(in + 4 + FAM_NONCE_LEN, FAM_NAME_MAX, m->node,
+	    true) < 0 || m->node[0] == '\0')
 		return -EPROTO;
 	return 0;
 }
 
-/* Encodes a HELLO response; returns FAM_HELLO_RESP_LEN. */
+/* Encodes what an AUTH response says after the proof; FAM_HELLO_RESP_LEN. */
 size_t
 proto_put_hello_resp(uint8_t *out, const struct fam_hello_resp *m)
 {
@@ -328,7 +380,7 @@ proto_put_hello_resp(uint8_t *out, const struct fam_hello_resp *m)
 	return FAM_HELLO_RESP_LEN;
 }
 
-/* Decodes and validates a HELLO response. */
+/* Decodes and validates what an AUTH response says after the proof. */
 int
 proto_get_hello_resp(const uint8_t *in, size_t len, struct fam_hello_resp *m)
 {
@@ -427,11 +479,13 @@ proto_put_region_info(uint8_t *out, const struct fam_region_info *m)
 	put_u64(out + 8, m->size);
 	put_u64(out + 16, m->addr);
 	put_u32(out + 24, m->flags);
-	put_u32(out + 28, m->key);
-	put_u64(out + 32, m->length);
-	put_u64(out + 40, m->mem_instance);
-	put_u32(out + 48, m->mem_region);
-	put_u32(out + 52, m->mem_key);
+	put_u32(out + 28, 0);
+	put_u64(out + 32, m->key);
+	put_u64(out + 40, m->length);
+	put_u64(out + 48, m->mem_instance);
+	put_u32(out + 56, m->mem_region);
+	put_u32(out + 60, 0);
+	put_u64(out + 64, m->mem_key);
 	return FAM_REGION_INFO_LEN;
 }
 
@@ -443,18 +497,19 @@ proto_put_region_info(uint8_t *out, const struct fam_region_info *m)
 int
 proto_get_region_info(const uint8_t *in, size_t len, struct fam_region_info *m)
 {
-	if (len != FAM_REGION_INFO_LEN)
+	if (len != FAM_REGION_INFO_LEN || !is_zero(in + 28, 4) ||
+	    !is_zero(in + 60, 4))
 		return -EPROTO;
 	m->region = get_u32(in);
 	m->rkey = get_u32(in + 4);
 	m->size = get_u64(in + 8);
 	m->addr = get_u64(in + 16);
 	m->flags = get_u32(in + 24);
-	m->key = get_u32(in + 28);
-	m->length = get_u64(in + 32);
-	m->mem_instance = get_u64(in + 40);
-	m->mem_region = get_u32(in + 48);
-	m->mem_key = get_u32(in + 52);
+	m->key = get_u64(in + 32);
+	m->length = get_u64(in + 40);
+	m->mem_instance = get_u64(in + 48);
+	m->mem_region = get_u32(in + 56);
+	m->mem_key = get_u64(in + 64);
 	if (m->region == 0 || m->size == 0 || (m->flags & ~FAM_RF_ALL) ||
 	    m->length > m->size)
 		return -EPROTO;
@@ -489,9 +544,9 @@ proto_put_region_adopt(uint8_t *out, const struct fam_region_adopt *m)
 {
 	put_u64(out, m->instance);
 	put_u32(out + 8, m->region);
-	put_u32(out + 12, m->key);
-	put_u32(out + 16, m->flags);
-	put_u32(out + 20, 0);
+	put_u32(out + 12, m->flags);
+	put_u64(out + 16, m->key);
+	put_u64(out + 24, 0);
 	return FAM_REGION_ADOPT_LEN;
 }
 
@@ -500,12 +555,12 @@ int
 proto_get_region_adopt(const uint8_t *in, size_t len,
     struct fam_region_adopt *m)
 {
-	if (len != FAM_REGION_ADOPT_LEN || !is_zero(in + 20, 4))
+	if (len != FAM_REGION_ADOPT_LEN || !is_zero(in + 24, 8))
 		return -EPROTO;
 	m->instance = get_u64(in);
 	m->region = get_u32(in + 8);
-	m->key = get_u32(in + 12);
-	m->flags = get_u32(in + 16);
+	m->flags = get_u32(in + 12);
+	m->key = get_u64(in + 16);
 	if (m->region == 0 || (m->flags & ~FAM_ADOPT_ALL))
 		return -EINVAL;
 	return 0;

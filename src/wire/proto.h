@@ -2,7 +2,7 @@
  * proto.h - famd's wire protocol between nodes (host, dpu, memory), shared
  * by every transport and role.
  *
- * Every message is a 24-byte header followed by `len` bytes of payload. All
+ * Every message is a 32-byte header followed by `len` bytes of payload. All
  * integers on the wire are big-endian. A request carries an id chosen by the
  * sender; its response echoes the id with FAM_F_RESPONSE set, so many
  * requests can be outstanding on one connection and complete in any order.
@@ -21,11 +21,16 @@
 #include <stdint.h>
 
 #define FAM_PROTO_MAGIC   0x46414d44u /* "FAMD" */
-#define FAM_PROTO_VERSION 1
+/*
+ * 2: the hello is a challenge-response both ways (HELLO, then AUTH: no
+ * secret on the wire), the header carries a CRC32C of chunk data, and
+ * region keys are 64 bits.
+ */
+#define FAM_PROTO_VERSION 2
 
 /* Largest payload any message may carry: one chunk (2 MiB) plus slack. */
 #define FAM_PROTO_MAX_PAYLOAD ((2u << 20) + 4096u)
-#define FAM_PROTO_HDR_LEN     24u
+#define FAM_PROTO_HDR_LEN     32u
 #define FAM_NAME_MAX          64u  /* node names and region names */
 #define FAM_SECRET_MAX        64u
 #define FAM_PATH_MAX          1024u
@@ -43,8 +48,9 @@ enum fam_msg_type {
 	FAM_MSG_REGION_LEASE = 7,  /* a new lease on a region (verbs) */
 	FAM_MSG_REGION_ADOPT = 8,  /* take a handle on a delegate's region */
 	FAM_MSG_REGION_ADVISE = 9, /* a hint about how a region is used */
-	FAM_MSG_REGION_DISCARD = 10, /* part of a region will not be read */
-	FAM_MSG_TYPE_MAX = 10,
+	FAM_MSG_AUTH = 10,         /* second message: the client's proof */
+	FAM_MSG_REGION_DISCARD = 11, /* part of a region will not be read */
+	FAM_MSG_TYPE_MAX = 11,
 };
 
 #define FAM_F_RESPONSE   0x0001u /* this is the response to request `id` */
@@ -55,7 +61,11 @@ enum fam_msg_type {
 #define FAM_F_BACKGROUND 0x0002u
 #define FAM_F_ALL        0x0003u /* every flag bit defined so far */
 
-/* The header, decoded into host byte order. */
+/*
+ * The header, decoded into host byte order. On the wire, 32 bytes: u32
+ * magic, u8 version, u8 type, u16 flags, u32 len, i32 status, u64 id,
+ * u32 crc, u32 reserved (zero).
+ */
 struct fam_hdr {
 	uint32_t magic;   /* FAM_PROTO_MAGIC */
 	uint8_t version;  /* FAM_PROTO_VERSION */
@@ -65,6 +75,14 @@ struct fam_hdr {
 	int32_t status;   /* responses: 0 or a positive errno (an error
 	                   * response has no payload); requests: 0 */
 	uint64_t id;      /* request id, echoed by the response */
+	uint32_t crc;     /* CRC32C (Castagnoli, proto_crc32c()) of the
+	                   * chunk data of a successful READ response, and
+	                   * optionally of a WRITE request's (0: none: a
+	                   * host writes back from memory its program may
+	                   * write meanwhile, which a CRC would tear); 0 in
+	                   * every other message. A mismatch is a lost
+	                   * chunk (EBADMSG), never data. */
+	uint32_t reserved; /* zero */
 };
 
 enum fam_role_wire {
@@ -74,31 +92,62 @@ enum fam_role_wire {
 };
 
 /*
- * HELLO request (client -> server), 144 bytes:
+ * The handshake: two requests, each answered, before anything else.
+ * Both sides prove that they hold the shared secret without sending it;
+ * each proof covers nonces from both sides, so none can be replayed.
+ *
+ * HELLO request (client -> server), 112 bytes:
  *   u8  role            enum fam_role_wire of the sender
  *   u8  reserved[3]     zero
  *   u32 features        FAM_FEAT_* the sender understands
- *   u64 resume          session token from an earlier HELLO response, to
+ *   u64 resume          session token from an earlier AUTH response, to
  *                       keep that session's regions after a reconnect; 0
  *   char node[64]       sender's node name, NUL-padded
- *   char secret[64]     shared secret from the config, NUL-padded
- * HELLO response, 88 bytes:
+ *   u8  nonce[32]       the client's nonce, random
+ * HELLO response (the challenge), 100 bytes:
+ *   u8  role, u8 reserved[3]
+ *   u8  nonce[32]       the server's nonce, random
+ *   char node[64]       the server's node name
+ * AUTH request, 32 bytes: u8 proof[32], the client's proof (below).
+ * AUTH response, 120 bytes: u8 proof[32], the server's proof, then:
  *   u8  role, u8 reserved[3], u32 features
  *   u64 session         token naming this session (for resume)
  *   u64 instance        random per server start: a new value means the
  *                       server restarted and every old region is gone
  *   char node[64]
- * A refused hello is answered with status EACCES (bad secret) or
- * EPROTONOSUPPORT (version) and the connection is closed.
+ * Keys (HMAC-SHA256, proto_auth_*()):
+ *   K    = HMAC(secret, "famd-v2 secret")      (empty secret: empty key)
+ *   Kc   = HMAC(K, "famd-v2 conn" | nonce_c | nonce_s | role_c | role_s |
+ *                  node_c[64] | node_s[64])      per connection
+ *   proof_c = HMAC(Kc, "famd-v2 client" | resume)
+ *   proof_s = HMAC(Kc, "famd-v2 server" | the AUTH response's 88 bytes
+ *                  after the proof)
+ * The client proves first; the server answers an AUTH whose proof is
+ * wrong with EACCES and closes; the client closes on a wrong server
+ * proof (EACCES) before it sends any request. A server without a secret
+ * takes any client proof, and proves with the empty key. A refused hello
+ * is answered with status EACCES (bad proof) or EPROTONOSUPPORT
+ * (version), and the connection is closed.
  */
+#define FAM_NONCE_LEN 32u
+#define FAM_PROOF_LEN 32u
+
 struct fam_hello {
 	uint8_t role;
 	uint32_t features;
 	uint64_t resume;
 	char node[FAM_NAME_MAX + 1];
-	char secret[FAM_SECRET_MAX + 1];
+	uint8_t nonce[FAM_NONCE_LEN];
 };
 
+/* The HELLO response: the server's challenge. */
+struct fam_challenge {
+	uint8_t role;
+	uint8_t nonce[FAM_NONCE_LEN];
+	char node[FAM_NAME_MAX + 1];
+};
+
+/* What the AUTH response carries after the server's proof. */
 struct fam_hello_resp {
 	uint8_t role;
 	uint32_t features;
@@ -113,8 +162,11 @@ struct fam_hello_resp {
                             * instead of taking it over */
 #define FAM_SESSION_CONNS 4u /* most connections of one session */
 
-#define FAM_HELLO_LEN      144u
+#define FAM_HELLO_LEN      112u
+#define FAM_CHALLENGE_LEN  100u
+#define FAM_AUTH_LEN       FAM_PROOF_LEN
 #define FAM_HELLO_RESP_LEN 88u
+#define FAM_AUTH_RESP_LEN  (FAM_PROOF_LEN + FAM_HELLO_RESP_LEN)
 
 /* Region flags (REGION_CREATE). */
 #define FAM_RF_FILE       0x01u /* preload from `path` under preload_dir */
@@ -135,15 +187,20 @@ struct fam_hello_resp {
  *   name, path          not NUL-terminated
  * A shared region whose name exists is opened (not created) and its size
  * returned. REGION_CREATE response (also of REGION_LEASE and
- * REGION_ADOPT), 56 bytes:
+ * REGION_ADOPT), 64 bytes:
  *   u32 region          id, never reused by this server instance
  *   u32 rkey            verbs: remote key of the lease; tcp: 0
  *   u64 size            bytes actually reserved (reads and writes may
  *                       reach all of them)
- *   u64 addr            verbs: remote address of byte 0; tcp: 0
+ *   u64 addr            verbs: remote address of byte 0 in the lease:
+ *                       its offset in its page, 0 for a memory node's
+ *                       regions (leases are addressed by offset, and
+ *                       show nothing of the memory node's address
+ *                       space); tcp: 0
  *   u32 flags           FAM_RF_* in effect
- *   u32 key             the region's key, random, not 0: proves, in
- *                       REGION_ADOPT, that its creator handed it on
+ *   u32 reserved        zero
+ *   u64 key             the region's key, 64 random bits, not 0: proves,
+ *                       in REGION_ADOPT, that its creator handed it on
  *                       (from a dpu: 0)
  *   u64 length          bytes of content: for FAM_RF_FILE the bytes
  *                       preloaded from the file (its length, for size 0),
@@ -151,7 +208,8 @@ struct fam_hello_resp {
  *   u64 mem_instance    from a dpu: the instance of the memory node that
  *                       holds the region; from a memory node: 0
  *   u32 mem_region      from a dpu: the region's id on that memory node
- *   u32 mem_key         from a dpu: its key there
+ *   u32 reserved        zero
+ *   u64 mem_key         from a dpu: its key there
  * A host that goes through a dpu keeps the mem_* fields so that it can
  * reach the region on the memory node itself (REGION_ADOPT, which gives it
  * a lease of its own) when it switches path or the dpu is lost.
@@ -174,28 +232,28 @@ struct fam_region_info {
 	uint64_t size;
 	uint64_t addr;
 	uint32_t flags;
-	uint32_t key;
+	uint64_t key;
 	uint64_t length;
 	uint64_t mem_instance;
 	uint32_t mem_region;
-	uint32_t mem_key;
+	uint64_t mem_key;
 };
 
 #define FAM_REGION_CREATE_MIN 24u
-#define FAM_REGION_INFO_LEN   56u
+#define FAM_REGION_INFO_LEN   72u
 
 /*
- * REGION_ADOPT request, 24 bytes: the sender's session takes a handle on a
+ * REGION_ADOPT request, 32 bytes: the sender's session takes a handle on a
  * region that another session (its delegate, a dpu) created for it, or
  * the other way round:
  *   u64 instance        of the memory node holding the region (a memory
  *                       node: 0 or its own instance; a dpu: the memory
  *                       node it must adopt it from)
  *   u32 region          the region's id there
- *   u32 key             its key from the REGION_CREATE response (a
- *                       dpu's: mem_key)
  *   u32 flags           FAM_ADOPT_*
- *   u32 reserved        zero
+ *   u64 key             its key from the REGION_CREATE response (a
+ *                       dpu's: mem_key)
+ *   u64 reserved        zero
  * A session that holds the region already takes one more reference (each
  * REGION_FREE drops one). With FAM_ADOPT_EXCLUSIVE every other session's
  * handle on the region is dropped, so that nothing a delegate still sends
@@ -204,7 +262,8 @@ struct fam_region_info {
  * keeps its references as they are). Response: as REGION_CREATE, with the
  * sender's lease on this connection (verbs).
  * Errors: ENOENT (no such region, or another instance), EACCES (wrong
- * key), EINVAL (exclusive on a shared region, bad fields), EHOSTDOWN.
+ * key: a memory node closes the connection after FAM_EACCES_MAX of
+ * them), EINVAL (exclusive on a shared region, bad fields), EHOSTDOWN.
  */
 #define FAM_ADOPT_EXCLUSIVE 0x1u
 #define FAM_ADOPT_ALL       0x1u
@@ -212,11 +271,12 @@ struct fam_region_info {
 struct fam_region_adopt {
 	uint64_t instance;
 	uint32_t region;
-	uint32_t key;
+	uint64_t key;
 	uint32_t flags;
 };
 
-#define FAM_REGION_ADOPT_LEN 24u
+#define FAM_REGION_ADOPT_LEN 32u
+#define FAM_EACCES_MAX       8u /* refusals (EACCES) before the close */
 
 /*
  * REGION_ADVISE request, 8 bytes: u32 region, u32 advice (FAM_ADVICE_*).
@@ -267,8 +327,8 @@ struct fam_region_discard {
  *   u64 dest_addr       verbs: where to RDMA WRITE the data; tcp: 0
  *   u32 dest_rkey       verbs: rkey of dest_addr; tcp: 0
  *   u32 reserved
- * READ response: `len` bytes of data (tcp), or empty once the data has
- * been written to dest_addr (verbs). Errors: ENOENT (unknown region), ERANGE
+ * READ response: `len` bytes of data, their CRC32C in the header's crc.
+ * Errors: ENOENT (unknown region), ERANGE
  * (offset + len past the end), EINVAL.
  */
 struct fam_rw {
@@ -285,8 +345,10 @@ struct fam_rw {
  *   u32 region, u32 len, u64 offset, then len bytes of data.
  * proto_get_write_hdr() takes the whole payload length and reads only the
  * first 16 bytes; len must be that payload length minus 16.
+ * The header's crc is the CRC32C of the data, or 0 (not checked).
  * WRITE response: empty, sent once the data is in the memory node's memory.
- * Errors: as READ, plus EROFS (a shared read-only region).
+ * Errors: as READ, plus EROFS (a shared read-only region), EBADMSG (the
+ * data does not match its CRC: the chunk is lost, write it again).
  */
 #define FAM_WRITE_HDR_LEN 16u
 
@@ -296,10 +358,14 @@ struct fam_rw {
 void proto_put_hdr(uint8_t out[FAM_PROTO_HDR_LEN], const struct fam_hdr *h);
 int proto_get_hdr(const uint8_t in[FAM_PROTO_HDR_LEN], struct fam_hdr *h);
 int proto_check_hdr(const struct fam_hdr *h, uint32_t max_payload);
+void proto_put_hdr_crc(uint8_t out[FAM_PROTO_HDR_LEN], uint32_t crc);
 
 /* Payload encoding (return bytes written) and decoding (0 or -errno). */
 size_t proto_put_hello(uint8_t *out, const struct fam_hello *m);
 int proto_get_hello(const uint8_t *in, size_t len, struct fam_hello *m);
+size_t proto_put_challenge(uint8_t *out, const struct fam_challenge *m);
+int proto_get_challenge(const uint8_t *in, size_t len,
+    struct fam_challenge *m);
 size_t proto_put_hello_resp(uint8_t *out, const struct fam_hello_resp *m);
 int proto_get_hello_resp(const uint8_t *in, size_t len,
     struct fam_hello_resp *m);
@@ -331,5 +397,23 @@ int proto_get_write_hdr(const uint8_t *in, size_t len, struct fam_rw *m);
 const char *proto_type_name(unsigned type);
 bool proto_utf8_valid(const void *p, size_t len);
 bool proto_secret_equal(const char *a, const char *b);
+
+/* proto-crc.c: CRC32C (Castagnoli), hardware-assisted where there is. */
+uint32_t proto_crc32c(uint32_t crc, const void *p, size_t len);
+
+/* proto-auth.c: the handshake's keys and proofs (libcrypto HMAC-SHA256). */
+#define FAM_KEY_LEN 32u
+struct fam_auth {
+	uint8_t key[FAM_KEY_LEN];   /* Kc, this connection's key */
+};
+int proto_auth_secret_key(const char *secret, uint8_t out[FAM_KEY_LEN]);
+int proto_auth_nonce(uint8_t out[FAM_NONCE_LEN]);
+int proto_auth_derive(struct fam_auth *a, const uint8_t key[FAM_KEY_LEN],
+    const struct fam_hello *hello, const struct fam_challenge *ch);
+int proto_auth_client_proof(const struct fam_auth *a, uint64_t resume,
+    uint8_t out[FAM_PROOF_LEN]);
+int proto_auth_server_proof(const struct fam_auth *a,
+    const uint8_t resp[FAM_HELLO_RESP_LEN], uint8_t out[FAM_PROOF_LEN]);
+bool proto_auth_equal(const uint8_t *a, const uint8_t *b, size_t len);
 
 #endif /* FAM_PROTO_H */

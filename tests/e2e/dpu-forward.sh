@@ -43,7 +43,7 @@ holder=$HOLD_PID
 read -r key mi mr <<<"$(sed -n 's/^where key=\([0-9a-f]*\) mem_instance=\([0-9a-f]*\) mem_region=\([0-9]*\) .*/\1 \2 \3/p' "$T/a.txt")"
 mkey=$(sed -n 's/.* mem_key=\([0-9a-f]*\)$/\1/p' "$T/a.txt")
 [ "$mi" = "$minst" ] || fail "mem_instance $mi, memory node is $minst"
-[ "$mr" -gt 0 ] && [ "$mkey" != 00000000 ] || fail "no memory-node location: $(cat "$T/a.txt")"
+[ "$mr" -gt 0 ] && [ "$((16#$mkey))" != 0 ] || fail "no memory-node location: $(cat "$T/a.txt")"
 "$FAMCLIENT" -n h2 "$MEM_ADDR" expect EACCES adopt 0 "$mr" 12345678 adopt 0 "$mr" "$mkey" \
 	read 0 1M 5 free >"$T/ad.txt" 2>&1 || fail "adopt on the memory node: $(cat "$T/ad.txt")"
 pass "REGION_CREATE through the dpu names the memory node's region; adopted there with its key (a wrong key: EACCES), the dpu's writes read back"

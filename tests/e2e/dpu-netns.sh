@@ -50,11 +50,15 @@ bytes() {
 }
 
 FAMTEST=$top_builddir/tests/tools/famtest
-FAMD_NETNS=${NS}m start_memory mem -o memory.listen=0.0.0.0:0
+# A memory node other nodes reach needs a secret; every role has it.
+printf 'netns-secret\n' >"$T/secret"
+chmod 600 "$T/secret"
+S=(-o famd.secret_file="$T/secret")
+FAMD_NETNS=${NS}m start_memory mem -o memory.listen=0.0.0.0:0 "${S[@]}"
 port=${MEM_ADDR##*:}
-FAMD_NETNS=${NS}d start_dpu dpu 10.231.2.2:$port -o dpu.listen=10.231.1.2:0
+FAMD_NETNS=${NS}d start_dpu dpu 10.231.2.2:$port -o dpu.listen=10.231.1.2:0 "${S[@]}"
 FAMD_NETNS=${NS}h start_host host 64M 10.231.3.2:$port -o host.dpu="$DPU_ADDR" \
-	-o host.path=dpu -o famd.op_timeout=10s
+	-o host.path=dpu -o famd.op_timeout=10s "${S[@]}"
 hc() { ctl host status -j | jq -er ".counters.$1"; }
 
 dm0=$(bytes m dmb)

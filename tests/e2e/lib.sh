@@ -28,10 +28,16 @@ case $TEST_TRANSPORT in
 tcp) ;;
 verbs)
 	LISTEN_IP=${FAMD_TEST_LISTEN_IP:?FAMD_TEST_TRANSPORT=verbs needs FAMD_TEST_LISTEN_IP}
-	TRANSPORT_OPTS=(-o famd.transport=verbs)
+	# A memory node on an address other nodes reach needs a secret
+	# (famd refuses to start without one): every famd and famclient of
+	# the test has the same.
+	printf 'fabric-test-secret\n' >"$T/fabric.secret"
+	chmod 600 "$T/fabric.secret"
+	TRANSPORT_OPTS=(-o famd.transport=verbs
+		-o famd.secret_file="$T/fabric.secret")
 	cat >"$T/famclient" <<SH
 #!/bin/sh
-exec "$FAMCLIENT" -T verbs "\$@"
+exec "$FAMCLIENT" -T verbs -S "$T/fabric.secret" "\$@"
 SH
 	chmod 755 "$T/famclient"
 	FAMCLIENT=$T/famclient

@@ -9,6 +9,7 @@ E2E_TESTS = \
 	tests/e2e/second-famd.sh \
 	tests/e2e/admin-garbage.sh \
 	tests/e2e/admin-permission.sh \
+	tests/e2e/admin-limits.sh \
 	tests/e2e/man-lint.sh \
 	tests/e2e/man-coverage.sh \
 	tests/e2e/shim-exports.sh \
@@ -29,6 +30,7 @@ E2E_TESTS = \
 	tests/e2e/host-readahead.sh \
 	tests/e2e/host-client-exit.sh \
 	tests/e2e/host-attacks.sh \
+	tests/e2e/host-corrupt.sh \
 	tests/e2e/quota.sh \
 	tests/e2e/flood.sh \
 	tests/e2e/memory-rw.sh \
@@ -37,6 +39,9 @@ E2E_TESTS = \
 	tests/e2e/memory-preload.sh \
 	tests/e2e/memory-sessions.sh \
 	tests/e2e/memory-secret.sh \
+	tests/e2e/memory-auth.sh \
+	tests/e2e/memory-preauth.sh \
+	tests/e2e/memory-defaults.sh \
 	tests/e2e/dpu-forward.sh \
 	tests/e2e/dpu-path.sh \
 	tests/e2e/dpu-aggregate.sh \
@@ -46,4 +51,4 @@ E2E_TESTS = \
 	tests/e2e/dpu-netns.sh
 
 TESTS += $(E2E_TESTS)
-EXTRA_DIST += $(E2E_TESTS) tests/e2e/lib.sh
+EXTRA_DIST += $(E2E_TESTS) tests/e2e/lib.sh tests/e2e/fake-peer.py

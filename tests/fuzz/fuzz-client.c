@@ -12,7 +12,10 @@
  * at a time (as its headers delimit them), each once famd has handled the
  * one before, so answers come after the requests they answer, as from a
  * real peer; a header that cannot be a frame sends the rest at once.
- * Then the memory node shuts its side, and the loop runs until the
+ * The handshake: an AUTH response whose proof is all zero gets the right
+ * proof (from famd's hello and the challenge sent before it, without a
+ * secret), so inputs reach past the hello; any other proof goes as it is
+ * (famd must refuse it). Then the memory node shuts its side, and the loop runs until the
  * connection is closed.
  *
  * transport.h's promises are checked: every operation completes exactly
@@ -71,6 +74,11 @@ struct fuzz_run {
 	uint8_t hdr[FAM_PROTO_HDR_LEN];
 	size_t hgot;
 	uint64_t skip;
+	/* the handshake: famd's hello, the challenge we sent */
+	bool in_hello, have_hello, have_ch;
+	uint8_t hello_raw[FAM_HELLO_LEN];
+	size_t hello_got;
+	struct fam_challenge ch;
 };
 
 /* Listens on a loopback port for the connections famd makes. */
@@ -160,7 +168,7 @@ fuzz_queue_ops(struct fuzz_run *run)
 	struct fam_region_create rc = { .size = 1 << 20 };
 	struct fam_remote r = { .region = 1, .size = 1 << 20 };
 	struct fam_region_adopt ad = { .instance = 42, .region = 3,
-		.key = 0xbeef };
+		.key = 0xbeefbeefbeefull };
 	uint8_t p[FAM_REGION_CREATE_MIN + FAM_NAME_MAX + FAM_PATH_MAX];
 	size_t n;
 
@@ -218,6 +226,14 @@ fuzz_drain(struct fuzz_run *run)
 
 			if (run->skip > 0) {
 				take = run->skip < left ? run->skip : left;
+				if (run->in_hello && run->hello_got + take <=
+				    FAM_HELLO_LEN) {
+					memcpy(run->hello_raw + run->hello_got,
+					    b, take);
+					run->hello_got += take;
+					run->have_hello = run->hello_got ==
+					    FAM_HELLO_LEN;
+				}
 				run->skip -= take;
 				b += take;
 				left -= take;
@@ -236,6 +252,9 @@ fuzz_drain(struct fuzz_run *run)
 				fuzz_assert(proto_check_hdr(&h, 0) == 0);
 				run->skip = h.len;
 				run->hgot = 0;
+				run->in_hello = h.type == FAM_MSG_HELLO &&
+				    !(h.flags & FAM_F_RESPONSE);
+				run->hello_got = 0;
 			}
 		}
 	}
@@ -283,6 +302,38 @@ fuzz_frame_len(const uint8_t *p, size_t len)
 	return FAM_PROTO_HDR_LEN + h.len;
 }
 
+/*
+ * Before a frame of the memory node goes out: remembers a challenge, and
+ * gives an AUTH response with an all-zero proof the right one (frame is
+ * the input's copy, len bytes).
+ */
+static void
+fuzz_handshake(struct fuzz_run *run, uint8_t *frame, size_t len)
+{
+	uint8_t key[FAM_KEY_LEN], zero[FAM_PROOF_LEN] = { 0 };
+	uint8_t *body = frame + FAM_PROTO_HDR_LEN;
+	struct fam_hello m;
+	struct fam_auth a;
+	struct fam_hdr h;
+
+	if (len < FAM_PROTO_HDR_LEN)
+		return;
+	proto_get_hdr(frame, &h);
+	if (!(h.flags & FAM_F_RESPONSE) || h.status != 0 ||
+	    h.len != len - FAM_PROTO_HDR_LEN)
+		return;
+	if (h.type == FAM_MSG_HELLO)
+		run->have_ch = proto_get_challenge(body, h.len, &run->ch) == 0;
+	if (h.type != FAM_MSG_AUTH || h.len != FAM_AUTH_RESP_LEN ||
+	    memcmp(body, zero, FAM_PROOF_LEN) != 0 || !run->have_ch ||
+	    !run->have_hello ||
+	    proto_get_hello(run->hello_raw, FAM_HELLO_LEN, &m) < 0)
+		return;
+	if (proto_auth_secret_key("", key) == 0 &&
+	    proto_auth_derive(&a, key, &m, &run->ch) == 0)
+		(void)proto_auth_server_proof(&a, body + FAM_PROOF_LEN, body);
+}
+
 /* famd never closed the connection. */
 static void
 fuzz_deadline_cb(evutil_socket_t fd, short what, void *arg)
@@ -324,8 +375,14 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fuzz_settle(&run);
 	while (off < size && run.closed == 0 && !run.late) {
 		size_t len = fuzz_frame_len(data + off, size - off);
+		uint8_t *frame = malloc(len > 0 ? len : 1);
 
-		fuzz_send(&run, data + off, len);
+		if (frame == NULL)
+			abort();
+		memcpy(frame, data + off, len);
+		fuzz_handshake(&run, frame, len);
+		fuzz_send(&run, frame, len);
+		free(frame);
 		off += len;
 	}
 	shutdown(run.fd, SHUT_WR);

@@ -124,20 +124,77 @@ struct fuzz_peer {
 	uint8_t hdr[FAM_PROTO_HDR_LEN];
 	size_t hgot;
 	struct fam_hdr h;
-	uint8_t body[FAM_HELLO_RESP_LEN];
+	uint8_t body[FAM_AUTH_RESP_LEN];
 	uint32_t left, bgot;
+	/*
+	 * The handshake: a stream that starts with a HELLO followed by an
+	 * AUTH whose proof is all zero is held before that proof until the
+	 * challenge comes, and the right proof (secret "sesame") goes in its
+	 * place; any other proof goes as it is.
+	 */
+	struct fam_hello hello;
+	size_t hold_at;           /* offset of the proof; SIZE_MAX: none */
+	bool proof_ready, proof_sent;
+	uint8_t proof[FAM_PROOF_LEN];
 };
+
+/* The challenge came: computes the proof the held stream sends. */
+static void
+fuzz_prove(struct fuzz_peer *p, const struct fam_challenge *ch)
+{
+	uint8_t key[FAM_KEY_LEN];
+	struct fam_auth a;
+
+	if (p->hold_at == SIZE_MAX || p->proof_ready)
+		return;
+	if (proto_auth_secret_key("sesame", key) < 0 ||
+	    proto_auth_derive(&a, key, &p->hello, ch) < 0 ||
+	    proto_auth_client_proof(&a, p->hello.resume, p->proof) < 0)
+		abort();
+	p->proof_ready = true;
+	event_add(p->ev_write, NULL);
+}
+
+/* Finds the proof to hold back in a stream that starts with a handshake. */
+static void
+fuzz_find_proof(struct fuzz_peer *p)
+{
+	static const uint8_t zero[FAM_PROOF_LEN];
+	const size_t auth = FAM_PROTO_HDR_LEN + FAM_HELLO_LEN;
+	struct fam_hdr h;
+
+	p->hold_at = SIZE_MAX;
+	if (p->outlen < auth + FAM_PROTO_HDR_LEN + FAM_AUTH_LEN)
+		return;
+	proto_get_hdr(p->out, &h);
+	if (h.type != FAM_MSG_HELLO || h.len != FAM_HELLO_LEN ||
+	    proto_get_hello(p->out + FAM_PROTO_HDR_LEN, FAM_HELLO_LEN,
+	    &p->hello) < 0)
+		return;
+	proto_get_hdr(p->out + auth, &h);
+	if (h.type != FAM_MSG_AUTH || h.len != FAM_AUTH_LEN ||
+	    memcmp(p->out + auth + FAM_PROTO_HDR_LEN, zero, FAM_PROOF_LEN) != 0)
+		return;
+	p->hold_at = auth + FAM_PROTO_HDR_LEN;
+}
 
 /* Checks the payload of a successful response that has one to decode. */
 static void
 fuzz_check_body(struct fuzz_peer *p)
 {
 	struct fam_hello_resp hr;
+	struct fam_challenge ch;
 	struct fam_region_info ri;
 
 	switch (p->h.type) {
 	case FAM_MSG_HELLO:
-		fuzz_assert(proto_get_hello_resp(p->body, p->bgot, &hr) == 0);
+		fuzz_assert(proto_get_challenge(p->body, p->bgot, &ch) == 0);
+		fuzz_prove(p, &ch);
+		break;
+	case FAM_MSG_AUTH:
+		fuzz_assert(p->bgot == FAM_AUTH_RESP_LEN);
+		fuzz_assert(proto_get_hello_resp(p->body + FAM_PROOF_LEN,
+		    p->bgot - FAM_PROOF_LEN, &hr) == 0);
 		break;
 	case FAM_MSG_REGION_CREATE:
 	case FAM_MSG_REGION_LEASE:
@@ -216,14 +273,31 @@ fuzz_write_cb(evutil_socket_t fd, short what, void *arg)
 		    &elen) == 0 && err == 0);
 	}
 	while (p->sent < p->outlen) {
-		ssize_t n = send(fd, p->out + p->sent, p->outlen - p->sent,
-		    MSG_NOSIGNAL | MSG_DONTWAIT);
+		size_t end = p->outlen;
+		const uint8_t *from = p->out + p->sent;
+		ssize_t n;
 
+		if (p->hold_at != SIZE_MAX && !p->proof_sent) {
+			if (p->sent == p->hold_at && !p->proof_ready) {
+				event_del(p->ev_write); /* until the challenge */
+				return;
+			}
+			if (p->sent == p->hold_at) {
+				from = p->proof;
+				end = p->sent + FAM_PROOF_LEN;
+			} else
+				end = p->hold_at;
+		}
+		n = send(fd, from, end - p->sent, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n < 0) {
 			if (errno == EAGAIN || errno == EINTR)
 				return;
 			break; /* famd closed: the rest is not needed */
 		}
+		if (from == p->proof && (size_t)n != FAM_PROOF_LEN)
+			break; /* 32 bytes on a fresh socket: never short */
+		if (from == p->proof)
+			p->proof_sent = true;
 		p->sent += (size_t)n;
 	}
 	shutdown(fd, SHUT_WR);
@@ -294,6 +368,7 @@ fuzz_peer_start(struct fuzz_peer *p, struct event_base *base, uint16_t port,
 	memset(p, 0, sizeof *p);
 	p->out = out;
 	p->outlen = len;
+	fuzz_find_proof(p);
 	p->fd = fuzz_connect(port);
 	p->ev_read = event_new(base, p->fd, EV_READ | EV_PERSIST,
 	    fuzz_read_cb, p);

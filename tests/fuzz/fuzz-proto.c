@@ -51,15 +51,40 @@ fuzz_hello(const uint8_t *p, size_t len)
 	fuzz_assert(len == FAM_HELLO_LEN);
 	fuzz_assert(m.node[0] != '\0' && strlen(m.node) <= FAM_NAME_MAX);
 	fuzz_json_text(m.node);
-	fuzz_assert(strlen(m.secret) <= FAM_SECRET_MAX);
 	fuzz_assert(proto_put_hello(out, &m) == FAM_HELLO_LEN);
 	fuzz_assert(memcmp(out, p, FAM_HELLO_LEN) == 0);
-	/* The secret comparison agrees with strcmp, both ways. */
-	fuzz_assert(proto_secret_equal(m.secret, m.secret));
-	fuzz_assert(proto_secret_equal(m.secret, m.node) ==
-	    (strcmp(m.secret, m.node) == 0));
-	fuzz_assert(proto_secret_equal(m.node, m.secret) ==
-	    (strcmp(m.secret, m.node) == 0));
+}
+
+/*
+ * Decodes a challenge (HELLO response); what passes must encode to the
+ * same bytes, and the keys of a handshake with it agree on both sides.
+ */
+static void
+fuzz_challenge(const uint8_t *p, size_t len)
+{
+	struct fam_challenge m;
+	struct fam_hello hello = { .role = FAM_WIRE_ROLE_HOST, .node = "h" };
+	struct fam_auth a, b;
+	uint8_t out[FAM_CHALLENGE_LEN], key[FAM_KEY_LEN];
+	uint8_t pa[FAM_PROOF_LEN], pb[FAM_PROOF_LEN];
+
+	memset(&m, 0xa5, sizeof m);
+	if (proto_get_challenge(p, len, &m) != 0)
+		return;
+	fuzz_assert(len == FAM_CHALLENGE_LEN);
+	fuzz_assert(m.node[0] != '\0' && strlen(m.node) <= FAM_NAME_MAX);
+	fuzz_json_text(m.node);
+	fuzz_assert(proto_put_challenge(out, &m) == FAM_CHALLENGE_LEN);
+	fuzz_assert(memcmp(out, p, FAM_CHALLENGE_LEN) == 0);
+	memcpy(hello.nonce, p, FAM_NONCE_LEN < len ? FAM_NONCE_LEN : len);
+	fuzz_assert(proto_auth_secret_key(m.node, key) == 0);
+	fuzz_assert(proto_auth_derive(&a, key, &hello, &m) == 0);
+	fuzz_assert(proto_auth_derive(&b, key, &hello, &m) == 0);
+	fuzz_assert(proto_auth_client_proof(&a, 1, pa) == 0);
+	fuzz_assert(proto_auth_client_proof(&b, 1, pb) == 0);
+	fuzz_assert(proto_auth_equal(pa, pb, FAM_PROOF_LEN));
+	fuzz_assert(proto_auth_client_proof(&b, 2, pb) == 0);
+	fuzz_assert(!proto_auth_equal(pa, pb, FAM_PROOF_LEN));
 }
 
 /* Decodes a HELLO response; what passes must encode to the same bytes. */
@@ -230,6 +255,7 @@ fuzz_every_decoder(const uint8_t *p, size_t len)
 {
 	fuzz_hello(p, len);
 	fuzz_hello_resp(p, len);
+	fuzz_challenge(p, len);
 	fuzz_region_create(p, len);
 	fuzz_region_info(p, len);
 	fuzz_region_free(p, len);
@@ -250,9 +276,13 @@ fuzz_typed(const struct fam_hdr *h, const uint8_t *p, size_t len)
 	switch (h->type) {
 	case FAM_MSG_HELLO:
 		if (resp)
-			fuzz_hello_resp(p, len);
+			fuzz_challenge(p, len);
 		else
 			fuzz_hello(p, len);
+		break;
+	case FAM_MSG_AUTH:
+		if (resp && len >= FAM_PROOF_LEN)
+			fuzz_hello_resp(p + FAM_PROOF_LEN, len - FAM_PROOF_LEN);
 		break;
 	case FAM_MSG_REGION_CREATE:
 		if (resp)

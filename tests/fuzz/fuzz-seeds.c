@@ -89,6 +89,10 @@ seed_frame(struct seed *s, uint8_t type, uint16_t flags, int32_t status,
 		.len = len, .status = status, .id = id };
 	uint8_t hdr[FAM_PROTO_HDR_LEN];
 
+	/* Chunk data carries its CRC32C, as famd sends it. */
+	if (payload != NULL && len > 0 && status == 0 &&
+	    type == FAM_MSG_READ && (flags & FAM_F_RESPONSE))
+		h.crc = proto_crc32c(0, payload, len);
 	proto_put_hdr(hdr, &h);
 	seed_add(s, hdr, sizeof hdr);
 	seed_add(s, payload, len);
@@ -101,7 +105,9 @@ seed_proto(void)
 	struct seed s = { .len = 0 };
 	uint8_t p[FAM_REGION_CREATE_MIN + FAM_NAME_MAX + FAM_PATH_MAX];
 	struct fam_hello hello = { .role = FAM_WIRE_ROLE_HOST,
-		.node = "host-a", .secret = "sesame" };
+		.node = "host-a" };
+	struct fam_challenge ch = { .role = FAM_WIRE_ROLE_MEMORY,
+		.node = "memory-a" };
 	struct fam_hello_resp hresp = { .role = FAM_WIRE_ROLE_MEMORY,
 		.session = 0x1122334455667788ull, .instance = 42,
 		.node = "memory-a" };
@@ -117,18 +123,26 @@ seed_proto(void)
 	n = proto_put_hello(p, &hello);
 	seed_frame(&s, FAM_MSG_HELLO, 0, 0, 1, p, (uint32_t)n);
 	seed_flush(&s, "proto", "hello-request");
-	hello.secret[0] = '\0';
 	hello.role = FAM_WIRE_ROLE_DPU;
 	hello.features = FAM_FEAT_JOIN;
 	hello.resume = 0x1122334455667788ull;
 	n = proto_put_hello(p, &hello);
 	seed_frame(&s, FAM_MSG_HELLO, 0, 0, 1, p, (uint32_t)n);
 	seed_flush(&s, "proto", "hello-request-join");
-	n = proto_put_hello_resp(p, &hresp);
+	n = proto_put_challenge(p, &ch);
 	seed_frame(&s, FAM_MSG_HELLO, FAM_F_RESPONSE, 0, 1, p, (uint32_t)n);
 	seed_flush(&s, "proto", "hello-response");
 	seed_frame(&s, FAM_MSG_HELLO, FAM_F_RESPONSE, EACCES, 1, NULL, 0);
 	seed_flush(&s, "proto", "hello-refused");
+	memset(p, 0x3c, FAM_PROOF_LEN);
+	seed_frame(&s, FAM_MSG_AUTH, 0, 0, 1, p, FAM_AUTH_LEN);
+	seed_flush(&s, "proto", "auth-request");
+	n = proto_put_hello_resp(p + FAM_PROOF_LEN, &hresp);
+	seed_frame(&s, FAM_MSG_AUTH, FAM_F_RESPONSE, 0, 1, p,
+	    (uint32_t)(FAM_PROOF_LEN + n));
+	seed_flush(&s, "proto", "auth-response");
+	seed_frame(&s, FAM_MSG_AUTH, FAM_F_RESPONSE, EACCES, 1, NULL, 0);
+	seed_flush(&s, "proto", "auth-refused");
 
 	n = proto_put_region_create(p, sizeof p, &rc);
 	seed_frame(&s, FAM_MSG_REGION_CREATE, 0, 0, 2, p, (uint32_t)n);
@@ -205,9 +219,10 @@ seed_proto(void)
 	}
 
 	/* A whole conversation, as a host sends it. */
-	hello.secret[0] = '\0';
 	n = proto_put_hello(p, &hello);
 	seed_frame(&s, FAM_MSG_HELLO, 0, 0, 1, p, (uint32_t)n);
+	memset(p, 0, FAM_PROOF_LEN);
+	seed_frame(&s, FAM_MSG_AUTH, 0, 0, 1, p, FAM_AUTH_LEN);
 	rc = (struct fam_region_create){ .size = 1 << 20 };
 	n = proto_put_region_create(p, sizeof p, &rc);
 	seed_frame(&s, FAM_MSG_REGION_CREATE, 0, 0, 2, p, (uint32_t)n);
@@ -233,7 +248,11 @@ seed_proto(void)
 	seed_flush(&s, "proto", "oversized");
 }
 
-/* Appends a HELLO request from a host with this secret. */
+/*
+ * Appends a host's handshake: a HELLO request, and an AUTH whose proof is
+ * all zero for the harness's own secret ("sesame": fuzz-net.c puts the
+ * right proof in its place) or a wrong one for any other.
+ */
 static void
 seed_hello(struct seed *s, const char *secret)
 {
@@ -241,9 +260,33 @@ seed_hello(struct seed *s, const char *secret)
 		.node = "host-a" };
 	uint8_t p[FAM_HELLO_LEN];
 
-	snprintf(hello.secret, sizeof hello.secret, "%s", secret);
+	memset(hello.nonce, 0x4e, sizeof hello.nonce);
 	proto_put_hello(p, &hello);
 	seed_frame(s, FAM_MSG_HELLO, 0, 0, 1, p, sizeof p);
+	memset(p, strcmp(secret, "sesame") == 0 ? 0 : 0x77, FAM_PROOF_LEN);
+	seed_frame(s, FAM_MSG_AUTH, 0, 0, 1, p, FAM_AUTH_LEN);
+}
+
+/*
+ * Appends a memory node's answers to a handshake: the challenge, and the
+ * AUTH response with an all-zero proof (fuzz-client.c puts the right one
+ * in its place) and hresp.
+ */
+static void
+seed_server_hello(struct seed *s, const struct fam_hello_resp *hresp)
+{
+	struct fam_challenge ch = { .role = FAM_WIRE_ROLE_MEMORY,
+		.node = "memory-a" };
+	uint8_t p[FAM_AUTH_RESP_LEN];
+	size_t n;
+
+	memset(ch.nonce, 0x6b, sizeof ch.nonce);
+	n = proto_put_challenge(p, &ch);
+	seed_frame(s, FAM_MSG_HELLO, FAM_F_RESPONSE, 0, 1, p, (uint32_t)n);
+	memset(p, 0, FAM_PROOF_LEN);
+	n = proto_put_hello_resp(p + FAM_PROOF_LEN, hresp);
+	seed_frame(s, FAM_MSG_AUTH, FAM_F_RESPONSE, 0, 1, p,
+	    (uint32_t)(FAM_PROOF_LEN + n));
 }
 
 /* Appends a REGION_CREATE request. */
@@ -524,8 +567,7 @@ seed_client(void)
 	size_t n;
 
 	memset(p, 0x3c, sizeof p);
-	n = proto_put_hello_resp(p, &hresp);
-	seed_frame(&s, FAM_MSG_HELLO, FAM_F_RESPONSE, 0, 1, p, (uint32_t)n);
+	seed_server_hello(&s, &hresp);
 	n = proto_put_region_info(p, &info);
 	seed_frame(&s, FAM_MSG_REGION_CREATE, FAM_F_RESPONSE, 0, 2, p,
 	    (uint32_t)n);
@@ -543,8 +585,7 @@ seed_client(void)
 	    (uint32_t)n);
 	seed_flush(&s, "client", "answers-in-order");
 
-	n = proto_put_hello_resp(p, &hresp);
-	seed_frame(&s, FAM_MSG_HELLO, FAM_F_RESPONSE, 0, 1, p, (uint32_t)n);
+	seed_server_hello(&s, &hresp);
 	seed_frame(&s, FAM_MSG_REGION_FREE, FAM_F_RESPONSE, ENOENT, 7, NULL, 0);
 	seed_frame(&s, FAM_MSG_READ, FAM_F_RESPONSE, ERANGE, 4, NULL, 0);
 	seed_frame(&s, FAM_MSG_STATS, 0, 0, 9, NULL, 0); /* a request to us */
@@ -557,16 +598,13 @@ seed_client(void)
 
 	seed_frame(&s, FAM_MSG_HELLO, FAM_F_RESPONSE, EACCES, 1, NULL, 0);
 	seed_flush(&s, "client", "hello-refused");
-	n = proto_put_hello_resp(p, &hresp);
-	seed_frame(&s, FAM_MSG_HELLO, FAM_F_RESPONSE, 0, 1, p, (uint32_t)n);
+	seed_server_hello(&s, &hresp);
 	seed_frame(&s, FAM_MSG_READ, FAM_F_RESPONSE, 0, 4, p, 65);
 	seed_flush(&s, "client", "read-wrong-length");
-	n = proto_put_hello_resp(p, &hresp);
-	seed_frame(&s, FAM_MSG_HELLO, FAM_F_RESPONSE, 0, 1, p, (uint32_t)n);
+	seed_server_hello(&s, &hresp);
 	seed_frame(&s, FAM_MSG_STATS, FAM_F_RESPONSE, 0, 77, NULL, 0);
 	seed_flush(&s, "client", "unknown-id");
-	n = proto_put_hello_resp(p, &hresp);
-	seed_frame(&s, FAM_MSG_HELLO, FAM_F_RESPONSE, 0, 1, p, (uint32_t)n);
+	seed_server_hello(&s, &hresp);
 	seed_frame(&s, FAM_MSG_READ, FAM_F_RESPONSE, 0, 3, p, 4096);
 	s.len -= 1000; /* the memory node stops inside the data */
 	seed_flush(&s, "client", "read-cut-short");

@@ -20,6 +20,19 @@ else
 	SRV_DEV=$RXE_VM_DEV
 	CLI_DEV=$RXE_VM_DEV
 fi
+# Servers listen on addresses other nodes reach, which needs a secret:
+# every famd and famclient here has the same (lib.sh's, in verbs mode).
+if [ ! -e "$T/fabric.secret" ]; then
+	printf 'fabric-test-secret\n' >"$T/fabric.secret"
+	chmod 600 "$T/fabric.secret"
+	TRANSPORT_OPTS+=(-o famd.secret_file="$T/fabric.secret")
+	cat >"$T/famclient-secret" <<SH
+#!/bin/sh
+exec "$FAMCLIENT" -S "$T/fabric.secret" "\$@"
+SH
+	chmod 755 "$T/famclient-secret"
+	FAMCLIENT=$T/famclient-secret
+fi
 FAMTEST=$top_builddir/tests/tools/famtest
 FAMLOST=$top_builddir/tests/tools/famlost
 export FAM_TEST_VERBS_ADDR=$SRV_IP

@@ -124,7 +124,7 @@ fc_usage(FILE *f)
 	    "second-hello\n"
 	    "         response-frame unknown-region past-end shared-write "
 	    "dup-writer\n"
-	    "         foreign-region flood\n"
+	    "         foreign-region adopt-guess flood\n"
 	    "flood: FLOOD_N requests (4096) of FLOOD_LEN bytes (256K) sent "
 	    "unread; a line on\n"
 	    "       stdin, then the answers are read and counted\n");
@@ -235,7 +235,7 @@ fc_connect(void)
 	o.hello.role = FAM_WIRE_ROLE_HOST;
 	o.hello.resume = fc.resume;
 	snprintf(o.hello.node, sizeof o.hello.node, "%s", fc.node);
-	snprintf(o.hello.secret, sizeof o.hello.secret, "%s", fc.secret);
+	snprintf(o.secret, sizeof o.secret, "%s", fc.secret);
 	err = fam_connect(fc.base, fc.addr, &o, &fc_handlers, NULL, &fc.c,
 	    &cause);
 	if (err < 0)
@@ -436,8 +436,8 @@ fc_step_create(char **argv, int argc)
 		printf("region id=%" PRIu32 " size=%" PRIu64 " flags=%" PRIu32
 		    " length=%" PRIu64 "\n", info.region, info.size,
 		    info.flags, info.length);
-		printf("where key=%08" PRIx32 " mem_instance=%016" PRIx64
-		    " mem_region=%" PRIu32 " mem_key=%08" PRIx32 "\n",
+		printf("where key=%016" PRIx64 " mem_instance=%016" PRIx64
+		    " mem_region=%" PRIu32 " mem_key=%016" PRIx64 "\n",
 		    info.key, info.mem_instance, info.mem_region,
 		    info.mem_key);
 		if (info.rkey != 0)
@@ -463,7 +463,7 @@ fc_step_adopt(char **argv, int argc)
 		fc_fail("adopt: INSTANCE ID KEY");
 	req.instance = strtoull(argv[0], NULL, 16);
 	req.region = (uint32_t)strtoul(argv[1], NULL, 10);
-	req.key = (uint32_t)strtoul(argv[2], NULL, 16);
+	req.key = strtoull(argv[2], NULL, 16);
 	if (argc > 3 && strcmp(argv[3], "exclusive") == 0) {
 		req.flags = FAM_ADOPT_EXCLUSIVE;
 		used++;
@@ -865,6 +865,11 @@ raw_frame(int fd, uint8_t version, uint8_t type, uint16_t flags, uint64_t id,
 		.type = type, .flags = flags, .len = len, .id = id };
 	uint8_t buf[FAM_PROTO_HDR_LEN];
 
+	/* A whole WRITE carries the CRC32C of its data, as a client's does. */
+	if (type == FAM_MSG_WRITE && !(flags & FAM_F_RESPONSE) &&
+	    plen == len && len > FAM_WRITE_HDR_LEN)
+		h.crc = proto_crc32c(0, (const uint8_t *)payload +
+		    FAM_WRITE_HDR_LEN, len - FAM_WRITE_HDR_LEN);
 	proto_put_hdr(buf, &h);
 	raw_write(fd, buf, sizeof buf);
 	if (plen > 0)
@@ -938,18 +943,39 @@ raw_expect_close(int fd)
 		fc_fail("got data where the daemon should have closed");
 }
 
-/* Says hello (secret as given); checks the answer status. */
+/*
+ * Says hello as a client does (HELLO, the challenge, AUTH with the proof
+ * of secret as given); checks the status of the answer that ends it (a
+ * refused HELLO, or the AUTH's).
+ */
 static void
 raw_hello_with(int fd, const char *secret, int status)
 {
 	struct fam_hello m = { .role = FAM_WIRE_ROLE_HOST };
-	uint8_t buf[FAM_HELLO_LEN];
+	struct fam_challenge ch;
+	struct fam_auth a;
+	uint8_t buf[FAM_AUTH_RESP_LEN], key[FAM_KEY_LEN], proof[FAM_PROOF_LEN];
+	uint32_t len;
 
 	snprintf(m.node, sizeof m.node, "%s", fc.node);
-	snprintf(m.secret, sizeof m.secret, "%s", secret);
+	if (proto_auth_nonce(m.nonce) < 0)
+		fc_fail("no random nonce");
 	proto_put_hello(buf, &m);
 	raw_frame(fd, FAM_PROTO_VERSION, FAM_MSG_HELLO, 0, 1, FAM_HELLO_LEN,
-	    buf, sizeof buf);
+	    buf, FAM_HELLO_LEN);
+	if (status != 0 && status != EACCES) {
+		raw_expect(fd, 1, status, NULL, 0);
+		return;
+	}
+	len = raw_expect(fd, 1, 0, buf, sizeof buf);
+	if (proto_get_challenge(buf, len, &ch) < 0)
+		fc_fail("malformed challenge");
+	if (proto_auth_secret_key(secret, key) < 0 ||
+	    proto_auth_derive(&a, key, &m, &ch) < 0 ||
+	    proto_auth_client_proof(&a, 0, proof) < 0)
+		fc_fail("cannot compute the proof");
+	raw_frame(fd, FAM_PROTO_VERSION, FAM_MSG_AUTH, 0, 1, FAM_AUTH_LEN,
+	    proof, sizeof proof);
 	raw_expect(fd, 1, status, NULL, 0);
 }
 
@@ -978,7 +1004,8 @@ raw_create(int fd, uint64_t id, uint64_t size, uint32_t flags,
 {
 	struct fam_region_create req = { .size = size, .flags = flags };
 	struct fam_region_info info = { 0 };
-	uint8_t buf[FAM_REGION_CREATE_MIN + FAM_NAME_MAX], out[64];
+	uint8_t buf[FAM_REGION_CREATE_MIN + FAM_NAME_MAX];
+	uint8_t out[FAM_REGION_INFO_LEN];
 	size_t len;
 
 	snprintf(req.name, sizeof req.name, "%s", name);
@@ -989,6 +1016,19 @@ raw_create(int fd, uint64_t id, uint64_t size, uint32_t flags,
 	    proto_get_region_info(out, FAM_REGION_INFO_LEN, &info) < 0)
 		fc_fail("malformed region info");
 	return info.region;
+}
+
+/* Sends a REGION_ADOPT of region with key and checks its status. */
+static void
+raw_adopt(int fd, uint64_t id, uint32_t region, uint64_t key, int status)
+{
+	struct fam_region_adopt m = { .region = region, .key = key };
+	uint8_t buf[FAM_REGION_ADOPT_LEN], out[FAM_REGION_INFO_LEN];
+
+	proto_put_region_adopt(buf, &m);
+	raw_frame(fd, FAM_PROTO_VERSION, FAM_MSG_REGION_ADOPT, 0, id,
+	    sizeof buf, buf, sizeof buf);
+	raw_expect(fd, id, status, out, sizeof out);
 }
 
 /* Sends a READ and checks its status (data, if any, is read and dropped). */
@@ -1256,6 +1296,15 @@ fc_attack(const char *name)
 		raw_alive(fd2, 4);
 		raw_alive(fd, 3);
 		close(fd2);
+	} else if (strcmp(name, "adopt-guess") == 0) {
+		uint32_t r;
+
+		/* Guessing a region's key: refused, then cut off. */
+		fd = raw_session();
+		r = raw_create(fd, 2, 4096, 0, "", 0);
+		for (unsigned i = 0; i < FAM_EACCES_MAX; i++)
+			raw_adopt(fd, 3 + i, r, 0x1000 + i, EACCES);
+		raw_expect_close(fd);
 	} else if (strcmp(name, "flood") == 0) {
 		return fc_flood();
 	} else if (strcmp(name, "foreign-region") == 0) {

@@ -186,6 +186,34 @@ START_TEST(test_durations_and_units)
 }
 END_TEST
 
+START_TEST(test_memory_reachable_from_the_network_without_secret_refused)
+{
+	struct cfg cfg;
+	struct cfg_errors errs = { 0 };
+
+	assert_one_error("[famd]\nrole = memory\n[memory]\n"
+	    "listen = 0.0.0.0:7700\n", ":4: [memory] listen = 0.0.0.0:7700 is "
+	    "reachable from other nodes, and [famd] secret_file is not set");
+	assert_one_error("[famd]\nrole = memory\n[memory]\n"
+	    "listen = [2001:db8::1]:7700\n", ":4: [memory] listen");
+	/* Loopback, or a secret: fine. */
+	ck_assert_int_eq(load_text("[famd]\nrole = memory\n[memory]\n"
+	    "listen = 127.0.0.2:7700\n", &cfg, &errs), 0);
+	cfg_free(&cfg);
+	ck_assert_int_eq(load_text("[famd]\nrole = memory\n[memory]\n"
+	    "listen = [::1]:0\n", &cfg, &errs), 0);
+	cfg_free(&cfg);
+	ck_assert_int_eq(load_text("[famd]\nrole = memory\n"
+	    "secret_file = /etc/famd.secret\n", &cfg, &errs), 0);
+	cfg_free(&cfg);
+	/* The default listens on loopback only. */
+	ck_assert_int_eq(load_text("[famd]\nrole = memory\n", &cfg, &errs), 0);
+	ck_assert_str_eq(cfg_str(&cfg, CFG_MEMORY_LISTEN), "127.0.0.1:7700");
+	cfg_free(&cfg);
+	ck_assert_uint_eq(errs.count, 0);
+}
+END_TEST
+
 START_TEST(test_error_unknown_section)
 {
 	assert_one_error("[famd]\nrole = dpu\n[nosuch]\nx = 1\n",
@@ -592,6 +620,8 @@ cfg_suite(void)
 
 	t = tcase_create("bad_input");
 	tcase_add_test(t, test_error_unknown_section);
+	tcase_add_test(t,
+	    test_memory_reachable_from_the_network_without_secret_refused);
 	tcase_add_test(t, test_error_unknown_key);
 	tcase_add_test(t, test_unknown_key_suggests_the_closest_known_one);
 	tcase_add_test(t, test_error_bad_enum);

@@ -160,7 +160,7 @@ session(const char *node)
 	struct mem_session *s;
 
 	snprintf(hello.node, sizeof hello.node, "%s", node);
-	s = mem_session_new(&hello);
+	s = mem_session_new(&hello, "127.0.0.1:1");
 	ck_assert_ptr_nonnull(s);
 	return s;
 }

@@ -41,7 +41,7 @@ wire(const struct fam_hdr *h)
 	return out;
 }
 
-/* A valid encoded HELLO request from node "n1" with secret "s3cret". */
+/* A valid encoded HELLO request from node "n1" with nonce 0x5a... */
 static void
 hello_bytes(uint8_t out[FAM_HELLO_LEN])
 {
@@ -49,7 +49,7 @@ hello_bytes(uint8_t out[FAM_HELLO_LEN])
 		.resume = 7 };
 
 	strcpy(m.node, "n1");
-	strcpy(m.secret, "s3cret");
+	memset(m.nonce, 0x5a, sizeof m.nonce);
 	ck_assert_uint_eq(proto_put_hello(out, &m), FAM_HELLO_LEN);
 }
 
@@ -263,7 +263,8 @@ START_TEST(test_hello_round_trip)
 	ck_assert_uint_eq(m.features, 3);
 	ck_assert_uint_eq(m.resume, 7);
 	ck_assert_str_eq(m.node, "n1");
-	ck_assert_str_eq(m.secret, "s3cret");
+	ck_assert_uint_eq(m.nonce[0], 0x5a);
+	ck_assert_uint_eq(m.nonce[FAM_NONCE_LEN - 1], 0x5a);
 }
 END_TEST
 
@@ -273,11 +274,11 @@ START_TEST(test_hello_full_length_fields_round_trip)
 	struct fam_hello m = { .role = FAM_WIRE_ROLE_DPU }, out;
 
 	memset(m.node, 'n', FAM_NAME_MAX);
-	memset(m.secret, 's', FAM_SECRET_MAX);
+	memset(m.nonce, 's', FAM_NONCE_LEN);
 	proto_put_hello(buf, &m);
 	ck_assert_int_eq(proto_get_hello(buf, sizeof buf, &out), 0);
 	ck_assert_uint_eq(strlen(out.node), FAM_NAME_MAX);
-	ck_assert_uint_eq(strlen(out.secret), FAM_SECRET_MAX);
+	ck_assert_int_eq(memcmp(out.nonce, m.nonce, FAM_NONCE_LEN), 0);
 	ck_assert_str_eq(out.node, m.node);
 }
 END_TEST
@@ -328,14 +329,20 @@ START_TEST(test_hello_bytes_smuggled_after_node_nul_rejected)
 }
 END_TEST
 
-START_TEST(test_hello_bytes_smuggled_after_secret_nul_rejected)
+START_TEST(test_hello_carries_a_nonce_and_no_secret)
 {
+	struct fam_hello m = { .role = FAM_WIRE_ROLE_HOST }, out;
 	uint8_t buf[FAM_HELLO_LEN];
-	struct fam_hello m;
 
-	hello_bytes(buf);
-	buf[FAM_HELLO_LEN - 1] = 'x';
-	ck_assert_int_eq(proto_get_hello(buf, sizeof buf, &m), -EPROTO);
+	/* Protocol 2: the last 32 bytes are the nonce, any bytes at all. */
+	strcpy(m.node, "n1");
+	memset(m.nonce, 0, sizeof m.nonce);
+	m.nonce[FAM_NONCE_LEN - 1] = 'x';
+	proto_put_hello(buf, &m);
+	ck_assert_uint_eq(buf[FAM_HELLO_LEN - 1], 'x');
+	ck_assert_int_eq(proto_get_hello(buf, sizeof buf, &out), 0);
+	ck_assert_uint_eq(out.nonce[FAM_NONCE_LEN - 1], 'x');
+	ck_assert_uint_eq(FAM_HELLO_LEN, 16 + FAM_NAME_MAX + FAM_NONCE_LEN);
 }
 END_TEST
 
@@ -631,16 +638,17 @@ END_TEST
 START_TEST(test_region_info_key_apart_from_lease_rkey)
 {
 	struct fam_region_info m = { .region = 9, .rkey = 0x1234,
-		.size = 4096, .key = 0x89abcdef, .length = 4096 }, out;
+		.size = 4096, .key = 0x89abcdef01234567ull, .length = 4096 },
+		out;
 	uint8_t buf[FAM_REGION_INFO_LEN];
 
 	proto_put_region_info(buf, &m);
-	/* The key sits where the reserved word was, the rkey stays put. */
-	ck_assert_uint_eq(buf[28], 0x89);
-	ck_assert_uint_eq(buf[31], 0xef);
+	/* The key, 64 bits, after a reserved word; the rkey stays put. */
+	ck_assert_uint_eq(buf[32], 0x89);
+	ck_assert_uint_eq(buf[39], 0x67);
 	ck_assert_uint_eq(buf[7], 0x34);
 	ck_assert_int_eq(proto_get_region_info(buf, sizeof buf, &out), 0);
-	ck_assert_uint_eq(out.key, 0x89abcdef);
+	ck_assert_uint_eq(out.key, 0x89abcdef01234567ull);
 	ck_assert_uint_eq(out.rkey, 0x1234);
 	ck_assert_uint_eq(out.length, 4096);
 }
@@ -706,8 +714,9 @@ START_TEST(test_region_adopt_malformed_or_bad_refused)
 	uint8_t buf[FAM_REGION_ADOPT_LEN];
 
 	proto_put_region_adopt(buf, &m);
-	ck_assert_int_eq(proto_get_region_adopt(buf, 23, &out), -EPROTO);
-	buf[23] = 1;
+	ck_assert_int_eq(proto_get_region_adopt(buf, FAM_REGION_ADOPT_LEN - 1,
+	    &out), -EPROTO);
+	buf[FAM_REGION_ADOPT_LEN - 1] = 1;
 	ck_assert_int_eq(proto_get_region_adopt(buf, sizeof buf, &out),
 	    -EPROTO);
 	m.flags = 0x10;
@@ -762,7 +771,7 @@ START_TEST(test_region_info_malformed_rejected)
 	proto_put_region_info(buf, &m);
 	ck_assert_int_eq(proto_get_region_info(buf, sizeof buf - 1, &out),
 	    -EPROTO);
-	buf[32] = 1; /* the length's top byte */
+	buf[40] = 1; /* the length's top byte */
 	ck_assert_int_eq(proto_get_region_info(buf, sizeof buf, &out), -EPROTO);
 	/* More content than room. */
 	m.length = 4097;
@@ -928,14 +937,84 @@ START_TEST(test_secret_compare)
 }
 END_TEST
 
+START_TEST(test_crc32c_matches_the_castagnoli_check_value)
+{
+	static uint8_t big[1 << 16];
+
+	ck_assert_uint_eq(proto_crc32c(0, "123456789", 9), 0xe3069283u);
+	ck_assert_uint_eq(proto_crc32c(0, "", 0), 0);
+	for (size_t i = 0; i < sizeof big; i++)
+		big[i] = (uint8_t)(i * 31 + 7);
+	/* In pieces or at once, and any odd tail: the same value. */
+	ck_assert_uint_eq(proto_crc32c(proto_crc32c(0, big, 1001), big + 1001,
+	    sizeof big - 1001), proto_crc32c(0, big, sizeof big));
+}
+END_TEST
+
+START_TEST(test_crc_only_on_chunk_data)
+{
+	struct fam_hdr h = hdr(FAM_MSG_WRITE, 0, FAM_WRITE_HDR_LEN + 64);
+
+	h.crc = 0x1234;
+	ck_assert_int_eq(proto_check_hdr(&h, 0), 0);
+	h = hdr(FAM_MSG_STATS, 0, 0);
+	h.crc = 1;
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+	h = hdr(FAM_MSG_STATS, 0, 0);
+	h.reserved = 1;
+	ck_assert_int_eq(proto_check_hdr(&h, 0), -EPROTO);
+}
+END_TEST
+
+/* Runs a whole handshake's keys: the proofs both sides compute. */
+static void
+auth_proofs(const char *cs, const char *ss, uint8_t pc[FAM_PROOF_LEN],
+    uint8_t pc_want[FAM_PROOF_LEN])
+{
+	struct fam_hello m = { .role = FAM_WIRE_ROLE_HOST, .resume = 5 };
+	struct fam_challenge ch = { .role = FAM_WIRE_ROLE_MEMORY };
+	struct fam_auth ac, as;
+	uint8_t kc[FAM_KEY_LEN], ks[FAM_KEY_LEN];
+
+	strcpy(m.node, "h");
+	strcpy(ch.node, "m");
+	ck_assert_int_eq(proto_auth_nonce(m.nonce), 0);
+	ck_assert_int_eq(proto_auth_nonce(ch.nonce), 0);
+	ck_assert_int_eq(proto_auth_secret_key(cs, kc), 0);
+	ck_assert_int_eq(proto_auth_secret_key(ss, ks), 0);
+	ck_assert_int_eq(proto_auth_derive(&ac, kc, &m, &ch), 0);
+	ck_assert_int_eq(proto_auth_derive(&as, ks, &m, &ch), 0);
+	ck_assert_int_eq(proto_auth_client_proof(&ac, 5, pc), 0);
+	ck_assert_int_eq(proto_auth_client_proof(&as, 5, pc_want), 0);
+}
+
+START_TEST(test_auth_proof_holds_only_with_the_same_secret)
+{
+	uint8_t a[FAM_PROOF_LEN], b[FAM_PROOF_LEN], c[FAM_PROOF_LEN],
+	    d[FAM_PROOF_LEN];
+
+	auth_proofs("s3cret", "s3cret", a, b);
+	ck_assert(proto_auth_equal(a, b, FAM_PROOF_LEN));
+	auth_proofs("s3cre", "s3cret", a, b);
+	ck_assert(!proto_auth_equal(a, b, FAM_PROOF_LEN));
+	auth_proofs("", "s3cret", a, b);
+	ck_assert(!proto_auth_equal(a, b, FAM_PROOF_LEN));
+	/* Fresh nonces each time: no proof is ever the same twice. */
+	auth_proofs("s3cret", "s3cret", a, b);
+	auth_proofs("s3cret", "s3cret", c, d);
+	ck_assert(!proto_auth_equal(a, c, FAM_PROOF_LEN));
+}
+END_TEST
+
 START_TEST(test_message_types_have_distinct_wire_numbers_and_names)
 {
 	/* On the wire: a peer of another build must read the same numbers. */
 	ck_assert_int_eq(FAM_MSG_REGION_LEASE, 7);
 	ck_assert_int_eq(FAM_MSG_REGION_ADOPT, 8);
 	ck_assert_int_eq(FAM_MSG_REGION_ADVISE, 9);
-	ck_assert_int_eq(FAM_MSG_REGION_DISCARD, 10);
-	ck_assert_int_eq(FAM_MSG_TYPE_MAX, 10);
+	ck_assert_int_eq(FAM_MSG_AUTH, 10);
+	ck_assert_int_eq(FAM_MSG_REGION_DISCARD, 11);
+	ck_assert_int_eq(FAM_MSG_TYPE_MAX, 11);
 	for (unsigned a = 1; a <= FAM_MSG_TYPE_MAX; a++) {
 		ck_assert_str_ne(proto_type_name(a), "unknown");
 		for (unsigned b = a + 1; b <= FAM_MSG_TYPE_MAX; b++)
@@ -1045,7 +1124,7 @@ proto_suite(void)
 	tcase_add_test(t, test_hello_reserved_bytes_rejected);
 	tcase_add_test(t, test_hello_unknown_role_rejected);
 	tcase_add_test(t, test_hello_bytes_smuggled_after_node_nul_rejected);
-	tcase_add_test(t, test_hello_bytes_smuggled_after_secret_nul_rejected);
+	tcase_add_test(t, test_hello_carries_a_nonce_and_no_secret);
 	tcase_add_test(t, test_hello_control_characters_in_node_rejected);
 	tcase_add_test(t, test_hello_empty_node_rejected);
 	tcase_add_test(t, test_hello_node_name_not_utf8_rejected);
@@ -1084,6 +1163,9 @@ proto_suite(void)
 	tcase_add_test(t, test_secret_compare);
 	tcase_add_test(t, test_type_names);
 	tcase_add_test(t, test_message_types_have_distinct_wire_numbers_and_names);
+	tcase_add_test(t, test_crc32c_matches_the_castagnoli_check_value);
+	tcase_add_test(t, test_crc_only_on_chunk_data);
+	tcase_add_test(t, test_auth_proof_holds_only_with_the_same_secret);
 	tcase_add_test(t, test_lease_adopt_advise_lengths_checked);
 	tcase_add_test(t, test_discard_round_trip_and_bad_ranges);
 	tcase_add_test(t, test_utf8_validation);

@@ -305,7 +305,6 @@ opts(const char *secret, uint32_t timeout_ms, uint32_t outstanding)
 
 	o.hello.role = FAM_WIRE_ROLE_HOST;
 	snprintf(o.hello.node, sizeof o.hello.node, "cli");
-	snprintf(o.hello.secret, sizeof o.hello.secret, "%s", secret);
 	snprintf(o.secret, sizeof o.secret, "%s", secret);
 	return o;
 }
@@ -404,6 +403,11 @@ raw_send(int fd, uint8_t type, uint16_t flags, uint64_t id, int32_t status,
 		.len = len, .status = status, .id = id };
 	uint8_t buf[FAM_PROTO_HDR_LEN];
 
+	/* A whole WRITE carries the CRC32C of its data, as a client's does. */
+	if (type == FAM_MSG_WRITE && !(flags & FAM_F_RESPONSE) &&
+	    plen == len && len > FAM_WRITE_HDR_LEN)
+		h.crc = proto_crc32c(0, (const uint8_t *)payload +
+		    FAM_WRITE_HDR_LEN, len - FAM_WRITE_HDR_LEN);
 	proto_put_hdr(buf, &h);
 	ck_assert_int_eq(send(fd, buf, sizeof buf, MSG_NOSIGNAL),
 	    (ssize_t)sizeof buf);
@@ -472,21 +476,75 @@ raw_recv(int fd, struct fam_hdr *h, uint8_t *payload)
 	return true;
 }
 
+/*
+ * Says hello on a raw socket, as a client does (HELLO, then AUTH with
+ * the proof of secret), and returns the status of the AUTH response.
+ */
+static int
+raw_handshake(int fd, const char *secret)
+{
+	struct fam_hello m = { .role = FAM_WIRE_ROLE_HOST };
+	struct fam_challenge ch;
+	struct fam_auth a;
+	uint8_t buf[FAM_AUTH_RESP_LEN], key[FAM_KEY_LEN], proof[FAM_PROOF_LEN];
+	struct fam_hdr h;
+
+	snprintf(m.node, sizeof m.node, "cli");
+	ck_assert_int_eq(proto_auth_nonce(m.nonce), 0);
+	proto_put_hello(buf, &m);
+	raw_send(fd, FAM_MSG_HELLO, 0, 1, 0, FAM_HELLO_LEN, buf,
+	    FAM_HELLO_LEN);
+	ck_assert(raw_recv(fd, &h, buf));
+	ck_assert_int_eq(h.status, 0);
+	ck_assert_uint_eq(h.len, FAM_CHALLENGE_LEN);
+	ck_assert_int_eq(proto_get_challenge(buf, h.len, &ch), 0);
+	ck_assert_int_eq(proto_auth_secret_key(secret, key), 0);
+	ck_assert_int_eq(proto_auth_derive(&a, key, &m, &ch), 0);
+	ck_assert_int_eq(proto_auth_client_proof(&a, 0, proof), 0);
+	raw_send(fd, FAM_MSG_AUTH, 0, 2, 0, FAM_AUTH_LEN, proof, sizeof proof);
+	ck_assert(raw_recv(fd, &h, buf));
+	if (h.status == 0)
+		ck_assert_uint_eq(h.len, FAM_AUTH_RESP_LEN);
+	return h.status;
+}
+
 /* Says hello on a raw socket and expects it accepted. */
 static void
 raw_hello(int fd, const char *secret)
 {
-	struct fam_hello m = { .role = FAM_WIRE_ROLE_HOST };
-	uint8_t buf[FAM_HELLO_LEN];
+	ck_assert_int_eq(raw_handshake(fd, secret), 0);
+}
+
+/*
+ * Answers a client's handshake on a raw socket as a server does: the
+ * challenge, then (the client's proof unchecked) resp with our proof.
+ */
+static void
+raw_serve_hello(int fd, const char *secret, const struct fam_hello_resp *resp)
+{
+	struct fam_hello m;
+	struct fam_challenge ch = { .role = FAM_WIRE_ROLE_MEMORY };
+	struct fam_auth a;
+	uint8_t buf[256], key[FAM_KEY_LEN];
 	struct fam_hdr h;
 
-	snprintf(m.node, sizeof m.node, "cli");
-	snprintf(m.secret, sizeof m.secret, "%s", secret);
-	proto_put_hello(buf, &m);
-	raw_send(fd, FAM_MSG_HELLO, 0, 1, 0, FAM_HELLO_LEN, buf, sizeof buf);
 	ck_assert(raw_recv(fd, &h, buf));
-	ck_assert_int_eq(h.status, 0);
-	ck_assert_uint_eq(h.len, FAM_HELLO_RESP_LEN);
+	ck_assert_uint_eq(h.type, FAM_MSG_HELLO);
+	ck_assert_int_eq(proto_get_hello(buf, h.len, &m), 0);
+	snprintf(ch.node, sizeof ch.node, "%s", resp->node);
+	ck_assert_int_eq(proto_auth_nonce(ch.nonce), 0);
+	proto_put_challenge(buf, &ch);
+	raw_send(fd, FAM_MSG_HELLO, FAM_F_RESPONSE, h.id, 0,
+	    FAM_CHALLENGE_LEN, buf, FAM_CHALLENGE_LEN);
+	ck_assert(raw_recv(fd, &h, buf));
+	ck_assert_uint_eq(h.type, FAM_MSG_AUTH);
+	ck_assert_int_eq(proto_auth_secret_key(secret, key), 0);
+	ck_assert_int_eq(proto_auth_derive(&a, key, &m, &ch), 0);
+	proto_put_hello_resp(buf + FAM_PROOF_LEN, resp);
+	ck_assert_int_eq(proto_auth_server_proof(&a, buf + FAM_PROOF_LEN, buf),
+	    0);
+	raw_send(fd, FAM_MSG_AUTH, FAM_F_RESPONSE, h.id, 0,
+	    FAM_AUTH_RESP_LEN, buf, FAM_AUTH_RESP_LEN);
 }
 
 /* ---- tests -------------------------------------------------------------- */
@@ -547,7 +605,7 @@ START_TEST(test_read_and_write_through_resolve)
 	ck_assert_uint_eq(srv.releases, 2);
 	ck_assert_uint_eq(srv.released_bytes, 2 * len);
 	ck_assert_uint_eq(fam_conn_stats(cli.c)->bytes_in,
-	    len + FAM_HELLO_RESP_LEN);
+	    len + FAM_CHALLENGE_LEN + FAM_AUTH_RESP_LEN);
 	ck_assert_uint_ge(fam_conn_stats(cli.c)->bytes_out, len);
 	free(src);
 	free(dst);
@@ -926,8 +984,6 @@ START_TEST(test_unknown_response_id_closes_that_connection)
 	socklen_t slen = sizeof sin;
 	int lfd = socket(AF_INET, SOCK_STREAM, 0), fd;
 	struct fam_hello_resp resp = { .role = FAM_WIRE_ROLE_MEMORY };
-	uint8_t buf[256];
-	struct fam_hdr h;
 	char *cause = NULL;
 
 	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sin, sizeof sin), 0);
@@ -939,12 +995,8 @@ START_TEST(test_unknown_response_id_closes_that_connection)
 	    &cli.c, &cause), 0);
 	unit_run_until(base, p_connected, 50);
 	fd = accept(lfd, NULL, NULL);
-	ck_assert(raw_recv(fd, &h, buf));
-	ck_assert_uint_eq(h.type, FAM_MSG_HELLO);
 	snprintf(resp.node, sizeof resp.node, "raw");
-	proto_put_hello_resp(buf, &resp);
-	raw_send(fd, FAM_MSG_HELLO, FAM_F_RESPONSE, h.id, 0,
-	    FAM_HELLO_RESP_LEN, buf, FAM_HELLO_RESP_LEN);
+	raw_serve_hello(fd, "", &resp);
 	ck_assert(unit_run_until(base, p_connected, T_WAIT));
 	ck_assert(cli.connected);
 	ck_assert_int_eq(fam_conn_call(cli.c, FAM_MSG_STATS, NULL, 0, cli_done,
@@ -984,11 +1036,8 @@ START_TEST(test_wrong_read_response_length_closes_that_connection)
 	    &cli.c, &cause), 0);
 	unit_run_until(base, p_connected, 50);
 	fd = accept(lfd, NULL, NULL);
-	ck_assert(raw_recv(fd, &h, buf));
 	snprintf(resp.node, sizeof resp.node, "raw");
-	proto_put_hello_resp(buf, &resp);
-	raw_send(fd, FAM_MSG_HELLO, FAM_F_RESPONSE, h.id, 0,
-	    FAM_HELLO_RESP_LEN, buf, FAM_HELLO_RESP_LEN);
+	raw_serve_hello(fd, "", &resp);
 	ck_assert(unit_run_until(base, p_connected, T_WAIT));
 	ck_assert_int_eq(fam_conn_read(cli.c, &r, 0, sizeof dst, dst, NULL,
 	    cli_done, (void *)0), 0);
@@ -1074,7 +1123,7 @@ END_TEST
 START_TEST(test_bad_magic_dropped)
 {
 	int fd;
-	const char *get = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+	const char *get = "GET / HTTP/1.1\r\nHost: example.org\r\n\r\n";
 
 	start_server("", T_OP);
 	fd = raw_connect();
@@ -1148,6 +1197,127 @@ START_TEST(test_stalled_write_data_dropped_and_hold_released)
 	ck_assert_uint_eq(srv.releases, 1);
 	ck_assert_uint_eq(srv.released_bytes, 100);
 	ck_assert_uint_eq(srv.mem[99], 0x5a);
+	close(fd);
+	cli.closed = true;
+}
+END_TEST
+
+START_TEST(test_rogue_server_without_the_secret_is_refused_before_any_request)
+{
+	struct fam_conn_opts o = opts("s3cret", T_OP, 0);
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+		.sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t slen = sizeof sin;
+	int lfd = socket(AF_INET, SOCK_STREAM, 0), fd;
+	struct fam_hello_resp resp = { .role = FAM_WIRE_ROLE_MEMORY };
+	char *cause = NULL;
+
+	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sin, sizeof sin), 0);
+	ck_assert_int_eq(listen(lfd, 1), 0);
+	ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&sin, &slen), 0);
+	snprintf(srv_addr, sizeof srv_addr, "127.0.0.1:%u",
+	    ntohs(sin.sin_port));
+	ck_assert_int_eq(fam_connect(base, srv_addr, &o, &cli_handlers, NULL,
+	    &cli.c, &cause), 0);
+	ck_assert_int_eq(fam_conn_call(cli.c, FAM_MSG_STATS, NULL, 0, cli_done,
+	    (void *)0), 0);
+	unit_run_until(base, p_connected, 50);
+	fd = accept(lfd, NULL, NULL);
+	/* A server that does not know the secret proves with another one. */
+	snprintf(resp.node, sizeof resp.node, "rogue");
+	raw_serve_hello(fd, "guess", &resp);
+	want_done = 1;
+	ck_assert(unit_run_until(base, p_cli_closed, T_WAIT));
+	ck_assert(!cli.connected);
+	ck_assert_int_eq(cli.closed_err, -EACCES);
+	ck_assert_int_eq(cli.status[0], -EACCES);
+	/* Nothing but the hello and the proof reached it: no request. */
+	raw_fd = fd;
+	ck_assert(unit_run_until(base, p_raw_eof, T_WAIT));
+	ck_assert_uint_eq(raw_len, 0);
+	srv.closed = true;
+	close(fd);
+	close(lfd);
+}
+END_TEST
+
+START_TEST(test_read_data_that_fails_its_crc_is_lost_not_delivered)
+{
+	struct fam_conn_opts o = opts("", T_OP, 0);
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+		.sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct fam_remote r = { .region = 1, .size = 1 << 20 };
+	socklen_t slen = sizeof sin;
+	int lfd = socket(AF_INET, SOCK_STREAM, 0), fd;
+	struct fam_hello_resp resp = { .role = FAM_WIRE_ROLE_MEMORY };
+	static uint8_t buf[4096], dst[4096];
+	uint8_t hb[FAM_PROTO_HDR_LEN];
+	struct fam_hdr h, rh;
+	char *cause = NULL;
+
+	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sin, sizeof sin), 0);
+	ck_assert_int_eq(listen(lfd, 1), 0);
+	ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&sin, &slen), 0);
+	snprintf(srv_addr, sizeof srv_addr, "127.0.0.1:%u",
+	    ntohs(sin.sin_port));
+	ck_assert_int_eq(fam_connect(base, srv_addr, &o, &cli_handlers, NULL,
+	    &cli.c, &cause), 0);
+	unit_run_until(base, p_connected, 50);
+	fd = accept(lfd, NULL, NULL);
+	snprintf(resp.node, sizeof resp.node, "raw");
+	raw_serve_hello(fd, "", &resp);
+	ck_assert(unit_run_until(base, p_connected, T_WAIT));
+	ck_assert_int_eq(fam_conn_read(cli.c, &r, 0, sizeof dst, dst, NULL,
+	    cli_done, (void *)0), 0);
+	ck_assert(raw_recv(fd, &h, buf));
+	ck_assert_uint_eq(h.type, FAM_MSG_READ);
+	/* The data, with the CRC of other data: one bit flipped on the way. */
+	memset(buf, 0x11, sizeof buf);
+	rh = (struct fam_hdr){ .magic = FAM_PROTO_MAGIC,
+		.version = FAM_PROTO_VERSION, .type = FAM_MSG_READ,
+		.flags = FAM_F_RESPONSE, .len = sizeof buf, .id = h.id,
+		.crc = proto_crc32c(0, buf, sizeof buf) };
+	buf[100] ^= 0x04;
+	proto_put_hdr(hb, &rh);
+	ck_assert_int_eq(send(fd, hb, sizeof hb, 0), (ssize_t)sizeof hb);
+	ck_assert_int_eq(send(fd, buf, sizeof buf, 0), (ssize_t)sizeof buf);
+	want_done = 1;
+	ck_assert(unit_run_until(base, p_done, T_WAIT));
+	ck_assert_int_eq(cli.status[0], -EBADMSG);
+	ck_assert_uint_eq(fam_conn_stats(cli.c)->crc_errors, 1);
+	ck_assert(fam_conn_is_open(cli.c));
+	close(fd);
+	close(lfd);
+	ck_assert(unit_run_until(base, p_cli_closed, T_WAIT));
+	srv.closed = true;
+}
+END_TEST
+
+START_TEST(test_write_data_that_fails_its_crc_is_answered_ebadmsg)
+{
+	int fd;
+	struct fam_rw m = { .region = 1, .len = 100 };
+	uint8_t buf[FAM_PROTO_HDR_LEN + FAM_WRITE_HDR_LEN + 100];
+	struct fam_hdr h = { .magic = FAM_PROTO_MAGIC,
+		.version = FAM_PROTO_VERSION, .type = FAM_MSG_WRITE,
+		.len = FAM_WRITE_HDR_LEN + 100, .id = 2 };
+
+	start_server("", T_OP);
+	fd = raw_connect();
+	raw_hello(fd, "");
+	memset(buf + FAM_PROTO_HDR_LEN + FAM_WRITE_HDR_LEN, 0x5a, 100);
+	h.crc = proto_crc32c(0, buf + FAM_PROTO_HDR_LEN + FAM_WRITE_HDR_LEN,
+	    100) ^ 1;
+	proto_put_hdr(buf, &h);
+	proto_put_write_hdr(buf + FAM_PROTO_HDR_LEN, &m);
+	ck_assert_int_eq(send(fd, buf, sizeof buf, 0), (ssize_t)sizeof buf);
+	ck_assert(raw_recv(fd, &h, NULL));
+	ck_assert_int_eq(h.status, EBADMSG);
+	ck_assert_uint_eq(fam_conn_stats(srv.c)->crc_errors, 1);
+	/* The connection goes on: the next request is answered. */
+	raw_send(fd, FAM_MSG_STATS, 0, 3, 0, 0, NULL, 0);
+	ck_assert(raw_recv(fd, &h, NULL));
+	ck_assert_uint_eq(h.id, 3);
 	close(fd);
 	cli.closed = true;
 }
@@ -1269,6 +1439,12 @@ transport_suite(void)
 	tcase_add_test(t, test_silent_peer_dropped_after_deadline);
 	tcase_add_test(t, test_stalled_write_data_dropped_and_hold_released);
 	tcase_add_test(t, test_second_hello_is_a_violation);
+	tcase_add_test(t,
+	    test_rogue_server_without_the_secret_is_refused_before_any_request);
+	tcase_add_test(t,
+	    test_read_data_that_fails_its_crc_is_lost_not_delivered);
+	tcase_add_test(t,
+	    test_write_data_that_fails_its_crc_is_answered_ebadmsg);
 	tcase_add_test(t, test_pipelined_reads_pause_input_until_answers_drain);
 	suite_add_tcase(s, t);
 	return s;

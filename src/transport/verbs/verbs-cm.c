@@ -409,7 +409,8 @@ vb_on_connect0(struct vb_listener *l, struct rdma_cm_id *id,
 		return;
 	}
 	c->tc.state = TPS_HELLO;
-	c->tc.deadline = mono_ns() + c->tc.timeout_ns;
+	c->tc.deadline = mono_ns() +
+	    (uint64_t)c->tc.opts.hello_timeout_ms * 1000000u;
 	c->counted_hello = true;
 	l->nhello++;
 	log_debug("verbs: connection from %s on %s (%u QPs)", peer, l->tl.addr,

@@ -648,9 +648,22 @@ vb_rw_prepare(struct tp_conn *tc, struct tp_op *op, const struct fam_remote *r,
 	    op->dst : op->src, op->rw.len);
 }
 
-/* Registers [addr, addr + len) with the access flags given. */
+/* Returns where addr lies within its page. */
+static uint64_t
+vb_page_offset(const void *addr)
+{
+	return (uintptr_t)addr & ((uintptr_t)sysconf(_SC_PAGESIZE) - 1);
+}
+
+/*
+ * Registers [addr, addr + len) with the access flags given; zero_based:
+ * the peer names its bytes by offset from addr's offset in its page (0
+ * for a region, which starts a page), not by our address: a device maps
+ * pages, so the two must agree within the page.
+ */
 static struct vb_mr *
-vb_mr_new(struct vb_conn *c, void *addr, size_t len, int access)
+vb_mr_new(struct vb_conn *c, void *addr, size_t len, int access,
+    bool zero_based)
 {
 	struct vb_mr *m;
 	int err;
@@ -662,7 +675,9 @@ vb_mr_new(struct vb_conn *c, void *addr, size_t len, int access)
 	m = calloc(1, sizeof *m);
 	if (m == NULL)
 		return NULL;
-	m->mr = ibv_reg_mr(c->pd, addr, len, access);
+	m->mr = zero_based ? ibv_reg_mr_iova(c->pd, addr, len,
+	    vb_page_offset(addr), access) : ibv_reg_mr(c->pd, addr, len,
+	    access);
 	if (m->mr == NULL) {
 		err = errno != 0 ? errno : ENOMEM;
 		free(m);
@@ -671,6 +686,7 @@ vb_mr_new(struct vb_conn *c, void *addr, size_t len, int access)
 	}
 	m->base.ops = &verbs_transport_ops;
 	m->c = c;
+	m->zero_based = zero_based;
 	TAILQ_INSERT_TAIL(&c->mrs, m, link);
 	return m;
 }
@@ -680,7 +696,7 @@ static struct fam_mr *
 vb_mr_register(struct fam_conn *fc, void *addr, size_t len)
 {
 	struct vb_mr *m = vb_mr_new(vb_conn_of(fc), addr, len,
-	    IBV_ACCESS_LOCAL_WRITE);
+	    IBV_ACCESS_LOCAL_WRITE, false);
 
 	return m != NULL ? &m->base : NULL;
 }
@@ -696,7 +712,10 @@ vb_mr_deregister(struct fam_mr *mr)
 	free(m);
 }
 
-/* Exposes memory to the peer's one-sided operations, least access. */
+/*
+ * Exposes memory to the peer's one-sided operations, least access, at
+ * offsets from 0: the lease shows nothing of our address space.
+ */
 static int
 vb_expose(struct fam_conn *fc, void *addr, size_t len, bool writable,
     struct fam_mr **out, uint64_t *raddr, uint32_t *rkey)
@@ -709,11 +728,11 @@ vb_expose(struct fam_conn *fc, void *addr, size_t len, bool writable,
 		return -ENOTCONN; /* never before the hello is accepted */
 	if (writable)
 		access |= IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
-	m = vb_mr_new(c, addr, len, access);
+	m = vb_mr_new(c, addr, len, access, true);
 	if (m == NULL)
 		return errno != 0 ? -errno : -ENOMEM;
 	*out = &m->base;
-	*raddr = (uint64_t)(uintptr_t)addr;
+	*raddr = vb_page_offset(addr);
 	*rkey = m->mr->rkey;
 	return 0;
 }

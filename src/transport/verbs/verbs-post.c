@@ -21,7 +21,7 @@ vb_zc_mr(struct vb_conn *c, struct fam_mr *mr, const struct iovec *iov,
 	uintptr_t lo, hi;
 
 	if (mr == NULL || mr->ops != &verbs_transport_ops || m->mr == NULL ||
-	    m->mr->pd != c->pd)
+	    m->mr->pd != c->pd || m->zero_based)
 		return NULL;
 	lo = (uintptr_t)m->mr->addr;
 	hi = lo + m->mr->length;
@@ -302,7 +302,8 @@ vb_chain_send(struct vb_qp *q, struct vb_chain *ch, struct vb_msg *m)
 
 		w->opcode = IBV_WR_SEND_WITH_IMM;
 		/* A test aid: the peer must refuse it. */
-		if (c->tc.opts.inject_bad_imm && sb->buf[5] != FAM_MSG_HELLO)
+		if (c->tc.opts.inject_bad_imm && sb->buf[5] != FAM_MSG_HELLO &&
+		    sb->buf[5] != FAM_MSG_AUTH)
 			imm ^= 0x00ff0000u;
 		w->imm_data = htobe32(imm);
 	}

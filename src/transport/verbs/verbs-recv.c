@@ -29,11 +29,11 @@ vb_rx_complete(struct vb_qp *q, const uint8_t *inplace)
 		    rx->len);
 		break;
 	case RXK_DST:
-		tp_on_read_data(&c->tc, op, rx->len);
+		tp_on_read_data(&c->tc, op, h.crc, rx->len);
 		break;
 	case RXK_WRITE:
 		rx->holding = false;
-		tp_on_write_data(&c->tc, &h, rx->hold, rx->len);
+		tp_on_write_data(&c->tc, &h, buf, rx->hold, rx->len);
 		break;
 	case RXK_DISCARD:
 		(void)tp_reply_status(&c->tc, &h, rx->status, false);

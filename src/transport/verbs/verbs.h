@@ -216,6 +216,7 @@ struct vb_mr {
 	TAILQ_ENTRY(vb_mr) link;
 	struct vb_conn *c;
 	struct ibv_mr *mr;
+	bool zero_based;        /* a lease: addressed by offset, remote only */
 };
 
 /*
