@@ -11,5 +11,7 @@ src_libfamdcore_la_SOURCES += \
 	src/host/host-numa.c \
 	src/host/host-path.c \
 	src/host/host-listen.c \
+	src/host/host-session.h \
 	src/host/host-session.c \
+	src/host/host-session-copy.c \
 	src/host/host-uffd.c

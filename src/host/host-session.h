@@ -1,0 +1,26 @@
+/*
+ * host-session.h - what the session files share (host-session.c, the
+ * sessions; host-session-copy.c, the requests that copy or drop a
+ * program's memory). Not for the layers below.
+ */
+#ifndef FAM_HOST_SESSION_H
+#define FAM_HOST_SESSION_H
+
+#include "host/host.h"
+
+/* host-session.c */
+int session_reply(struct host_client *cl, int status, uint32_t flags,
+    uint64_t a, uint64_t b, uint64_t c, uint64_t d, int fd);
+int session_fail(struct host_client *cl, int err);
+void session_resume(struct host_client *cl);
+struct arena *arena_new(struct host_client *cl, uint64_t size);
+int uid_quota(struct host *h, uid_t uid, uint64_t size, pid_t pid,
+    const struct region *except);
+
+/* host-session-copy.c */
+int session_discard(struct host_client *cl);
+void session_fork_done(struct host_client *cl, uint64_t token, int err);
+int session_fork(struct host_client *cl);
+int session_adopt(struct host_client *cl);
+
+#endif /* FAM_HOST_SESSION_H */
