@@ -661,15 +661,15 @@ fork_adopt(struct libfam_arena *a, uint64_t token)
 		session_break(-EPROTO);
 		return -EPROTO;
 	}
-	p = mmap((void *)a->base, a->len, PROT_READ | PROT_WRITE,
+	p = libfam_mmap((void *)a->base, a->len, PROT_READ | PROT_WRITE,
 	    MAP_SHARED | MAP_FIXED_NOREPLACE | MAP_NORESERVE, memfd, 0);
 	rc = p == MAP_FAILED ? -errno : 0;
 	close(memfd);
 	if (rc == 0 && p != (void *)a->base) {
-		munmap(p, a->len); /* a kernel without MAP_FIXED_NOREPLACE */
+		libfam_munmap(p, a->len); /* a kernel without MAP_FIXED_NOREPLACE */
 		rc = -EEXIST;
 	}
-	if (rc == 0 && madvise(p, a->len, MADV_DONTFORK) < 0)
+	if (rc == 0 && libfam_madvise(p, a->len, MADV_DONTFORK) < 0)
 		rc = -errno;
 	if (rc == 0) {
 		uint64_t id = m.a;
@@ -685,7 +685,7 @@ fork_adopt(struct libfam_arena *a, uint64_t token)
 		}
 	}
 	if (p != MAP_FAILED && p == (void *)a->base)
-		munmap(p, a->len);
+		libfam_munmap(p, a->len);
 	return rc;
 }
 
