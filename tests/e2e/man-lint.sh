@@ -3,7 +3,7 @@
 . "$(dirname "$0")/lib.sh"
 require_cmd mandoc
 
-PAGES=("$top_srcdir/man/famd.8" "$top_srcdir/man/famctl.8" \
+PAGES=("$top_builddir/man/famd.8" "$top_srcdir/man/famctl.8" \
 	"$top_builddir/man/famd.conf.5" "$top_srcdir/man/libfamd-client.3" \
 	"$top_srcdir/man/libfamshim.7")
 out=$(mandoc -Tlint -W warning "${PAGES[@]}" 2>&1)
