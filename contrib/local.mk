@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Workloads and benchmarks: plain programs that know nothing of famd (their
 # memory comes from malloc, so under libfamshim.so it is fabric-attached);
 # never sanitized, since they run under the shim.

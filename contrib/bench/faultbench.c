@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * faultbench.c - fault-service throughput and latency for chunk-sized
  * accesses, sequential or random.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fetchbench.c - chunk fetch latency and bandwidth against a memory famd,
  * the way a host famd fetches: fam_conn_read() of one chunk into staging

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # rxe-fetch-bench.sh - famd's 64 KiB chunk fetch over verbs beside perftest's
 # ib_read_lat / ib_read_bw at the same message size, on the same rxe device,
 # in one Soft-RoCE guest run; prints them side by side with the ratio.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # testbed.sh - the emulated three-node testbed of contrib/eval/run-eval,
 # sourced by it: three network namespaces (host, dpu, memory) joined by two
 # veth links, each shaped with tc (tbf) in both directions; a memory cgroup

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * graph-apps.c - the five kernels (BFS, PageRank, connected components,
  * betweenness centrality, radii), each with a check of its result that a

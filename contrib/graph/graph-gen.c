@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * graph-gen.c - the Kronecker (R-MAT) generator and the CSR builder.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * graph-io.c - the graph workload's files (contrib/graph/README.md
  * describes them byte by byte):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * graph.c - graph analytics over a CSR graph whose arrays come from plain
  * malloc(), so that under libfamshim.so they are fabric-attached memory and

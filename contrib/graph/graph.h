@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * graph.h - the graph workload's shared declarations: a CSR graph, its
  * generator and files, and the five kernels with their checks.

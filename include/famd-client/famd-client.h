@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * famd-client.h - libfamd-client: fabric-attached memory for programs.
  *

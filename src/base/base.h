@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * base.h - what every layer of famd may use: logging, exit codes and small
  * utilities. Depends on nothing of famd's.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # src/base: logging, exit codes, small utilities. Depends on nothing of famd's.
 src_libfamdcore_la_SOURCES += \
 	src/base/base.h \

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * log.c - famd's log: stderr for a terminal, "<N>" prefixes for journald,
  * syslog for a daemonised process. Each message is one write(2) so lines

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libfam-api.c - the fam_*() API of famd-client.h, and the entry points
  * libfamshim calls (libfam-internal.h): regions asked of the host famd,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libfam-arena.c - the arena table and the region table: arenas mapped from
  * the host famd's memfds, and the regions carved from them, with a bitmap

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libfam-internal.h - libfam's private header: its entry points for
  * libfamshim, which compiles libfam in (it must work when preloaded alone)

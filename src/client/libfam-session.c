@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libfam-session.c - the program's side of a session with the host famd
  * (wire/session.h): connecting, the round trips, the watchdog that notices

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # src/client: the programs' side: libfamd-client (libfam-*.c: the API, the
 # session, arenas) and libfamshim (the LD_PRELOAD malloc). Compiled apart
 # from famd: no stdio on the allocation path, nothing of famd's but

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * shim-heap.c - FAM_HEAP=all: libfamshim's requests below FAM_THRESHOLD
  * go to jemalloc (Debian's libjemalloc2, called through its mallocx API)

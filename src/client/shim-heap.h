@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * shim-heap.h - FAM_HEAP=all in libfamshim: the requests below
  * FAM_THRESHOLD served by jemalloc from an arena whose extents are

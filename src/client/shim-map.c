@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * shim-map.c - libfamshim's mapping calls: mmap, munmap, mremap and
  * madvise keep the kernel's meaning on fabric-attached memory, and large

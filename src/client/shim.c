@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * shim.c - libfamshim: preloaded in front of libc's malloc, it gives the
  * large requests (FAM_THRESHOLD bytes and more) fabric-attached memory from

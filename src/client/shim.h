@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * shim.h - what libfamshim's files share: the settings read from the
  * environment, the nesting of FAM calls, and the allocation entry point.

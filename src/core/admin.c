@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * admin.c - the admin socket: JSON-RPC 2.0 over a Unix stream socket, one
  * object per line, for famctl and scripts.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cfg-table.c - every configuration key famd knows, in one table. The parser,
  * `config.show`, the shipped example files and the key list of famd.conf(5)

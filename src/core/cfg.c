@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cfg.c - reads famd.conf (INI, through inih) against the key table, and
  * writes the example files and the man page's key list from that table.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * famd.h - what every role is built on: the configuration, the admin
  * socket's JSON-RPC layer, sd_notify, the role interface (role_ops).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # src/core: what every role is built on: the configuration table and
 # parser, the admin socket's JSON-RPC layer, sd_notify, the shared secret.
 src_libfamdcore_la_SOURCES += \

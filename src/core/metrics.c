@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * metrics.c - famd's status as OpenMetrics text (the Prometheus exposition
  * format, version 1.0.0), for `famctl metrics` and metrics_listen.

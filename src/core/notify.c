@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * notify.c - the sd_notify protocol, written out: one datagram to the
  * socket named by $NOTIFY_SOCKET ('@' means the abstract namespace).

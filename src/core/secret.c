@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * secret.c - reads the shared secret that peers present in their hello.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * famctl-render.c - turns famd's JSON answers into text for people. One
  * renderer for every command: objects become aligned "key  value" lines,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * famctl.c - asks a famd how it is doing, and tells it what to do, over its
  * admin socket (JSON-RPC 2.0, one object per line).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * famctl.h - famctl's renderer and client, shared with its tests.
  */

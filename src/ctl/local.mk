@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # src/ctl: famctl, the admin socket's client.
 bin_PROGRAMS += src/famctl
 src_famctl_SOURCES = src/ctl/famctl.c src/ctl/famctl.h src/ctl/famctl-render.c

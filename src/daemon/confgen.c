@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * confgen.c - writes the example famd.conf files and the key list of
  * famd.conf(5) from the key table. The examples are checked in under conf/

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * control.c - what the admin commands and the signals ask of the
  * running daemon: its uptime, a reload of the configuration, a stop.

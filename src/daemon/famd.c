@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * famd.c - the daemon's start, control loop and stop; control.c holds
  * what runs once it serves (reload, uptime, shutdown).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # src/daemon: famd's main(), what admin commands and signals ask of the
 # running daemon, the commands every role has; famd-confgen, the build tool
 # that writes the example configurations and famd.conf(5) from the key table.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * metrics-http.c - metrics_listen: GET /metrics answered with the status as
  * OpenMetrics text, from the control loop (libevent's evhttp). Anything

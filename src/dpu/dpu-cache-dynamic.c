@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dpu-cache-dynamic.c - the dynamic cache (dynamic_cache = on or adaptive):
  * entries of cache_entry_size in one buffer of cache_size bytes, found

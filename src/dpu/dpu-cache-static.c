@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dpu-cache-static.c - the static cache: chosen regions (static_regions by
  * name, or a program's fam_advise(FAM_ADVISE_STATIC) passed on by its host

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dpu-cache.c - what the dpu answers from its own memory: the caches'
  * entry points, their setup and their status. The static cache is in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dpu-cache.h - the static and dynamic caches (dpu-cache.c,
  * dpu-cache-static.c, dpu-cache-dynamic.c). They call only

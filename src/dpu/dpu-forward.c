@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dpu-forward.c - the dpu's data path: a host's READ or WRITE (checked by
  * dpu-host.c against its session's regions) is answered from a cache when

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dpu-forward.h - forwarding, aggregation and the asynchronous back
  * (dpu-forward.c). It calls down into the caches, the staging buffers

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dpu-host.c - the dpu's side towards hosts: their connections, sessions
  * and regions, and the requests they send (READ and WRITE checked here and

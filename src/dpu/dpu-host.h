@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dpu-host.h - host connections, sessions and regions (dpu-host.c). It
  * calls down into the forwarding, the caches and the memory links; the

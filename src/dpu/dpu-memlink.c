@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dpu-memlink.c - the dpu's links to its memory nodes, and the records of
  * the regions it holds there.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dpu-memlink.h - the memory nodes and the region records on them
  * (dpu-memlink.c): the lowest of the dpu's files, it calls none of the

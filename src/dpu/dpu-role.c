@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dpu-role.c - the dpu role's lifecycle: start, reload, stop, status, and
  * its admin commands (regions, cache.set, memory.reconnect). The objects

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dpu-staging.c - the dpu's staging buffers: where a forwarded READ's data
  * lands and a WRITE's data waits for the memory node.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dpu-staging.h - staging buffers and the registered arena
  * (dpu-staging.c); calls none of the dpu's other files.

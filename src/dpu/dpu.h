@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dpu.h - the dpu role's private types: an agent between hosts and memory
  * nodes (on a SmartNIC's cores, or any node on the way) that hosts use as

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # src/dpu: the dpu role (README.md: its files, top down).
 src_libfamdcore_la_SOURCES += \
 	src/dpu/dpu.h \

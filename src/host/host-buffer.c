@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * host-buffer.c - the node-wide buffer: `buffer_size` bytes of frames
  * shared by every region of every program, the staging slots reads land

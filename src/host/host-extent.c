@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * host-extent.c - an arena's space: its free list (extents, ranges of
  * chunks sorted by offset, none empty, none touching the next, that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * host-fault.c - the fault service: programs' page faults and the chunk
  * fetches that serve them.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * host-fork.c - fork() with copy on write (doc/fork.md): at the parent's
  * FORK, a copy of each of its regions that shares the parent's chunks

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * host-listen.c - the session socket: opening and removing it, accepting
  * programs' connections within max_sessions and uid_max_sessions, taking

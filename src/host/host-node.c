@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * host-node.c - the host's links to its memory nodes and its dpu.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * host-numa.c - places the host's buffer and staging memory on the NUMA node of
  * the NIC that reaches the memory nodes (libnuma); harmless on machines

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * host-path.c - which way a host's chunk reads and write-backs go:
  * straight to the memory node (direct) or through the dpu, chosen by

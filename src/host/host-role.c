@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * host-role.c - the host role's lifecycle, the top of its layers.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * host-session-copy.c - the session requests that copy or drop a program's
  * memory: DISCARD (madvise DONTNEED and kin, munmap of part of a block),

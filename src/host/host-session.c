@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * host-session.c - the host role's side of wire/session.h: programs connect
  * to `session_socket`, hand over their userfaultfd, and ask for regions,

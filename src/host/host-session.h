@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * host-session.h - what the session files share (host-session.c, the
  * sessions; host-session-copy.c, the requests that copy or drop a

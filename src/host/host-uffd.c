@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * host-uffd.c - userfaultfd wrappers: feature probing, registration, installs
  * that cope with partly present ranges, wake-ups and write protection.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * host-uffd.h - userfaultfd wrappers for the host role, and the constants that
  * Debian 12's kernel headers (6.1) lack but newer kernels have.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * host.h - the host role: serves the page faults of programs whose large
  * allocations live on memory nodes, through one bounded buffer.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # src/host: the host role.
 src_libfamdcore_la_SOURCES += \
 	src/host/host.h \

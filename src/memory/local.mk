@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # src/memory: the memory role.
 src_libfamdcore_la_SOURCES += \
 	src/memory/memory.h \

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * memory-region.c - the bottom of the memory role: regions and handles.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * memory-role.c - the memory role's lifecycle: lends this node's DRAM as
  * regions that hosts and dpus read and write over the transport.

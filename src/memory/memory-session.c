@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * memory-session.c - peers' sessions of the memory role, their hellos and
  * the leases that give them one-sided access.

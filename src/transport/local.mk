@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # src/transport: the connection core and the tcp and verbs transports.
 src_libfamdcore_la_SOURCES += \
 	src/transport/transport.h \

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * transport-conn.c - the connection core under both transports: what a
  * connection is whatever the fabric (struct tp_conn, transport-int.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * transport-int.h - private to src/transport: the table of functions each
  * transport fills in (fam_transport_ops), and the connection core both

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * transport-msg.c - what a message means, whatever the fabric: the part of
  * the connection core (transport-int.h) that reads. The transports hand

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * transport-tcp.c - transport.h over TCP, on the connection core
  * (transport-conn.c), libevent events and non-blocking sockets.

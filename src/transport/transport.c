@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * transport.c - the public face of transport.h: chooses the transport by
  * kind, dispatches every call to it, and holds helpers that need no

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * transport.h - how roles talk to each other, whatever the fabric.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fdpass.c - sendmsg and recvmsg with SCM_RIGHTS, for both ends of the
  * session socket. One call each; the callers loop and frame.

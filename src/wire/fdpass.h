@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fdpass.h - a message and a descriptor over a Unix socket (SCM_RIGHTS),
  * as the host famd and its programs pass memfds and userfaultfds. No

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # src/wire: the node protocol (famd to famd), the session protocol
 # (program to host famd) and descriptor passing. Both ends compile them.
 src_libfamdcore_la_SOURCES += \

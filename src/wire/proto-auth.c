@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * proto-auth.c - the handshake's cryptography (proto.h, "The handshake"):
  * the secret's key, nonces, the per-connection key and both proofs, all

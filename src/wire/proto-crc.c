@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * proto-crc.c - CRC32C (Castagnoli, the polynomial of iSCSI and ext4) of
  * chunk data on the wire (proto.h, the header's crc).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * proto.c - encoding and validation of famd's wire protocol (proto.h).
  *

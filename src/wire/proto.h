@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * proto.h - famd's wire protocol between nodes (host, dpu, memory), shared
  * by every transport and role.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * session.c - decoding and validation of the messages of
  * wire/session.h: the requests the host famd takes from a program's byte

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * session.h - the protocol between a program (libfam, libfamshim) and
  * the host famd, over the Unix stream socket `session_socket`.

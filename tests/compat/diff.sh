@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # GNU diff (diffutils): two 165 MiB text files, read whole into memory,
 # compared line by line; a few hundred lines differ.
 . "$(dirname "$0")/lib-compat.sh"

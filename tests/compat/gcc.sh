@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # gcc on a large translation unit: 6,000 generated functions compiled at
 # -O2 (cc1's garbage-collected heap is memory it maps itself).
 . "$(dirname "$0")/lib-compat.sh"

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # ImageMagick: a 4000x4000 gradient (its pixel cache, 128 MiB at 16 bits
 # per channel, within the memory limit of Debian's policy.xml) resized,
 # the pixels compared.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # A JVM (OpenJDK) with -Xmx three times the host buffer: its heap is a
 # reservation it maps itself (mmap, not malloc) and commits as it grows.
 # The program fills and sorts 40 million longs (320 MiB) on the heap.

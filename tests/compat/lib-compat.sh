@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # lib-compat.sh - shared by the compatibility suite (tests/compat/*.sh): a
 # real program from Debian's packages, that nobody here wrote, runs once on
 # local memory and once under libfamshim.so with a host buffer a third of

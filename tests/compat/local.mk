@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The compatibility suite (make check-compat; in scripts/check): programs
 # from Debian's packages that nobody here wrote, each run on local memory
 # and under libfamshim.so with a host buffer a third of its footprint; same

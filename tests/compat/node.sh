@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # node (V8): a 24 million element Float64Array (192 MiB, an ArrayBuffer
 # the runtime allocates outside its own heap) filled, sorted and summed.
 . "$(dirname "$0")/lib-compat.sh"

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # numpy: a scientific-Python array workload: 20 million random doubles
 # (160 MiB) sorted, summed cumulatively and gathered at random indices.
 # numpy advises its large arrays (madvise MADV_HUGEPAGE).

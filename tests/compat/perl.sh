@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Perl under FAM_HEAP=all: an array of 6 million scalars (many small
 # objects, all in fabric-attached memory) built, sorted numerically and
 # summed.

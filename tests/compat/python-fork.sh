@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Python multiprocessing with the fork start method: the parent fills a
 # 192 MiB bytearray, four forked workers each hash their quarter of it
 # (reading what the parent wrote before the fork) and write into a private

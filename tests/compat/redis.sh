@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # redis-server, an in-memory store that snapshots from a forked child:
 # 256 MiB of values written, BGSAVE (the child writes the dataset to disk
 # while the parent serves), the snapshot loaded back by a second server.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # sort -S: GNU sort (coreutils) sorting 2 million lines in one 256 MiB
 # buffer it allocates at once.
 . "$(dirname "$0")/lib-compat.sh"

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # sqlite3 with a page cache larger than the buffer, FAM_HEAP=all (its
 # cache is many small allocations): a 2-million-row table built, indexed,
 # scanned and queried in memory. Its keys grow with the rowid, as a

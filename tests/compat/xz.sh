@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # xz -9: the LZMA2 encoder's 64 MiB dictionary and match finder (about
 # 670 MiB), compressing 3 MiB of text and decompressing it again.
 . "$(dirname "$0")/lib-compat.sh"

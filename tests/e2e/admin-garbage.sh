@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Garbage, bad requests and oversized input on the admin socket get errors;
 # the daemon keeps answering everyone. Idle and surplus connections are closed.
 . "$(dirname "$0")/lib.sh"

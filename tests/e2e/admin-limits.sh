@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The admin socket cannot be held or swollen by one client: a request must
 # arrive whole within admin_idle_timeout however its bytes trickle in
 # (slowloris), and a client that pipes requests without reading their

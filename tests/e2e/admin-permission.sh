@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Reading is for the admin socket's group; changing is for root (SO_PEERCRED).
 . "$(dirname "$0")/lib.sh"
 require_cmd setpriv jq

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # famd -t accepts every shipped example and rejects broken files with
 # file:line and exit status 78.
 . "$(dirname "$0")/lib.sh"

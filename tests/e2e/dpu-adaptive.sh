@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Adaptive dynamic caching: over windows of hit_window reads the dpu
 # measures its dynamic cache's hit rate h, keeps it on while h > bw_ratio
 # (B_net/B_intra; 30% here), turns it off (logged, counted, shown by famctl status)

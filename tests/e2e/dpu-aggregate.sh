@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Task aggregation and asynchronous forwarding: with aggregate = on, requests
 # that arrive together leave for the memory node as one batch with one
 # flush; with it off, one flush each. With async = on the memory-node side

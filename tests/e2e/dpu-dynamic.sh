@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The dpu's dynamic cache: prefetch workers load the entries ahead of a
 # sequential run (seen on the recent list) off the critical path, so a
 # sequential scan through a host hits the dpu and moves its memory-node

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # A dpu between hosts and a memory node: it creates regions there for its
 # hosts, forwards their reads and writes (every byte checked, by famclient
 # and by famtest under the shim through a host famd), answers with where

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The three roles on three network namespaces, as on three machines: the
 # host reaches the dpu over one veth link and the memory node over another
 # (its direct path), the dpu reaches the memory node over a third, and the

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # A host sends its chunk reads and write-backs through a dpu or straight to
 # the memory node, switched at run time while programs page (famtest checks
 # every byte: no write lost or overtaken); a dpu killed mid-run is bypassed

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The dpu's static cache: a region named in static_regions, or advised
 # static by its program (fam_advise, through the host), is loaded whole
 # into the dpu once, then every read of it is served there (100% hits, no

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # A client that floods (thousands of reads sent, their answers left unread)
 # slows only itself: the memory famd stops reading it once 8 MiB of answers
 # wait, the dpu once it holds 64 MiB of staging for it. Others are served

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Attacks a local program makes on the host famd's own resources, each
 # refused or contained: no other user affected, bounded CPU and log, no
 # wrong byte (issue 16). famsess (tests/tools) plays the program: it

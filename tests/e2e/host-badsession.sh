@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Every malformed or out-of-place message on the session socket gets an
 # error or a dropped session: a message cut short, a wrong magic or
 # version, an unknown type, a huge length, a path with a NUL, requests

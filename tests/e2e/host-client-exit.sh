@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # A program killed with SIGKILL while its dirty chunks are being written
 # back (and others read): the host famd releases its regions and bytes, on
 # the host and on the memory node, once the write-backs in flight complete,

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Chunk data corrupted between the memory node and the host (one bit of
 # every READ response flipped by a proxy) is never handed to a program:
 # each READ fails its CRC32C, the chunk is lost, and the thread that needs

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # An unmodified program's large allocations are fabric-attached memory
 # whose faults the host famd serves through a 64 MiB buffer: every byte
 # read back is the byte written, over four times the buffer, sequentially,

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # fork with copy on write (doc/fork.md), through a 16 MiB buffer: a parent
 # writes 64 MiB and forks; the child reads the parent's data of the fork,
 # every word, and writes the first half while the parent writes the second;

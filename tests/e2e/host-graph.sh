@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The graph workload's five kernels (BFS, PageRank, connected components,
 # betweenness centrality, radii) agree with brute force on small graphs,
 # and a spoiled result fails its check. Then, on a real memory famd and a

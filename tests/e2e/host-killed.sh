@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # When the host famd dies under a running program, the program's threads
 # that touch fabric-attached memory get SIGBUS - never wrong data, never a
 # hang - and the program goes on; a new host famd serves new programs.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # When the memory famd dies under a running program, the host famd lives
 # on: every thread that touches a chunk not in the host's buffer gets
 # SIGBUS within op_timeout - never a wrong word, never a hang - and famd

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # A memory famd that stops answering (SIGSTOP: a hung node, or a network
 # that drops everything) for longer than op_timeout: every thread that
 # touches a chunk not in the host's buffer gets SIGBUS within op_timeout,

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Real programs run unmodified with their large buffers in fabric-attached
 # memory paged through a small host buffer, and their output is checked:
 # sort(1) from coreutils, which nobody here wrote, and the graph workload,

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Read-ahead goes out in runs: chunks that follow each other on a memory
 # node are read with one request and installed with one UFFDIO_COPY. A
 # sequential pass that meets chunks already resident in the middle of those

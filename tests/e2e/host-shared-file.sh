@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # A file preloaded on the memory node, mapped by two programs at once with
 # fam_alloc_file(FAM_FILE_SHARED) through a host buffer smaller than the
 # file: both read exactly the file's bytes (and zeros past its end), a write

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # A host with two memory nodes stripes each region across both, chunk by
 # chunk: famtest over four times the buffer checks every byte, both memory
 # nodes serve reads and writes, and when the program exits its regions are

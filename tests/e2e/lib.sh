@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # lib.sh - shared by the end-to-end tests: each test starts its own famd
 # processes in a private directory, with their own sockets, and stops them
 # (and removes the directory) when it exits. Waits poll a condition with a

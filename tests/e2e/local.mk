@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # End-to-end tests: real famd processes on private sockets, driven by famctl
 # and the programs of tests/tools (tests/e2e/lib.sh).
 E2E_TESTS = \

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The manual pages cover what exists, and only that: every admin method a
 # host, a dpu or a memory famd answers is in famctl(8); every environment
 # variable the programs read is in a man page, and every one a man page

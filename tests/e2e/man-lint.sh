@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The man pages are clean under mandoc -Tlint; the systemd unit verifies.
 . "$(dirname "$0")/lib.sh"
 require_cmd mandoc

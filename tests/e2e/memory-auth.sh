@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Mutual authentication: the secret never crosses the wire, a rogue memory
 # node that cannot prove it is refused before the client sends it anything
 # but its hello and its proof; region keys are 64 bits, and a peer that

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Every malformed frame, refused hello and out-of-bounds request gets an
 # error or a dropped connection; famd counts it, logs it with the peer's
 # address, and keeps serving other clients.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Regions are page-rounded and count against capacity; a request beyond it
 # is refused with ENOSPC, and freeing makes room again.
 . "$(dirname "$0")/lib.sh"

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Safe defaults of a memory node: it refuses to listen where other nodes
 # reach it without a secret (exit 78, file:line of the key), listens on
 # loopback unless told otherwise, and holds one peer to

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Strangers cannot lock peers out: 5000 connections that say nothing (held
 # 20 s, more than the 4096 a memory node takes at once) leave room for a
 # host that proves the secret. Connections that have proved nothing are

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Regions preloaded from files under preload_dir: read back exactly; paths
 # that leave the directory are refused; a shared region is one read-only
 # copy opened by name by several clients; a named writable region has one

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # A client writes a pattern to a region of a memory famd and reads it back;
 # the counters, the peers list and the regions command show what happened;
 # stats.reset zeroes the counters.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The shared secret: peers that present it are served, others refused and
 # counted; a secret file others can read stops famd from starting.
 . "$(dirname "$0")/lib.sh"

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Sessions: a host that disconnects loses its regions after session_grace,
 # unless they are persistent; one that reconnects with its token within the
 # grace gets them back; a resumed session moves to the newest connection.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # famd's status as OpenMetrics text: `famctl metrics` and GET /metrics on
 # metrics_listen give text that a real OpenMetrics parser (Debian's
 # python3-prometheus-client) accepts, with typed families (counters with

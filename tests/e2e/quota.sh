@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Quotas: on the host, the programs of one user (uid from SO_PEERCRED) may
 # hold at most host.uid_max_regions regions and host.uid_max_bytes bytes of
 # fabric-attached memory; beyond that an allocation is refused with EDQUOT

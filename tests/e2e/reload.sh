@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # SIGHUP applies reloadable keys; an invalid file keeps the running
 # configuration and logs why; keys that need a restart are kept with a warning.
 . "$(dirname "$0")/lib.sh"

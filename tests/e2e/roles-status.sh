@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Each role starts, answers famctl status (human and JSON) and stops cleanly.
 . "$(dirname "$0")/lib.sh"
 require_cmd jq

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # A second famd on a busy admin socket refuses to start with a clear
 # message and does not steal the live one's socket.
 . "$(dirname "$0")/lib.sh"

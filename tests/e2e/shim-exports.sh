@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # libfamshim.so exports the malloc family, the mapping calls (mmap, munmap,
 # mremap, madvise) and fam_advise (so that a program under it can pass
 # hints), and nothing else, needs neither

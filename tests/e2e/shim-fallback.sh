@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Without a reachable host famd, programs under libfamshim get libc memory
 # and exactly one warning; FAM_STRICT=1 makes large allocations fail with
 # ENOMEM instead; FAM_DISABLE=1 turns it all off; FAM_THRESHOLD is obeyed.

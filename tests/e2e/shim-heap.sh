@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # FAM_HEAP=all: a program of many small allocations (64 bytes to 4 KiB, three
 # times the host buffer, from two threads) runs under libfamshim with every
 # byte right; famd holds the heap's memory beyond the buffer (famctl

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The mapping calls keep the kernel's meaning on fabric-attached memory:
 # fammap passes on the kernel's own memory, then under libfamshim with
 # 64 MiB blocks through a 16 MiB buffer: every advice, mprotect, mlock,

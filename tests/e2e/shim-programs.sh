@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Real programs from Debian's packages run unmodified under libfamshim
 # without a host famd: same output as without it, one warning, and
 # FAM_STRICT=1 turns a large allocation into the program's own

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # SIGTERM and SIGINT stop famd gracefully: exit 0 and the admin socket
 # removed. Under systemd famd reports READY, RELOADING and STOPPING and
 # prefixes its log lines with priorities.

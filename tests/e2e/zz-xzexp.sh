@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # usage: xzexp.sh CHUNK BUFFER PREFETCH
 . "$(dirname "$0")/lib.sh"
 start_memory mem

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The evaluation's one command, short: contrib/eval/run-eval --quick runs
 # every configuration (local DRAM, node-local swap, memory node direct, the
 # dpu baseline and each of its optimisations, and each kernel beside a

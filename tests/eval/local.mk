@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The evaluation, short (tests/eval/eval-quick.sh): contrib/eval/run-eval
 # --quick on the emulated testbed, every configuration; needs root (77
 # otherwise). About a minute or two.

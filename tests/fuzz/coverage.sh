@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # coverage.sh - line and branch coverage of famd's sources by the fuzz
 # corpora: replays each target's seeds and the inputs a run found, in a
 # build configured with clang's source coverage (tests/fuzz/README.md, "Coverage

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz-admin.c - libFuzzer target: the admin socket's JSON-RPC layer
  * (admin.c) and the commands of a memory famd (admin-cmds.c,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz-client.c - libFuzzer target: the active side of the tcp transport
  * (transport-tcp.c), as a host famd uses it towards a memory node, fed by

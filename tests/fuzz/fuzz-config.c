@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz-config.c - libFuzzer target: the configuration parser (cfg.c with
  * the key table of cfg-table.c, through inih).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz-dpu.c - libFuzzer target: a dpu famd's receive path from hosts: the
  * tcp transport, the decoders, and the dpu role's sessions, the control

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz-memory.c - libFuzzer target: a memory famd's receive path, from the
  * socket to the regions: the tcp transport's framing (transport-tcp.c),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz-net.c - the peers of a famd that listens for them (fuzz-memory,
  * fuzz-dpu): an input's streams sent on real loopback connections, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz-net.h - the peers of a famd that listens for them, for the targets
  * that drive a role over tcp (fuzz-memory, fuzz-dpu).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz-proto.c - libFuzzer target: the wire protocol decoder (proto.c).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz-seeds.c - writes the seed corpora of the fuzz targets and the
  * configuration keys' dictionary, with famd's own encoders and key table,

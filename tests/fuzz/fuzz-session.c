@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz-session.c - libFuzzer target: the session messages of
  * wire/session.h, as the host famd takes them from a program's socket and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # libFuzzer targets (configure --enable-fuzzing, with clang):
 # tests/fuzz/README.md. They link libfamdfuzz, the sources of libfamdcore
 # built with the fuzzing flags; the rest of the build does not change.

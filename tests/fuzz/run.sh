@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # run.sh - runs libFuzzer targets, each for FUZZ_SECONDS (default 45) from
 # its seed corpus, FUZZ_JOBS of them at a time (default: one per core), and
 # fails when any of them crashes, leaks, times out, runs out of memory,

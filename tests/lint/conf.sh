@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # conf.sh - the example configurations checked in under conf/ are what
 # famd-confgen writes from the key table (src/core/cfg-table.c) today.
 # After a change to the table, `make update-conf` writes them again.

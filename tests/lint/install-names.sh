@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # install-names.sh - make install DESTDIR=...: a program builds against the
 # installed header and pkg-config file, and no installed file name (a man
 # page also as NAME.gz) nor any library's SONAME is a file of a Debian 12

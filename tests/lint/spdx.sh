@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # spdx.sh - every source and script file names its licence in an
 # SPDX-License-Identifier line among its first (scripts/add-spdx --check
 # lists those without one; scripts/add-spdx adds it).

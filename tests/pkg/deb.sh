@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # deb.sh - the Debian packages, end to end: builds them (dpkg-buildpackage
 # -us -uc -b, no test suite, no debug symbols) from a copy of the tree in a
 # scratch directory (make distdir from top_builddir when it is a configured

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # guest.sh MODE TEST... - runs inside the Soft-RoCE guest (tests/rxe/run.sh
 # starts it with tests/rxe/vm/famd-rxe-vm): each test script with
 # RXE_TEST_MODE=MODE, its output prefixed by its name; prints one

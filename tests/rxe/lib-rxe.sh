@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # lib-rxe.sh - shared by the tests that run inside the Soft-RoCE guest
 # (tests/rxe/run.sh boots it): tests/e2e/lib.sh, plus the addresses of the
 # RDMA devices and famd roles started with transport = verbs.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The verbs tests, in a Soft-RoCE guest booted by tests/rxe/vm/famd-rxe-vm
 # (or $RXE_VM_RUN): tests/rxe/run.sh. Minutes under TCG; exit 77 (make reports
 # an error) with the reason when the guest cannot run here.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Loss and delay between the host and the memory node, made by tc netem on
 # the veth pair joining two network namespaces (the memory famd in its own,
 # the host famd in the guest's; they talk tcp across the pair): with delay

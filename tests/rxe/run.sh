@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # run.sh - the verbs tests, in a Soft-RoCE guest: boots tests/rxe/vm/famd-rxe-vm
 # (or $RXE_VM_RUN) twice - rxe0 loopback,
 # then a veth pair with rxe1 and rxe2 - and runs tests/rxe/verbs-*.sh in it

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The dpu over verbs with async = on: its memory-node side (the back) runs
 # on a thread and a loop of its own while the control loop serves hosts,
 # both on the same RDMA device. famtest's data comes back right through a

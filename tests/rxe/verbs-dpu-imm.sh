@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # A host whose SENDs to the dpu carry immediate data that does not name the
 # type in their header (famclient -B: the type byte flipped, so also a type
 # nobody knows) is refused: the violation is counted, that connection alone

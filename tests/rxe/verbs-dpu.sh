@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The dpu role over verbs: a host sends its chunk reads and write-backs to
 # the dpu as SENDs whose immediate data names the request, the dpu takes
 # them from its shared receive queue and forwards them to the memory node

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The host role over verbs: a program under libfamshim.so (famtest) gets its
 # data back through a host famd and a memory famd that speak verbs, with a
 # working set four times the buffer; with completion errors injected, the

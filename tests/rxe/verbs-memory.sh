@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The memory role over verbs, driven by famclient: one-sided round trips
 # (registered and bounced buffers) that the memory node's CPU never sees;
 # an rkey is refused once its lease ends (REGION_FREE), on another session's

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # A port goes down under live connections (loopback: rxe0's netdev): the
 # device's async event (IBV_EVENT_PORT_ERR) closes the connections on that
 # port on both ends - counted, logged - and the memory famd goes on

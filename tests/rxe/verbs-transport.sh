@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The verbs transport on a real (Soft-RoCE) device: tests/unit/check_verbs -
 # hello and refusals, one-sided reads and writes with their data checked,
 # two-sided fallback, long replies, several QPs, a stale rkey refused,

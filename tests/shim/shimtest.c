@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * shimtest.c - checks the malloc family's semantics as a program sees them,
  * run under LD_PRELOAD=libfamshim.so (tests/e2e/shim-*.sh): every entry

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The soak (tests/soak/soak.sh): minutes of programs allocating, writing,
 # verifying and freeing through a small buffer while the memory famd is
 # killed and restarted. SOAK_SECONDS, SOAK_PROCS tune it.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # soak.sh - a bounded soak: PROCS programs under libfamshim.so (famsoak)
 # allocate, write, verify and free blocks at random through a small host
 # buffer for SOAK_SECONDS, through a dpu famd (path = dpu, fallback =

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * famclient.c - a small client of a memory famd, for tests and for people
  * checking a memory node by hand.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * famfile.c - maps a file preloaded on the memory node with libfam's
  * fam_alloc_file() and checks every byte of it against the same file read

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * famheap.c - many small allocations, run under LD_PRELOAD=libfamshim.so
  * with FAM_HEAP=all by tests/e2e/shim-heap.sh: THREADS threads allocate

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * famhold.c - allocates blocks with malloc() and says which are
  * fabric-attached memory, run under LD_PRELOAD=libfamshim.so (the quota

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * famlost.c - what a program sees when its host famd dies: run under
  * LD_PRELOAD=libfamshim.so with a host famd, it fills a large block, says

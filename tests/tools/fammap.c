@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fammap.c - checks that the mapping calls keep the kernel's meaning on
  * large blocks: run alone (the kernel's own memory) it must pass as it

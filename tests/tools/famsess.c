@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * famsess.c - a client of the host famd's session socket (wire/session.h)
  * on raw sockets, for tests: each attack sends malformed or out-of-place

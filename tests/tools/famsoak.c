@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * famsoak.c - a soak worker, run under LD_PRELOAD=libfamshim.so by
  * tests/soak/soak.sh: THREADS threads each keep SLOTS blocks of random

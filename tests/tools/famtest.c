@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * famtest.c - checks that memory from malloc() holds exactly what was
  * written, run under LD_PRELOAD=libfamshim.so so that its large blocks are

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Programs the end-to-end tests run: famtest and friends under
 # LD_PRELOAD=libfamshim.so, famclient (a client of a memory famd that also
 # sends malformed frames on purpose), famsess (a raw session client).

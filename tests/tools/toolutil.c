@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * toolutil.c - helpers shared by the test programs of tests/tools.
  */

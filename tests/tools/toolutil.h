@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * toolutil.h - what the test programs of tests/tools share: a size parser,
  * the mapping flags of an address, the failure macro. Plain C: the programs

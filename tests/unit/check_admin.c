@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_admin.c - the JSON-RPC layer of the admin socket: every rung of the
  * validation ladder and every error it can answer.

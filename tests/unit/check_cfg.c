@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_cfg.c - the key table and the famd.conf parser, with every kind of
  * bad input an operator can write.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_dpu_cache.c - the dpu's static and dynamic caches on recorded read
  * and write traces, against the real cache code: its real memory, its

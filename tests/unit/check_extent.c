@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_extent.c - an arena's free list (host-extent.c): taking aligned
  * ranges, giving them back in any order, merging, running out.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_host_buffer.c - the host's buffer and eviction (host-buffer.c):
  * a host role and a memory role in this process on loopback, the suite

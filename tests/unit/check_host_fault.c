@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_host_fault.c - the host's fault service (host-fault.c) on a real
  * userfaultfd: a host role and a memory role run in this process on

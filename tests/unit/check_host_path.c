@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_host_path.c - the host's path (host-path.c): a memory role, a dpu
  * role and a host role in this process on loopback, the suite the program

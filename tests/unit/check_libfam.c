@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_libfam.c - libfam without a host famd: argument checks, what a
  * program gets when no famd listens, and the faults a peer on the session

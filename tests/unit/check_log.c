@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_log.c - famd's log (base/log.c): the rate limit of per-event lines
  * (log_rl, log_rate_msg), with the log written to a pipe read here.

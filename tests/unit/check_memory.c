@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_memory.c - the memory role's regions, handles and quotas.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_proto.c - the wire protocol: every message survives a round trip,
  * and every malformed header or payload a peer could send is refused with

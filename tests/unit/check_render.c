@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_render.c - famctl's renderer: what a person sees for each shape of
  * answer famd sends.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_secret.c - loading the shared secret: what is accepted, and every
  * file an operator could get wrong.

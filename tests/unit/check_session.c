@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_session.c - the session messages' decoding and checks
  * (wire/session.c): the host's framing of a program's byte stream and its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_transport.c - the tcp transport between two ends in one process:
  * hello, calls, reads and writes through resolve, out-of-order completion,

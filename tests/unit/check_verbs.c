@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_verbs.c - the verbs transport between two ends in one process, on
  * a real RDMA device (Soft-RoCE in the guest of tests/rxe/vm): hello and its

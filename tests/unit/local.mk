@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Check suites, one per module: tests/unit/check_NAME.c, linked with
 # libfamdcore (everything of famd but main()) unless said otherwise.
 UNIT_TESTS = \

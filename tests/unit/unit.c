@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * unit.c - what the Check suites share (unit.h): running a real loop until
  * a condition holds, famd roles started in-process, a program's session

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * unit.h - what the Check suites share: a real libevent loop run until a
  * condition holds, famd roles started in-process on loopback, and a

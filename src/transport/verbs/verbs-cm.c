@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * verbs-cm.c - rdma_cm: private data, the QPs' way to UP, accepting and
  * joining, the listener, and connecting.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * verbs-conn.c - a verbs connection's resources and life: creation (PD,
  * CQ, SRQ, buffers), close and drain, teardown, deadlines, and the API.

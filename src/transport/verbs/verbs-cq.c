@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * verbs-cq.c - completions: the completion channel cycle, polling in
  * bounded batches, dispatch on the wr_id tag, retiring send rings.

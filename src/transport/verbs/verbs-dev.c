@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * verbs-dev.c - RDMA devices and their asynchronous events, and the memlock
  * limit: one struct vb_dev per device and loop, shared lists under vb_lock.

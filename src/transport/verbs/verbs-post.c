@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * verbs-post.c - output: messages and one-sided operations queued per QP
  * and posted as one chain of work requests (tagged wr_ids).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * verbs-recv.c - input: SENDs put back together into messages, and the
  * messages handed on (hello, responses, requests).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * verbs.h - private to src/transport/verbs/: transport.h over RDMA verbs
  * (libibverbs, librdmacm) on the connection core (transport-conn.c).
