@@ -79,6 +79,16 @@ static _Atomic bool shim_bad_free_reported;
 /* Nesting of FAM calls in this thread: inside one, everything is libc's. */
 __thread unsigned shim_depth __attribute__((tls_model("initial-exec")));
 
+/*
+ * Calls the C library's allocator with the nesting of FAM calls raised:
+ * what it maps for itself (jemalloc's extents, in a program linked with
+ * it, call mmap) stays its own, and a mapping call made while it holds
+ * its locks does not come back into it through libfam.
+ */
+#define LIBC(call) ({ shim_depth++; __auto_type libc_r_ = (call); \
+	shim_depth--; libc_r_; })
+#define LIBC_VOID(call) do { shim_depth++; call; shim_depth--; } while (0)
+
 static _Alignas(SHIM_BOOT_ALIGN) unsigned char boot_pool[SHIM_BOOT_SIZE];
 static _Atomic size_t boot_used;
 
@@ -270,11 +280,17 @@ shim_ready(void)
 	    SHIM_READY;
 }
 
-/* Tells whether libc's functions are known (for shim-map.c). */
+/*
+ * Tells whether libc's functions are known and the environment read (for
+ * shim-map.c); sets nothing up: a mapping call made while the C library's
+ * allocator starts (jemalloc's, in a program linked with it) must not
+ * re-enter it through dlsym().
+ */
 bool
 shim_is_ready(void)
 {
-	return shim_ready();
+	return atomic_load_explicit(&shim_state, memory_order_acquire) ==
+	    SHIM_READY;
 }
 
 /* ---- the FAM side --------------------------------------------------- */
@@ -424,7 +440,7 @@ shim_move(void *old, size_t osize, size_t size)
 	void *p = NULL;
 
 	if (!shim_place(size, 0, false, &p))
-		p = real.malloc(size);
+		p = LIBC(real.malloc(size));
 	if (p == NULL)
 		return NULL;
 	memcpy(p, old, osize < size ? osize : size);
@@ -473,7 +489,7 @@ malloc(size_t size)
 		return boot_alloc(size, 16);
 	if (shim_place(size, 0, false, &p))
 		return p;
-	return real.malloc(size);
+	return LIBC(real.malloc(size));
 }
 
 /* calloc(3): FAM regions are zero-filled already, and stay untouched. */
@@ -491,7 +507,7 @@ calloc(size_t nmemb, size_t size)
 		return boot_alloc(total, 16);
 	if (shim_place(total, 0, true, &p))
 		return p;
-	return real.calloc(nmemb, size);
+	return LIBC(real.calloc(nmemb, size));
 }
 
 /* free(3): keeps errno. */
@@ -508,7 +524,7 @@ free(void *ptr)
 	else if (libfam_owns(ptr))
 		shim_fam_free(ptr);
 	else if (likely(shim_ready()))
-		real.free(ptr);
+		LIBC_VOID(real.free(ptr));
 	errno = saved;
 }
 
@@ -547,15 +563,15 @@ realloc(void *ptr, size_t size)
 	}
 	if (shim_wants_fam(size) || shim_wants_heap(size)) {
 		if (!shim_place(size, 0, false, &p))
-			return real.realloc(ptr, size);
+			return LIBC(real.realloc(ptr, size));
 		if (p == NULL)
 			return NULL;
-		osize = real.malloc_usable_size(ptr);
+		osize = LIBC(real.malloc_usable_size(ptr));
 		memcpy(p, ptr, osize < size ? osize : size);
-		real.free(ptr);
+		LIBC_VOID(real.free(ptr));
 		return p;
 	}
-	return real.realloc(ptr, size);
+	return LIBC(real.realloc(ptr, size));
 }
 
 /* reallocarray(3). */
@@ -596,7 +612,7 @@ posix_memalign(void **memptr, size_t alignment, size_t size)
 		*memptr = p;
 		return 0;
 	}
-	return real.posix_memalign(memptr, alignment, size);
+	return LIBC(real.posix_memalign(memptr, alignment, size));
 }
 
 /* aligned_alloc(3). */
@@ -609,7 +625,7 @@ aligned_alloc(size_t alignment, size_t size)
 		return boot_alloc(size, alignment);
 	if (shim_place_aligned(alignment, size, &p))
 		return p;
-	return real.aligned_alloc(alignment, size);
+	return LIBC(real.aligned_alloc(alignment, size));
 }
 
 /* memalign(3). */
@@ -622,7 +638,7 @@ memalign(size_t alignment, size_t size)
 		return boot_alloc(size, alignment);
 	if (shim_place_aligned(alignment, size, &p))
 		return p;
-	return real.memalign(alignment, size);
+	return LIBC(real.memalign(alignment, size));
 }
 
 /* valloc(3): page-aligned (FAM regions always are). */
@@ -636,7 +652,7 @@ valloc(size_t size)
 		return boot_alloc(size, page);
 	if (shim_place(size, page, false, &p))
 		return p;
-	return real.valloc(size);
+	return LIBC(real.valloc(size));
 }
 
 /* pvalloc(3): page-aligned, size rounded up to whole pages. */
@@ -657,7 +673,7 @@ pvalloc(size_t size)
 		return boot_alloc(rounded, page);
 	if (shim_place(rounded, page, false, &p))
 		return p;
-	return real.pvalloc(size);
+	return LIBC(real.pvalloc(size));
 }
 
 /* malloc_usable_size(3). */
@@ -674,5 +690,5 @@ malloc_usable_size(void *ptr)
 		return shim_fam_usable(ptr);
 	if (unlikely(!shim_ready()))
 		return 0;
-	return real.malloc_usable_size(ptr);
+	return LIBC(real.malloc_usable_size(ptr));
 }
