@@ -69,7 +69,7 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 	},
 	[CFG_METRICS_LISTEN] = {
 		.section = "famd", .name = "metrics_listen", .type = CFG_T_ADDR,
-		.def = "", .example = "127.0.0.1:9477", .roles = ALL,
+		.def = "", .roles = ALL,
 		.empty_ok = true, .any_port = true,
 		.help = "Address and port where famd serves its status as "
 		    "OpenMetrics text (GET /metrics, for Prometheus), from its "
