@@ -528,6 +528,20 @@ fetch_frame(struct host *h, struct fetch *f, bool urgent, uint64_t limit)
 }
 
 /*
+ * f, the head of its queue, has no route now (host_route's rc): it fails
+ * (EIO: its region is lost) or is parked until its node is back.
+ */
+static void
+fetch_unrouted(struct host *h, struct fetch *f, bool demand, int rc)
+{
+	fetch_dequeue(h, f, demand);
+	if (rc == -EIO)
+		fetch_complete(h, f, -EIO);
+	else
+		queue_push(&h->parked, &h->parked_tail, f);
+}
+
+/*
  * Sends the read of f, the head of its queue, and of the fetches after it
  * that continue it on the same memory node (one read, one route), or
  * parks or fails f when its stripe cannot be reached now.
@@ -548,11 +562,7 @@ fetch_send(struct host *h, struct fetch *f, bool demand, bool urgent,
 	int rc = host_route(h, s, !urgent, &conn, &mr, &remote);
 
 	if (rc < 0) {
-		fetch_dequeue(h, f, demand);
-		if (rc == -EIO)
-			fetch_complete(h, f, -EIO);
-		else
-			queue_push(&h->parked, &h->parked_tail, f);
+		fetch_unrouted(h, f, demand, rc);
 		return;
 	}
 	via_dpu = h->has_dpu && (conn == h->dpu.conn || conn == h->dpu.bg);
@@ -611,9 +621,10 @@ fetch_send_src(struct host *h, struct fetch *f, bool demand, bool urgent)
 	struct stripe *s = &src->stripes[si];
 	uint8_t *staging;
 	int rc;
+	bool from_node = src->dying || (sc->state != CH_RESIDENT &&
+	    sc->state != CH_EVICTING);
 
-	if (src->dying || (sc->state != CH_RESIDENT &&
-	    sc->state != CH_EVICTING)) {
+	if (from_node) {
 		if (!(sc->flags & CH_REMOTE)) {
 			fetch_dequeue(h, f, demand);
 			f->zero = true;
@@ -622,11 +633,7 @@ fetch_send_src(struct host *h, struct fetch *f, bool demand, bool urgent)
 		}
 		rc = host_route(h, s, !urgent, &conn, &mr, &remote);
 		if (rc < 0) {
-			fetch_dequeue(h, f, demand);
-			if (rc == -EIO)
-				fetch_complete(h, f, -EIO);
-			else
-				queue_push(&h->parked, &h->parked_tail, f);
+			fetch_unrouted(h, f, demand, rc);
 			return;
 		}
 	}
@@ -634,8 +641,7 @@ fetch_send_src(struct host *h, struct fetch *f, bool demand, bool urgent)
 	f->staging = host_staging_get(h, &n);
 	f->nrun = 1;
 	h->stats.fork_reads++;
-	if (src->dying || (sc->state != CH_RESIDENT &&
-	    sc->state != CH_EVICTING)) {
+	if (from_node) {
 		f->s = s;
 		rc = fam_conn_readf(conn, remote, off, (uint32_t)h->chunk,
 		    f->staging, mr, urgent ? 0 : FAM_F_BACKGROUND, fetch_done, f);

@@ -69,16 +69,6 @@ pgdown(size_t x)
 	return x & ~(PAGE - 1);
 }
 
-/* The word that belongs at byte offset off of a buffer. */
-static inline uint64_t
-pat(uint64_t off, uint64_t seed)
-{
-	uint64_t x = (off + 1) * 0x9e3779b97f4a7c15ull ^ seed;
-
-	x ^= x >> 31;
-	return x * 0xbf58476d1ce4e5b9ull;
-}
-
 /* Writes the pattern over bytes [from, to) of p (multiples of 8). */
 static void
 fill(void *p, size_t from, size_t to, uint64_t seed)
@@ -86,7 +76,7 @@ fill(void *p, size_t from, size_t to, uint64_t seed)
 	uint64_t *w = p;
 
 	for (size_t i = from / 8; i < to / 8; i++)
-		w[i] = pat(i * 8, seed);
+		w[i] = tool_pat(i * 8, seed);
 }
 
 /* Fails at the first word of bytes [from, to) of p off the pattern. */
@@ -96,9 +86,9 @@ check(const char *test, const void *p, size_t from, size_t to, uint64_t seed)
 	const uint64_t *w = p;
 
 	for (size_t i = from / 8; i < to / 8; i++)
-		if (w[i] != pat(i * 8, seed))
+		if (w[i] != tool_pat(i * 8, seed))
 			FAIL("%s: wrong word at offset %zu: expected %#" PRIx64
-			    ", read %#" PRIx64, test, i * 8, pat(i * 8, seed),
+			    ", read %#" PRIx64, test, i * 8, tool_pat(i * 8, seed),
 			    w[i]);
 }
 

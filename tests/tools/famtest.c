@@ -90,16 +90,6 @@ static int opt_expect; /* 'f', 'l' or 0 */
 static size_t large = 2 * MIB; /* above FAM_THRESHOLD's default */
 
 
-/* The word that belongs at byte offset off of a buffer. */
-static inline uint64_t
-pat(uint64_t off, uint64_t seed)
-{
-	uint64_t x = (off + 1) * 0x9e3779b97f4a7c15ull ^ seed;
-
-	x ^= x >> 31;
-	return x * 0xbf58476d1ce4e5b9ull;
-}
-
 /* Writes the pattern into words [from, to) of p. */
 static void
 write_words(uint64_t *p, size_t from, size_t to, uint64_t seed)
@@ -107,7 +97,7 @@ write_words(uint64_t *p, size_t from, size_t to, uint64_t seed)
 	size_t i;
 
 	for (i = from; i < to; i++)
-		p[i] = pat(i * 8, seed);
+		p[i] = tool_pat(i * 8, seed);
 }
 
 /* Fails at the first word of [from, to) of p that is not the pattern. */
@@ -118,10 +108,10 @@ check_words(const char *test, const uint64_t *p, size_t from, size_t to,
 	size_t i;
 
 	for (i = from; i < to; i++)
-		if (p[i] != pat(i * 8, seed))
+		if (p[i] != tool_pat(i * 8, seed))
 			FAIL("%s: wrong word at offset %zu of %p: expected "
 			    "%#" PRIx64 ", read %#" PRIx64, test, i * 8,
-			    (const void *)p, pat(i * 8, seed), p[i]);
+			    (const void *)p, tool_pat(i * 8, seed), p[i]);
 }
 
 /* Fails at the first non-zero byte of n bytes at p. */
@@ -369,7 +359,7 @@ test_strided(void)
 		FAIL("strided: calloc: %s", strerror(errno));
 	check_kind("strided", p);
 	for (i = 0; i < words; i += stride)
-		p[i] = pat(i * 8, opt_seed + 2);
+		p[i] = tool_pat(i * 8, opt_seed + 2);
 	for (i = 0; i < words; i += stride) {
 		check_words("strided", p, i, i + 1, opt_seed + 2);
 		for (j = i + 1; j < i + stride && j < words; j++)
@@ -400,10 +390,10 @@ shared_main(void *arg)
 	size_t i;
 
 	for (i = w->id; i < w->words; i += opt_threads)
-		w->buf[i] = pat(i * 8, opt_seed + 3);
+		w->buf[i] = tool_pat(i * 8, opt_seed + 3);
 	pthread_barrier_wait(w->barrier);
 	for (i = 0; i < w->words; i++) {
-		if (w->buf[i] != pat(i * 8, opt_seed + 3)) {
+		if (w->buf[i] != tool_pat(i * 8, opt_seed + 3)) {
 			w->err = "wrong word";
 			w->err_off = i * 8;
 			break;
@@ -423,9 +413,9 @@ split_main(void *arg)
 	size_t i, j;
 
 	for (i = from; i < to; i++)
-		w->buf[i] = pat(i * 8, opt_seed + 4 + w->id);
+		w->buf[i] = tool_pat(i * 8, opt_seed + 4 + w->id);
 	for (i = from; i < to; i++) {
-		if (w->buf[i] != pat(i * 8, opt_seed + 4 + w->id)) {
+		if (w->buf[i] != tool_pat(i * 8, opt_seed + 4 + w->id)) {
 			w->err = "wrong word in its slice";
 			w->err_off = i * 8;
 			return NULL;
@@ -440,9 +430,9 @@ split_main(void *arg)
 			return NULL;
 		}
 		for (i = 0; i < n / 8; i += 61)
-			own[i] = pat(i * 8, w->id * 100 + j);
+			own[i] = tool_pat(i * 8, w->id * 100 + j);
 		for (i = 0; i < n / 8; i += 61) {
-			if (own[i] != pat(i * 8, w->id * 100 + j)) {
+			if (own[i] != tool_pat(i * 8, w->id * 100 + j)) {
 				w->err = "wrong word in its own block";
 				w->err_off = i * 8;
 				free(own);
@@ -612,13 +602,13 @@ test_many(void)
 	for (i = 0; i < opt_count; i++) {
 		len[i] = large + (i % 7) * 4096;
 		v[i] = xmalloc("many", len[i]);
-		v[i][0] = pat(i, opt_seed + 7);
-		v[i][len[i] / 8 - 1] = pat(i + 1, opt_seed + 7);
+		v[i][0] = tool_pat(i, opt_seed + 7);
+		v[i][len[i] / 8 - 1] = tool_pat(i + 1, opt_seed + 7);
 	}
 	check_kind("many", v[opt_count / 2]);
 	for (i = 0; i < opt_count; i++) {
-		if (v[i][0] != pat(i, opt_seed + 7) ||
-		    v[i][len[i] / 8 - 1] != pat(i + 1, opt_seed + 7))
+		if (v[i][0] != tool_pat(i, opt_seed + 7) ||
+		    v[i][len[i] / 8 - 1] != tool_pat(i + 1, opt_seed + 7))
 			FAIL("many: block %lu of %lu lost its first or last "
 			    "word", i, opt_count);
 		free(v[i]);
@@ -684,9 +674,9 @@ test_fork(void)
 		if (opt_expect == 'f' && !smaps_flags(c, " um", " dc"))
 			_exit(3);
 		for (i = 0; i < n / 8; i++)
-			c[i] = pat(i * 8, 99);
+			c[i] = tool_pat(i * 8, 99);
 		for (i = 0; i < n / 8; i++)
-			if (c[i] != pat(i * 8, 99))
+			if (c[i] != tool_pat(i * 8, 99))
 				_exit(4);
 		free(c);
 		free(p); /* inherited: ignored under FAM */

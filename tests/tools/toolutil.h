@@ -8,6 +8,7 @@
 #define TOOLUTIL_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,16 @@
 #else
 #define TOOL_ADDR_ONLY
 #endif
+
+/* The word that belongs at byte offset off of a buffer (pattern seed). */
+static inline uint64_t
+tool_pat(uint64_t off, uint64_t seed)
+{
+	uint64_t x = (off + 1) * 0x9e3779b97f4a7c15ull ^ seed;
+
+	x ^= x >> 31;
+	return x * 0xbf58476d1ce4e5b9ull;
+}
 
 size_t tool_parse_size(const char *s);
 int tool_vmflags(const void *p, const char *want0, const char *want1)
