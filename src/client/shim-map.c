@@ -14,8 +14,11 @@
  *   the chunks, the range reads back as zeros); hints that would only split
  *   the mapping (HUGEPAGE, NOHUGEPAGE, SEQUENTIAL, RANDOM, NORMAL, WILLNEED,
  *   COLD, PAGEOUT, MERGEABLE, UNMERGEABLE, COLLAPSE) are taken and ignored;
- *   DONTFORK, DOFORK, WIPEONFORK and KEEPONFORK are taken (arenas are never
- *   inherited as shared memory); the rest go to the kernel;
+ *   DONTFORK and WIPEONFORK are kept in a table (DOFORK and KEEPONFORK
+ *   take them back) and carried out in the child of a fork, once famd's
+ *   copy is adopted: a DONTFORK range is inaccessible there (PROT_NONE,
+ *   SIGSEGV on a touch, as where the kernel maps nothing), a WIPEONFORK
+ *   range reads back as zeros; the rest go to the kernel;
  * - a mapped block (mmap(MAP_PRIVATE | MAP_ANONYMOUS) of FAM_THRESHOLD
  *   bytes or more, FAM_MMAP not 0) is a FAM region, whatever its
  *   protection; munmap of part of it discards that part and makes it
@@ -30,7 +33,8 @@
  * Calls made inside libfam (shim_depth) and on memory that is not FAM go
  * straight to the kernel, through syscall(2): no dlsym, no allocation.
  *
- * Owns: the table of mapped blocks, and the ranges retired to the kernel.
+ * Owns: the table of mapped blocks, the ranges retired to the kernel, and
+ * the fork advice (two sets of disjoint ranges).
  * Locks: map_lock around both tables, taken before libfam's lock, held
  * while a discard touches the block (a fault there never needs map_lock);
  * fork takes it (pthread_atfork) so that the child finds it free.
@@ -56,6 +60,7 @@
 #define PAGE        4096ul
 #define MAX_BLOCKS  65536
 #define MAX_RETIRED 4096
+#define MAX_ADVICE  1024
 
 #ifndef MADV_DONTNEED_LOCKED
 #define MADV_DONTNEED_LOCKED 24
@@ -81,6 +86,15 @@ struct retired {
 	uintptr_t lo, hi;
 };
 
+/* A set of disjoint page ranges, sorted: where one fork advice holds. */
+struct rset {
+	struct retired *r;
+	size_t n;
+};
+
+/* The fork advice sets. */
+enum { ADV_DONTFORK, ADV_WIPEONFORK, ADV_SETS };
+
 static pthread_mutex_t map_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct mblock *blocks;      /* sorted by addr */
 static size_t nblocks;
@@ -88,6 +102,7 @@ static struct retired *retired;
 static size_t nretired;
 static pthread_once_t map_once = PTHREAD_ONCE_INIT;
 static bool map_on;                /* FAM_MMAP not 0 */
+static struct rset fadv[ADV_SETS];
 
 /* ---- the kernel's calls --------------------------------------------- */
 
@@ -114,11 +129,24 @@ map_prepare(void)
 	pthread_mutex_lock(&map_lock);
 }
 
-/* fork, in the parent and in the child: releases map_lock. */
+/* fork, in the parent: releases map_lock. */
 static void
 map_release(void)
 {
 	pthread_mutex_unlock(&map_lock);
+}
+
+static void advice_fork_child(void);
+
+/*
+ * fork, in the child, after libfam's handler adopted the copies:
+ * releases map_lock and carries out the fork advice.
+ */
+static void
+map_child(void)
+{
+	pthread_mutex_unlock(&map_lock);
+	advice_fork_child();
 }
 
 /* Reads FAM_MMAP and maps the tables, once. */
@@ -126,19 +154,28 @@ static void
 map_init(void)
 {
 	const char *v = getenv("FAM_MMAP");
-	void *b, *r;
+	void *b, *r, *a;
 
 	b = sys_mmap(NULL, MAX_BLOCKS * sizeof *blocks, PROT_READ | PROT_WRITE,
 	    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	r = sys_mmap(NULL, MAX_RETIRED * sizeof *retired, PROT_READ |
 	    PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (b == MAP_FAILED || r == MAP_FAILED)
+	a = sys_mmap(NULL, ADV_SETS * MAX_ADVICE * sizeof *retired,
+	    PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS |
+	    MAP_NORESERVE, -1, 0);
+	if (b == MAP_FAILED || r == MAP_FAILED || a == MAP_FAILED)
 		return;
-	blocks = b;
 	retired = r;
+	for (int k = 0; k < ADV_SETS; k++)
+		fadv[k].r = (struct retired *)a + k * MAX_ADVICE;
+	blocks = b;
 	map_on = v == NULL || *v == '\0' || strcmp(v, "0") != 0;
+	/*
+	 * Registered after libfam's (shim set-up comes first), so that in
+	 * the child map_child runs once the copies are adopted.
+	 */
 	shim_depth++;
-	pthread_atfork(map_prepare, map_release, map_release);
+	pthread_atfork(map_prepare, map_release, map_child);
 	shim_depth--;
 }
 
@@ -211,6 +248,121 @@ retired_has(uintptr_t addr, size_t len)
 	return false;
 }
 
+/*
+ * Takes [lo, hi) out of set s (splitting a range that covers it); returns
+ * 0, or -ENOMEM when a split finds the set full.
+ */
+static int
+rset_del(struct rset *s, uintptr_t lo, uintptr_t hi)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		struct retired *r = &s->r[i];
+
+		if (r->hi <= lo || r->lo >= hi)
+			continue;
+		if (r->lo < lo && r->hi > hi) {
+			if (s->n == MAX_ADVICE)
+				return -ENOMEM;
+			memmove(r + 1, r, (s->n - i) * sizeof *r);
+			s->n++;
+			r[0].hi = lo;
+			r[1].lo = hi;
+			return 0;
+		}
+		if (r->lo < lo) {
+			r->hi = lo;
+		} else if (r->hi > hi) {
+			r->lo = hi;
+		} else {
+			memmove(r, r + 1, (s->n - i - 1) * sizeof *r);
+			s->n--;
+			i--;
+		}
+	}
+	return 0;
+}
+
+/* Adds [lo, hi) to set s, merged with its neighbours; 0 or -ENOMEM. */
+static int
+rset_add(struct rset *s, uintptr_t lo, uintptr_t hi)
+{
+	size_t i = 0;
+
+	for (size_t j = 0; j < s->n; j++) {
+		if (s->r[j].hi < lo || s->r[j].lo > hi)
+			continue;
+		/* Touching or overlapping: widen [lo, hi) to cover it. */
+		lo = s->r[j].lo < lo ? s->r[j].lo : lo;
+		hi = s->r[j].hi > hi ? s->r[j].hi : hi;
+	}
+	rset_del(s, lo, hi); /* cannot split: [lo, hi) covers what it meets */
+	if (s->n == MAX_ADVICE)
+		return -ENOMEM;
+	while (i < s->n && s->r[i].lo < lo)
+		i++;
+	memmove(&s->r[i + 1], &s->r[i], (s->n - i) * sizeof *s->r);
+	s->r[i] = (struct retired){ lo, hi };
+	s->n++;
+	return 0;
+}
+
+/* Forgets the fork advice on [lo, hi): unmapped or freed. */
+static void
+advice_forget(uintptr_t lo, uintptr_t hi)
+{
+	for (int k = 0; k < ADV_SETS; k++)
+		if (rset_del(&fadv[k], lo, hi) < 0)
+			/* Full: forgetting all is safer than a stale range. */
+			fadv[k].n = 0;
+}
+
+/* Records fork advice on [lo, hi); returns 0 or -ENOMEM. */
+static int
+advice_take(int adv, uintptr_t lo, uintptr_t hi)
+{
+	switch (adv) {
+	case MADV_DONTFORK:
+		return rset_add(&fadv[ADV_DONTFORK], lo, hi);
+	case MADV_DOFORK:
+		return rset_del(&fadv[ADV_DONTFORK], lo, hi);
+	case MADV_WIPEONFORK:
+		return rset_add(&fadv[ADV_WIPEONFORK], lo, hi);
+	case MADV_KEEPONFORK:
+		return rset_del(&fadv[ADV_WIPEONFORK], lo, hi);
+	default:
+		return 0;
+	}
+}
+
+/*
+ * In the child of a fork: WIPEONFORK ranges read back as zeros, DONTFORK
+ * ranges are gone (inaccessible). The kernel's child inherits
+ * WIPEONFORK, and has no DONTFORK mapping left to advise.
+ */
+static void
+advice_fork_child(void)
+{
+	struct rset *w = &fadv[ADV_WIPEONFORK], *d = &fadv[ADV_DONTFORK];
+
+	for (size_t i = 0; i < w->n; i++)
+		if (libfam_owns((void *)w->r[i].lo)) {
+			shim_depth++;
+			libfam_discard((void *)w->r[i].lo,
+			    w->r[i].hi - w->r[i].lo);
+			shim_depth--;
+		}
+	for (size_t i = 0; i < d->n; i++)
+		if (libfam_owns((void *)d->r[i].lo)) {
+			shim_depth++;
+			libfam_discard((void *)d->r[i].lo,
+			    d->r[i].hi - d->r[i].lo);
+			shim_depth--;
+			sys_mprotect(d->r[i].lo, d->r[i].hi - d->r[i].lo,
+			    PROT_NONE);
+		}
+	d->n = 0;
+}
+
 /* Marks pages [lo, hi) of block b unmapped (gone) or mapped again. */
 static void
 block_mark(struct mblock *b, uintptr_t lo, uintptr_t hi, bool gone)
@@ -264,6 +416,7 @@ fam_unmap(uintptr_t lo, uintptr_t hi)
 
 		fam_reset(s, e, PROT_NONE);
 		block_mark(b, s, e, true);
+		advice_forget(s, e);
 		if (b->live > 0) {
 			i++;
 			continue;
@@ -292,6 +445,7 @@ fam_retire(uintptr_t lo, uintptr_t hi)
 		block_del(i);
 	}
 	retired[nretired++] = (struct retired){ lo, hi };
+	advice_forget(lo, hi);
 	return 0;
 }
 
@@ -453,6 +607,37 @@ munmap(void *addr, size_t len)
 }
 
 /*
+ * The fork advice on [lo, hi) given again at to, where mremap moved it
+ * (the kernel's flags move with the mapping).
+ */
+static void
+advice_move(uintptr_t lo, uintptr_t hi, uintptr_t to)
+{
+	static const int adv[ADV_SETS] = {
+		[ADV_DONTFORK] = MADV_DONTFORK,
+		[ADV_WIPEONFORK] = MADV_WIPEONFORK,
+	};
+	struct retired r[8];
+	int kind[8];
+	size_t n = 0;
+
+	pthread_mutex_lock(&map_lock);
+	for (int k = 0; k < ADV_SETS; k++)
+		for (size_t i = 0; i < fadv[k].n && n < 8; i++) {
+			uintptr_t s = fadv[k].r[i].lo, e = fadv[k].r[i].hi;
+
+			if (e <= lo || s >= hi)
+				continue;
+			r[n] = (struct retired){ s > lo ? s : lo,
+			    e < hi ? e : hi };
+			kind[n++] = adv[k];
+		}
+	pthread_mutex_unlock(&map_lock);
+	for (size_t i = 0; i < n; i++)
+		madvise((void *)(to + r[i].lo - lo), r[i].hi - r[i].lo, kind[i]);
+}
+
+/*
  * mremap of FAM: shrinking stays in place (the tail is unmapped); growing
  * or moving copies into a new mapping (FAM when large enough) and unmaps
  * the old one, or discards it under MREMAP_DONTUNMAP.
@@ -484,6 +669,7 @@ remap_fam(uintptr_t old, size_t osize, size_t nsize, int flags, void *to)
 	if (p == MAP_FAILED)
 		return MAP_FAILED;
 	memcpy(p, (void *)old, osize < nsize ? osize : nsize);
+	advice_move(old, oend < old + nsize ? oend : nend, (uintptr_t)p);
 	if (flags & MREMAP_DONTUNMAP) {
 		pthread_mutex_lock(&map_lock);
 		fam_reset(old, oend, PROT_READ | PROT_WRITE);
@@ -562,12 +748,34 @@ madvise(void *addr, size_t len, int advice)
 		errno = EINVAL;
 		return -1;
 	}
+	len = (len + PAGE - 1) & ~(PAGE - 1);
 	if (kind == 1) {
 		shim_depth++;
-		libfam_discard(addr, (len + PAGE - 1) & ~(PAGE - 1));
+		libfam_discard(addr, len);
 		shim_depth--;
+		return 0;
+	}
+	pthread_mutex_lock(&map_lock);
+	kind = advice_take(advice, a, a + len);
+	pthread_mutex_unlock(&map_lock);
+	if (kind < 0) {
+		errno = -kind;
+		return -1;
 	}
 	return 0;
+}
+
+/* free() of FAM at [addr, addr + len): its fork advice goes with it. */
+void
+shim_map_forget(void *addr, size_t len)
+{
+	uintptr_t a = (uintptr_t)addr;
+
+	if (blocks == NULL || len == 0)
+		return;
+	pthread_mutex_lock(&map_lock);
+	advice_forget(a, a + ((len + PAGE - 1) & ~(PAGE - 1)));
+	pthread_mutex_unlock(&map_lock);
 }
 
 /* posix_madvise(3): the same advice, the error returned. */

@@ -355,6 +355,7 @@ shim_fam_free(void *p)
 
 	if (shim_depth != 0)
 		return; /* never happens: libfam does not free FAM memory */
+	shim_map_forget(p, libfam_usable_size(p));
 	shim_depth++;
 	rc = libfam_free(p);
 	shim_depth--;

@@ -35,6 +35,9 @@ void shim_report_failure(size_t size, int err);
  */
 bool shim_fam(size_t size, size_t align, void **out);
 
+/* free() of FAM at [addr, addr + len): forgets its fork advice. */
+void shim_map_forget(void *addr, size_t len);
+
 #pragma GCC visibility pop
 
 #endif /* FAM_SHIM_H */

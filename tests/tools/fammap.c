@@ -28,6 +28,11 @@
  *             mapped part
  *   mremap    grown (moving), shrunk in place; the data stays
  *   fixedfile a file mapped with MAP_FIXED over the middle of a mapping
+ *   forkadvice DONTFORK and WIPEONFORK on parts of a mapping and of a
+ *             malloc'd block: in a forked child the first is gone
+ *             (SIGSEGV), the second reads as zeros, the rest is the
+ *             parent's; the parent keeps everything; DOFORK and
+ *             KEEPONFORK take the advice back
  * Prints "ok - what" per test; exits 1 at the first wrong byte.
  */
 #include "config.h"
@@ -44,6 +49,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 
 #include "toolutil.h"
 
@@ -428,6 +434,103 @@ test_fixedfile(void)
 	    n / MIB);
 }
 
+/* Runs fn(p, arg) in a forked child; fails unless it exits 0. */
+static void
+in_child(const char *test, void (*fn)(uint8_t *, int), uint8_t *p, int arg)
+{
+	int st;
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		FAIL("%s: fork: %s", test, strerror(errno));
+	if (pid == 0) {
+		fn(p, arg);
+		fflush(stdout);
+		_exit(0);
+	}
+	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) ||
+	    WEXITSTATUS(st) != 0)
+		FAIL("%s: the child failed (status %#x)", test, st);
+}
+
+/* The parts of a forkadvice block: [wipe), [gone), [kept) advised and
+ * taken back, each off chunk boundaries. */
+static void
+fork_parts(size_t *w, size_t *d, size_t *k)
+{
+	size_t n = opt_size;
+
+	w[0] = pgdown(n / 8) + 3 * PAGE;
+	w[1] = pgdown(n / 4) + 5 * PAGE;
+	d[0] = pgdown(n / 2) + 7 * PAGE;
+	d[1] = pgdown(5 * n / 8) + 2 * PAGE;
+	k[0] = pgdown(3 * n / 4) + PAGE;
+	k[1] = pgdown(7 * n / 8) + 9 * PAGE;
+}
+
+/* Child of forkadvice: seed is the parent's; advised says whether the
+ * WIPEONFORK and DONTFORK parts still hold. */
+static void
+fork_child_check(uint8_t *p, int advised)
+{
+	size_t w[2], d[2], k[2], n = opt_size;
+	uint64_t seed = 41;
+
+	fork_parts(w, d, k);
+	if (!advised) {
+		check("forkadvice, advice taken back", p, 0, n, seed);
+		return;
+	}
+	check("forkadvice, before WIPEONFORK", p, 0, w[0], seed);
+	check_zero("forkadvice, WIPEONFORK", p, w[0], w[1]);
+	check("forkadvice, between", p, w[1], d[0], seed);
+	if (!faults(p + d[0]) || !faults(p + d[1] - 1))
+		FAIL("forkadvice: a DONTFORK range is readable in the child");
+	check("forkadvice, after DONTFORK", p, d[1], n, seed);
+	fill(p, w[1], d[0], seed + 1); /* private to the child */
+	check("forkadvice, child's write", p, w[1], d[0], seed + 1);
+}
+
+/* DONTFORK, WIPEONFORK and their undoing, in forked children. */
+static void
+test_forkadvice(void)
+{
+	size_t w[2], d[2], k[2], n = opt_size;
+	uint8_t *base, *blk[2];
+
+	fork_parts(w, d, k);
+	blk[0] = map("forkadvice", n, PROT_READ | PROT_WRITE, 0);
+	check_kind("forkadvice", blk[0]);
+	blk[1] = block("forkadvice", &base);
+	for (int i = 0; i < 2; i++) {
+		uint8_t *p = blk[i];
+
+		fill(p, 0, n, 41);
+		if (madvise(p + w[0], w[1] - w[0], MADV_WIPEONFORK) != 0 ||
+		    madvise(p + d[0], d[1] - d[0], MADV_DONTFORK) != 0 ||
+		    madvise(p + k[0], k[1] - k[0], MADV_WIPEONFORK) != 0 ||
+		    madvise(p + k[0], k[1] - k[0], MADV_DONTFORK) != 0 ||
+		    madvise(p + k[0], k[1] - k[0], MADV_KEEPONFORK) != 0 ||
+		    madvise(p + k[0], k[1] - k[0], MADV_DOFORK) != 0)
+			FAIL("forkadvice: madvise: %s", strerror(errno));
+		in_child("forkadvice", fork_child_check, p, 1);
+		check("forkadvice, the parent after the child", p, 0, n, 41);
+		if (madvise(p + w[0], w[1] - w[0], MADV_KEEPONFORK) != 0 ||
+		    madvise(p + d[0], d[1] - d[0], MADV_DOFORK) != 0)
+			FAIL("forkadvice: taking advice back: %s",
+			    strerror(errno));
+		in_child("forkadvice", fork_child_check, p, 0);
+	}
+	if (munmap(blk[0], n) != 0)
+		FAIL("forkadvice: munmap: %s", strerror(errno));
+	free(base);
+	printf("ok - forkadvice: DONTFORK gone and WIPEONFORK zero in the "
+	    "child, the parent's %zu MiB kept, DOFORK and KEEPONFORK undo\n",
+	    n / MIB);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -440,6 +543,7 @@ static const struct {
 	{ "reserve", test_reserve },
 	{ "mremap", test_mremap },
 	{ "fixedfile", test_fixedfile },
+	{ "forkadvice", test_forkadvice },
 };
 
 /* Runs the tests named (all by default). */
