@@ -178,8 +178,8 @@ proto:
 
 /* Allocates a zero-filled region of at least size bytes, aligned to align. */
 int
-libfam_alloc(size_t size, size_t align, void **ptr, size_t *usable,
-    bool *quiet)
+libfam_alloc(size_t size, size_t align, unsigned flags, void **ptr,
+    size_t *usable, bool *quiet)
 {
 	uintptr_t addr;
 	size_t len;
@@ -187,7 +187,8 @@ libfam_alloc(size_t size, size_t align, void **ptr, size_t *usable,
 
 	if (quiet != NULL)
 		*quiet = true;
-	if (size == 0 || (align != 0 && !is_pow2(align)))
+	if (size == 0 || (align != 0 && !is_pow2(align)) ||
+	    (flags & ~FAM_S_ALLOC_SPARSE))
 		return -EINVAL;
 	if (align > FAM_SESSION_ARENA_ALIGN)
 		return -EINVAL;
@@ -199,7 +200,7 @@ libfam_alloc(size_t size, size_t align, void **ptr, size_t *usable,
 	cancel = libfam_lock();
 	rc = session_get(quiet);
 	if (rc == 0)
-		rc = alloc_locked(size, align, 0, NULL, 0, &addr, &len);
+		rc = alloc_locked(size, align, flags, NULL, 0, &addr, &len);
 	libfam_unlock(cancel);
 	if (rc < 0)
 		return rc;
@@ -483,7 +484,7 @@ void *
 fam_alloc(size_t size)
 {
 	void *p;
-	int rc = libfam_alloc(size, 0, &p, NULL, NULL);
+	int rc = libfam_alloc(size, 0, 0, &p, NULL, NULL);
 
 	if (rc < 0) {
 		errno = -rc;

@@ -25,13 +25,13 @@
 
 /*
  * Allocates a zero-filled region of at least size bytes whose address is a
- * multiple of align (0, or a power of two). *usable receives the bytes
+ * multiple of align (0, or a power of two); flags: 0 or FAM_S_ALLOC_SPARSE. *usable receives the bytes
  * reserved. On failure, *quiet (when not NULL) tells whether there is
  * nothing more to report: no session could be had (reported on stderr
  * already), or the request was one famd could never meet.
  */
-int libfam_alloc(size_t size, size_t align, void **ptr, size_t *usable,
-    bool *quiet);
+int libfam_alloc(size_t size, size_t align, unsigned flags, void **ptr,
+    size_t *usable, bool *quiet);
 
 /*
  * Allocates a region holding the file path (FAM_S_ALLOC_FILE, and maybe

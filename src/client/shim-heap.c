@@ -145,7 +145,7 @@ hook_alloc(extent_hooks_t *hooks, void *new_addr, size_t size,
 	if (new_addr != NULL)
 		return NULL; /* no growing in place */
 	/* Called inside mallocx() or rallocx(): shim_depth is raised. */
-	rc = libfam_alloc(size, alignment, &p, NULL, &quiet);
+	rc = libfam_alloc(size, alignment, 0, &p, NULL, &quiet);
 	if (rc == 0) {
 		rc = span_add((uintptr_t)p, size, atomic_load(&heap_gen));
 		if (rc < 0) {

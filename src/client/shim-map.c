@@ -55,6 +55,7 @@
 
 #include "client/libfam-internal.h"
 #include "client/shim.h"
+#include "wire/session.h"
 
 #define SHIM_EXPORT __attribute__((visibility("default")))
 #define PAGE        4096ul
@@ -479,17 +480,19 @@ wants_fam(size_t len, int flags, int fd)
 }
 
 /*
- * A new FAM mapping of len bytes with protection prot; MAP_FAILED (errno
+ * A new FAM mapping of len bytes with protection prot (MAP_NORESERVE in
+ * flags: a sparse region, capacity taken as written); MAP_FAILED (errno
  * set) under FAM_STRICT, NULL when the kernel should map it instead.
  */
 static void *
-map_fam(size_t len, int prot)
+map_fam(size_t len, int prot, int flags)
 {
 	void *p = NULL;
 	int rc;
 
 	len = (len + PAGE - 1) & ~(PAGE - 1);
-	if (!shim_fam(len, 0, &p))
+	if (!shim_fam(len, 0, (flags & MAP_NORESERVE) ? FAM_S_ALLOC_SPARSE : 0,
+	    &p))
 		return NULL;
 	if (p == NULL)
 		return MAP_FAILED;
@@ -572,7 +575,7 @@ mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	    is_fam((uintptr_t)addr, len) && ((uintptr_t)addr & (PAGE - 1)) == 0)
 		return map_fixed((uintptr_t)addr, len, prot, flags, fd, off);
 	if (wants_fam(len, flags, fd)) {
-		p = map_fam(len, prot);
+		p = map_fam(len, prot, flags);
 		if (p != NULL)
 			return p;
 	}

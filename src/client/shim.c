@@ -322,14 +322,14 @@ shim_report_failure(size_t size, int err)
  * ENOMEM under FAM_STRICT. Returns false when libc should serve it.
  */
 bool
-shim_fam(size_t size, size_t align, void **out)
+shim_fam(size_t size, size_t align, unsigned flags, void **out)
 {
 	bool quiet;
 	int rc, saved = errno;
 	void *p;
 
 	shim_depth++;
-	rc = libfam_alloc(size, align, &p, NULL, &quiet);
+	rc = libfam_alloc(size, align, flags, &p, NULL, &quiet);
 	shim_depth--;
 	if (rc == 0) {
 		errno = saved;
@@ -418,7 +418,7 @@ static inline bool
 shim_place(size_t size, size_t align, bool zero, void **out)
 {
 	if (shim_wants_fam(size))
-		return shim_fam(size, align, out);
+		return shim_fam(size, align, 0, out);
 	if (shim_wants_heap(size))
 		return shim_heap(size, align, zero, out);
 	return false;

@@ -29,11 +29,12 @@ bool shim_is_ready(void);
 void shim_report_failure(size_t size, int err);
 
 /*
- * Tries to allocate size bytes (aligned to align, or 0) of FAM. Returns
+ * Tries to allocate size bytes (aligned to align, or 0) of FAM; flags 0,
+ * or FAM_S_ALLOC_SPARSE for a reservation. Returns
  * true when the request is settled: *out is the memory, or NULL with errno
  * ENOMEM under FAM_STRICT. Returns false when libc should serve it.
  */
-bool shim_fam(size_t size, size_t align, void **out);
+bool shim_fam(size_t size, size_t align, unsigned flags, void **out);
 
 /* free() of FAM at [addr, addr + len): forgets its fork advice. */
 void shim_map_forget(void *addr, size_t len);

@@ -121,7 +121,10 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		.min = 1 << 20, .max = (int64_t)1 << 50, .def = "1G",
 		.roles = MEM,
 		.help = "Most bytes of regions this node lends at once; a request "
-		    "beyond it is refused with ENOSPC.",
+		    "beyond it is refused with ENOSPC. A reservation "
+		    "(MAP_NORESERVE) over tcp counts only what has been "
+		    "written to it, 64 KiB at a time, and a write beyond the "
+		    "capacity is refused: the host keeps that data.",
 	},
 	[CFG_MEMORY_PRELOAD_DIR] = {
 		.section = "memory", .name = "preload_dir", .type = CFG_T_PATH,

@@ -275,6 +275,7 @@ writeback_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 		host_wake(h, HOST_WAKE_KICK);
 		return;
 	}
+	h->writeback_err = status;
 	if (status < 0) {
 		h->stats.writeback_errors++;
 		log_rl(LOG_INFO,

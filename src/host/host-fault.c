@@ -274,12 +274,18 @@ fetch_complete(struct host *h, struct fetch *f, int status)
 	if (f->frame >= 0)
 		host_frame_put(h, (uint32_t)f->frame);
 	if (status != -ESRCH) {
-		char why[160];
+		char why[240];
+		int n;
 
 		h->stats.fetch_errors += !f->zero && status != -ENOSPC;
-		snprintf(why, sizeof why, "cannot bring in chunk %llu of region "
-		    "%llu: %s", (unsigned long long)f->chunk,
+		n = snprintf(why, sizeof why, "cannot bring in chunk %llu of "
+		    "region %llu: %s", (unsigned long long)f->chunk,
 		    (unsigned long long)r->handle, strerror(-status));
+		if (status == -ENOBUFS && h->writeback_err < 0 && n > 0 &&
+		    (size_t)n < sizeof why)
+			snprintf(why + n, sizeof why - (size_t)n, " (the "
+			    "buffer is full of dirty chunks, and writing them "
+			    "back fails: %s)", strerror(-h->writeback_err));
 		for (unsigned i = 0; i < f->nwaiters; i++)
 			host_sigbus(h, cl, f->waiters[i],
 			    chunk_uaddr(h, r, f->chunk), h->chunk, why);

@@ -824,6 +824,8 @@ fork_region_create(struct host_fork *f, struct region *src,
 		s->instance = s->node->instance;
 		s->path = SP_DIRECT;
 		rc.size = src->stripes[i].remote.size;
+		if (src->flags & FAM_S_ALLOC_SPARSE)
+			rc.flags = FAM_RF_SPARSE;
 		len = proto_put_region_create(buf, sizeof buf, &rc);
 		fc = calloc(1, sizeof *fc);
 		if (fc == NULL)

@@ -831,6 +831,8 @@ session_alloc(struct host_client *cl)
 		if (via_dpu && s->node->state == MN_UP)
 			rc.place = s->node->instance;
 		rc.size = n << h->chunk_shift;
+		if (m->b & FAM_S_ALLOC_SPARSE)
+			rc.flags = FAM_RF_SPARSE;
 		if (m->b & FAM_S_ALLOC_FILE) {
 			rc.size = 0;
 			rc.flags = FAM_RF_FILE;

@@ -329,6 +329,7 @@ struct host {
 	uint64_t nframes, nfree, used, dirty, hand;
 	bool evicting;
 	unsigned writebacks_inflight;
+	int writeback_err;        /* of the last write-back, 0 if it worked */
 	uint64_t evict_gen; /* background eviction passes so far */
 	bool punch_batch;   /* a background pass gathers adjacent punches */
 	struct region *punch_r;

@@ -83,6 +83,7 @@ mem_regions_init(struct famd *d)
 	mem.pagesize = (uint64_t)sysconf(_SC_PAGESIZE);
 	mem.capacity = (uint64_t)cfg_int(d->cfg, CFG_MEMORY_CAPACITY);
 	mem.reserved = 0;
+	mem.sparse_ok = cfg_int(d->cfg, CFG_TRANSPORT) != CFG_TRANSPORT_VERBS;
 	mem.nregions = 0;
 	mem.preload_dir = strdup(cfg_str(d->cfg, CFG_MEMORY_PRELOAD_DIR));
 	mem.next_id = 1;
@@ -168,7 +169,8 @@ static void
 mem_region_unmap(struct mem_region *r)
 {
 	munmap(r->mem, r->size);
-	mem.reserved -= r->size;
+	mem.reserved -= r->held;
+	free(r->charged);
 	free(r->path);
 	free(r);
 }
@@ -196,10 +198,54 @@ mem_region_unlink(struct mem_region *r, const char *why)
 		mem_region_unmap(r);
 }
 
+static int mem_peer_quota(const struct mem_session *s, uint64_t size);
+static uint64_t granule_len(const struct mem_region *r, uint64_t g);
+
+/*
+ * A WRITE to [off, off + len) of sparse region r by session s: takes the
+ * capacity of the granules written there for the first time. 0, or
+ * -ENOSPC (the node is full) or -EDQUOT (the peer's quota); nothing is
+ * taken then, and the write is refused whole.
+ */
+static int
+mem_region_charge(struct mem_session *s, struct mem_region *r, uint64_t off,
+    uint32_t len)
+{
+	uint64_t g0 = off / MEM_GRANULE, g1 = (off + len - 1) / MEM_GRANULE;
+	uint64_t need = 0;
+	char a[32], b[32];
+	int err;
+
+	for (uint64_t g = g0; g <= g1; g++)
+		if (!(r->charged[g / 64] & ((uint64_t)1 << (g % 64))))
+			need += granule_len(r, g);
+	if (need == 0)
+		return 0;
+	if (need > mem.capacity - mem.reserved) {
+		mem.n.sparse_refusals++;
+		log_rl(LOG_WARNING, "memory: node %s wrote to region %" PRIu32
+		    ", a reservation, past the capacity: %s left of %s; the "
+		    "host keeps the data", s->node, r->id,
+		    mem_bytes(a, sizeof a, mem.capacity - mem.reserved),
+		    mem_bytes(b, sizeof b, mem.capacity));
+		return -ENOSPC;
+	}
+	if ((err = mem_peer_quota(s, need)) < 0) {
+		mem.n.sparse_refusals++;
+		return err;
+	}
+	for (uint64_t g = g0; g <= g1; g++)
+		r->charged[g / 64] |= (uint64_t)1 << (g % 64);
+	r->held += need;
+	mem.reserved += need;
+	return 0;
+}
+
 /*
  * Checks that session s may READ (or WRITE) len bytes at off of region id:
  * -ENOENT without a handle, -EROFS writing a shared one, -ERANGE past its
- * end. On 0, *out is the region.
+ * end; a first write to part of a sparse region takes its capacity
+ * (-ENOSPC, -EDQUOT). On 0, *out is the region.
  */
 int
 mem_region_access(struct mem_session *s, uint32_t id, uint64_t off,
@@ -213,8 +259,44 @@ mem_region_access(struct mem_session *s, uint32_t id, uint64_t off,
 		return -EROFS;
 	if (off > r->size || len > r->size - off)
 		return -ERANGE;
+	if (write && r->charged != NULL && len > 0) {
+		int err = mem_region_charge(s, r, off, len);
+
+		if (err < 0)
+			return err;
+	}
 	*out = r;
 	return 0;
+}
+
+/* Bytes of granule g of sparse region r (the last may be short). */
+static uint64_t
+granule_len(const struct mem_region *r, uint64_t g)
+{
+	uint64_t lo = g * MEM_GRANULE;
+
+	return r->size - lo < MEM_GRANULE ? r->size - lo : MEM_GRANULE;
+}
+
+/* Gives back the capacity of sparse region r's whole granules in [lo, hi). */
+void
+mem_region_uncharge(struct mem_region *r, uint64_t lo, uint64_t hi)
+{
+	uint64_t g0 = (lo + MEM_GRANULE - 1) / MEM_GRANULE, g1;
+
+	if (r->charged == NULL || hi <= lo)
+		return;
+	g1 = hi >= r->size ? (r->size + MEM_GRANULE - 1) / MEM_GRANULE :
+	    hi / MEM_GRANULE;
+	for (uint64_t g = g0; g < g1; g++) {
+		uint64_t bit = (uint64_t)1 << (g % 64);
+
+		if (!(r->charged[g / 64] & bit))
+			continue;
+		r->charged[g / 64] &= ~bit;
+		r->held -= granule_len(r, g);
+		mem.reserved -= granule_len(r, g);
+	}
 }
 
 /* A transfer starts: r stays mapped until it lets go. */
@@ -488,7 +570,7 @@ mem_peer_quota(const struct mem_session *s, uint64_t size)
 	TAILQ_FOREACH(r, &mem.regions, link) {
 		if (r->freed || strcmp(r->owner, s->owner) != 0)
 			continue;
-		bytes += r->size;
+		bytes += r->held;
 		regions++;
 	}
 	if ((max_regions == 0 || regions + 1 <= max_regions) &&
@@ -541,11 +623,21 @@ mem_region_file(const struct mem_session *s,
  * *rounded is the size to map.
  */
 static int
-mem_region_admit(const struct mem_session *s, uint64_t size,
+mem_region_admit(const struct mem_session *s, uint64_t size, bool sparse,
     uint64_t *rounded)
 {
 	char sz[32];
 
+	if (sparse) {
+		/* Nothing taken now: mem_region_charge, as it is written. */
+		*rounded = size <= MEM_SPARSE_MAX ? mem_round(size) : 0;
+		if (*rounded == 0)
+			return -ENOSPC;
+		if (mem.nregions >= MEM_MAX_REGIONS ||
+		    mem.next_id == UINT32_MAX)
+			return -EMFILE;
+		return mem_peer_quota(s, 0);
+	}
 	*rounded = size <= mem.capacity ? mem_round(size) : 0;
 	if (*rounded == 0 || *rounded > mem.capacity - mem.reserved) {
 		log_info("memory: node %s asked for %s: only %s of %s left",
@@ -613,7 +705,7 @@ mem_region_insert(struct mem_session *s, struct mem_region *r)
 	r->hnext = mem.table[r->id & (mem.table_size - 1)];
 	mem.table[r->id & (mem.table_size - 1)] = r;
 	mem.nregions++;
-	mem.reserved += r->size;
+	mem.reserved += r->held;
 	mem.n.regions_created++;
 	if (mem.nregions > 2 * mem.table_size)
 		mem_table_grow();
@@ -636,6 +728,7 @@ mem_region_create(struct mem_session *s, const struct fam_region_create *req,
 	struct mem_region *r;
 	struct stat st;
 	uint64_t size = req->size, rounded;
+	bool sparse;
 	int fd, err;
 
 	if ((req->flags & FAM_RF_PERSISTENT) && req->name[0] == '\0')
@@ -653,16 +746,21 @@ mem_region_create(struct mem_session *s, const struct fam_region_create *req,
 	}
 	if ((err = mem_region_file(s, req, &st, &size, &fd)) < 0)
 		return err;
-	if ((err = mem_region_admit(s, size, &rounded)) < 0)
+	/* Over verbs, writes are one-sided: a sparse region is taken whole. */
+	sparse = (req->flags & FAM_RF_SPARSE) && mem.sparse_ok;
+	if ((err = mem_region_admit(s, size, sparse, &rounded)) < 0)
 		goto out_close;
 	r = calloc(1, sizeof *r);
 	if (r == NULL || (req->path[0] != '\0' &&
-	    (r->path = strdup(req->path)) == NULL)) {
+	    (r->path = strdup(req->path)) == NULL) || (sparse &&
+	    (r->charged = calloc((rounded / MEM_GRANULE + 64) / 64,
+	    sizeof *r->charged)) == NULL)) {
 		err = -ENOMEM;
 		goto out_free;
 	}
-	r->flags = req->flags;
+	r->flags = req->flags & (sparse ? FAM_RF_ALL : ~FAM_RF_SPARSE);
 	r->size = rounded;
+	r->held = sparse ? 0 : rounded;
 	r->length = fd >= 0 && (uint64_t)st.st_size < size ?
 	    (uint64_t)st.st_size : size;
 	snprintf(r->name, sizeof r->name, "%s", req->name);
@@ -679,8 +777,10 @@ mem_region_create(struct mem_session *s, const struct fam_region_create *req,
 	*out = r;
 	return 0;
 out_free:
-	if (r != NULL)
+	if (r != NULL) {
 		free(r->path);
+		free(r->charged);
+	}
 	free(r);
 out_close:
 	if (fd >= 0)

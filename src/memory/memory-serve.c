@@ -39,7 +39,7 @@ mem_serve_counters_json(void)
 
 	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
 	    "s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
-	    "s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+	    "s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
 	    "reads", (json_int_t)n->reads,
 	    "writes", (json_int_t)n->writes,
 	    "bytes_read", (json_int_t)n->bytes_read,
@@ -71,6 +71,7 @@ mem_serve_counters_json(void)
 	    "quota_refusals", (json_int_t)n->quota_refusals,
 	    "discards", (json_int_t)n->discards,
 	    "discard_bytes", (json_int_t)n->discard_bytes,
+	    "sparse_refusals", (json_int_t)n->sparse_refusals,
 	    "connections_open", (json_int_t)mem.nconns,
 	    "connections_unauthenticated", (json_int_t)mem.npreauth,
 	    "preauth_evictions", (json_int_t)n->preauth_evictions,
@@ -281,8 +282,10 @@ mem_serve_discard(struct mem_conn *mc, const struct fam_hdr *h,
 		hi = (d.offset + d.len) & ~(mem.pagesize - 1);
 		if (lo < hi && !region_leased(r) &&
 		    madvise((uint8_t *)r->mem + lo, hi - lo,
-		    MADV_DONTNEED) == 0)
+		    MADV_DONTNEED) == 0) {
 			mem.n.discard_bytes += hi - lo;
+			mem_region_uncharge(r, lo, hi);
+		}
 	}
 	mem_reply_status(mc, h, err);
 }

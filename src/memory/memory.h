@@ -50,6 +50,8 @@ struct event;
 #define MEM_HASH_MIN      256u
 #define MEM_PRELOAD_CHUNK (1u << 20)
 #define MEM_OWNER_MAX     (FAM_NAME_MAX + 1)
+#define MEM_GRANULE       ((uint64_t)1 << 16) /* a sparse region's charge unit */
+#define MEM_SPARSE_MAX    ((uint64_t)1 << 46) /* largest sparse region */
 
 struct mem_session;
 struct mem_region;
@@ -83,6 +85,12 @@ struct mem_region {
 	unsigned nhandles;
 	LIST_HEAD(, mem_handle) handles;
 	uint64_t reads, writes, bytes_read, bytes_written;
+	/*
+	 * FAM_RF_SPARSE: capacity is taken a granule at a time, at the first
+	 * write to it (charged bits), and given back by REGION_DISCARD.
+	 */
+	uint64_t *charged;
+	uint64_t held;            /* bytes counted in mem.reserved */
 	struct mem_region *hnext; /* chain in the id table */
 	TAILQ_ENTRY(mem_region) link;
 };
@@ -141,6 +149,7 @@ struct mem_counters {
 	uint64_t eacces_closes;   /* connections cut after FAM_EACCES_MAX */
 	uint64_t preauth_evictions; /* unproven connections closed for room */
 	uint64_t crc_errors;      /* chunks whose data failed their CRC */
+	uint64_t sparse_refusals; /* writes to sparse regions: no capacity */
 };
 
 /* The memory role's state; the file that sets each group is named. */
@@ -156,7 +165,9 @@ struct mem_state {
 	bool stopping;            /* stop is under way: fewer log lines */
 	/* memory-region.c */
 	uint64_t capacity;
-	uint64_t reserved;        /* bytes mapped, freed-but-held included */
+	uint64_t reserved;        /* bytes held by regions (a sparse one's
+	                           * written granules), freed-but-held too */
+	bool sparse_ok;           /* tcp: writes pass here (verbs: one-sided) */
 	uint64_t pagesize;
 	char *preload_dir;        /* ours: a reload frees the cfg's strings */
 	uint32_t next_id;
@@ -199,6 +210,10 @@ void mem_region_info(const struct mem_region *r, const struct mem_handle *h,
 int mem_region_access(struct mem_session *s, uint32_t id, uint64_t off,
     uint32_t len, bool write, struct mem_region **out);
 void mem_region_hold(struct mem_region *r);
+
+/* REGION_DISCARD of [lo, hi) of r: a sparse region's whole granules there
+ * give their capacity back. */
+void mem_region_uncharge(struct mem_region *r, uint64_t lo, uint64_t hi);
 void mem_region_let_go(struct mem_region *r);
 struct mem_handle *mem_handle_find(struct mem_session *s,
     struct mem_region *r);

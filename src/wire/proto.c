@@ -462,6 +462,9 @@ proto_get_region_create(const uint8_t *in, size_t len,
 		return -EINVAL;
 	if (m->flags & ~FAM_RF_ALL)
 		return -EINVAL;
+	if ((m->flags & FAM_RF_SPARSE) &&
+	    (m->flags & (FAM_RF_FILE | FAM_RF_SHARED)))
+		return -EINVAL;
 	if ((m->flags & FAM_RF_SHARED) && nlen == 0)
 		return -EINVAL;
 	if ((m->flags & FAM_RF_FILE) != 0 ? plen == 0 : plen != 0)

@@ -174,7 +174,12 @@ struct fam_hello_resp {
 #define FAM_RF_SHARED     0x02u /* read-only, shared by `name` */
 #define FAM_RF_PERSISTENT 0x04u /* survives the end of the creating session
                                  * (named: it is found again by its name) */
-#define FAM_RF_ALL        0x07u
+#define FAM_RF_SPARSE     0x08u /* capacity taken as written, not at creation
+                                 * (a memory node over tcp; over verbs the
+                                 * region is registered whole, so it is
+                                 * taken at creation: not in the answer's
+                                 * flags then) */
+#define FAM_RF_ALL        0x0fu
 
 /*
  * REGION_CREATE request, 24 + name_len + path_len bytes:

@@ -123,7 +123,9 @@ enum fam_smsg_type {
 
 #define FAM_S_ALLOC_FILE     0x01u /* preload `data` from the memory node */
 #define FAM_S_ALLOC_SHARED   0x02u /* ... read-only, shared by every user */
-#define FAM_S_ALLOC_ALL      0x03u
+#define FAM_S_ALLOC_SPARSE   0x04u /* a reservation (MAP_NORESERVE): the memory
+                                    * node takes capacity as it is written */
+#define FAM_S_ALLOC_ALL      0x07u
 
 #define FAM_S_NEW_ARENA      0x01u /* reply flag: memfd attached, send MAP */
 

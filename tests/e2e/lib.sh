@@ -215,18 +215,18 @@ SHIM=$top_builddir/src/.libs/libfamshim.so
 # start_memory NAME [famd options...]: a memory famd on a free loopback
 # port (port 0: it picks), preload_dir $T/preload; sets MEM_ADDR, MEM_PID.
 # Over verbs its capacity is 1G: verbs pins what it lends, and the
-# Soft-RoCE guest has 2G in all.
+# Soft-RoCE guest has 2G in all. MEM_CAPACITY, when set, is its capacity.
 start_memory() {
-	local name=$1 MEM_CAPACITY=64G
+	local name=$1 cap=${MEM_CAPACITY:-64G}
 	shift
-	[ "$TEST_TRANSPORT" = verbs ] && MEM_CAPACITY=1G
+	[ "$TEST_TRANSPORT" = verbs ] && cap=${MEM_CAPACITY:-1G}
 	mkdir -p "$T/preload"
 	cat >"$T/$name.conf" <<CONF
 [famd]
 role = memory
 [memory]
 listen = $LISTEN_IP:0
-capacity = $MEM_CAPACITY
+capacity = $cap
 preload_dir = $T/preload
 CONF
 	start_famd "$name" "$T/$name.conf" "$@"
@@ -250,6 +250,7 @@ op_timeout = $op_timeout
 memory_nodes = $nodes
 buffer_size = $buffer
 session_socket = $T/$name.session
+${HOST_CONF_EXTRA:-}
 CONF
 	start_famd "$name" "$T/$name.conf" "$@"
 	HOST_PID=$FAMD_PID

@@ -26,6 +26,10 @@
  *             mprotect and with MAP_FIXED, uncommitted with MAP_FIXED
  *             PROT_NONE (then zeros); MAP_FIXED_NOREPLACE refused over a
  *             mapped part
+ *   bigreserve a MAP_NORESERVE reservation 16 times SIZE, windows of SIZE
+ *             committed, written, verified and uncommitted in turn (at
+ *             most two at once): run against a memory node whose capacity
+ *             is a fraction of the reservation
  *   mremap    grown (moving), shrunk in place; the data stays
  *   fixedfile a file mapped with MAP_FIXED over the middle of a mapping
  *   forkadvice DONTFORK and WIPEONFORK on parts of a mapping and of a
@@ -376,6 +380,40 @@ test_reserve(void)
 	    "uncommitted, committed again\n", n / MIB);
 }
 
+/* A reservation far larger than what is ever committed at once. */
+static void
+test_bigreserve(void)
+{
+	size_t n = opt_size, total = 16 * n;
+	static const unsigned win[] = { 3, 11, 7, 14 };
+	uint8_t *p = map("bigreserve", total, PROT_NONE, MAP_NORESERVE);
+
+	check_kind("bigreserve", p);
+	for (unsigned i = 0; i < sizeof win / sizeof win[0]; i++) {
+		uint8_t *w = p + win[i] * n;
+
+		if (mprotect(w, n, PROT_READ | PROT_WRITE) != 0)
+			FAIL("bigreserve: commit: %s", strerror(errno));
+		check_zero("bigreserve (committed)", w, 0, n);
+		fill(w, 0, n, 80 + i);
+		check("bigreserve", w, 0, n, 80 + i);
+		if (i > 0)
+			check("bigreserve (the window before)",
+			    p + win[i - 1] * n, 0, n, 80 + i - 1);
+		if (i == 0)
+			continue;
+		/* Uncommit the window before, as a heap shrinks. */
+		if (mmap(p + win[i - 1] * n, n, PROT_NONE, MAP_PRIVATE |
+		    MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) !=
+		    p + win[i - 1] * n)
+			FAIL("bigreserve: uncommit: %s", strerror(errno));
+	}
+	if (munmap(p, total) != 0)
+		FAIL("bigreserve: munmap: %s", strerror(errno));
+	printf("ok - bigreserve: %zu MiB reserved, four windows of %zu MiB "
+	    "committed in turn\n", total / MIB, n / MIB);
+}
+
 /* mremap: grown by moving, shrunk in place. */
 static void
 test_mremap(void)
@@ -541,6 +579,7 @@ static const struct {
 	{ "mmap", test_mmap },
 	{ "munmap", test_munmap },
 	{ "reserve", test_reserve },
+	{ "bigreserve", test_bigreserve },
 	{ "mremap", test_mremap },
 	{ "fixedfile", test_fixedfile },
 	{ "forkadvice", test_forkadvice },

@@ -551,6 +551,16 @@ START_TEST(test_region_create_inconsistent_fields_refused)
 	/* Size 0 of a region that is not a file. */
 	len = create_bytes(buf, 0, 0, 0, 0, "", "");
 	ck_assert_int_eq(proto_get_region_create(buf, len, &m), -EINVAL);
+	/* A sparse file, or a sparse shared region: never. */
+	len = create_bytes(buf, 0, FAM_RF_FILE | FAM_RF_SPARSE, 0, 1, "", "f");
+	ck_assert_int_eq(proto_get_region_create(buf, len, &m), -EINVAL);
+	len = create_bytes(buf, 4096, FAM_RF_SHARED | FAM_RF_SPARSE, 1, 0, "n",
+	    "");
+	ck_assert_int_eq(proto_get_region_create(buf, len, &m), -EINVAL);
+	/* A sparse region of its own. */
+	len = create_bytes(buf, 1ull << 40, FAM_RF_SPARSE, 0, 0, "", "");
+	ck_assert_int_eq(proto_get_region_create(buf, len, &m), 0);
+	ck_assert_uint_eq(m.flags, FAM_RF_SPARSE);
 	/* Size 0 of a file means the file's size. */
 	len = create_bytes(buf, 0, FAM_RF_FILE, 0, 1, "", "f");
 	ck_assert_int_eq(proto_get_region_create(buf, len, &m), 0);

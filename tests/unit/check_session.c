@@ -154,8 +154,13 @@ START_TEST(test_alloc_arguments)
 	ck_assert_int_eq(fam_smsg_check_alloc(&m, arena), EINVAL);
 	m.len = 4;
 	ck_assert_int_eq(fam_smsg_check_alloc(&m, arena), 0);
+	m.b = FAM_S_ALLOC_FILE | FAM_S_ALLOC_SPARSE; /* a sparse file */
+	ck_assert_int_eq(fam_smsg_check_alloc(&m, arena), EINVAL);
 	m.b = 0; /* a path without the file flag */
 	ck_assert_int_eq(fam_smsg_check_alloc(&m, arena), EINVAL);
+	m.len = 0;
+	m.b = FAM_S_ALLOC_SPARSE; /* a reservation */
+	ck_assert_int_eq(fam_smsg_check_alloc(&m, arena), 0);
 }
 END_TEST
 
