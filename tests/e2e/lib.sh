@@ -238,6 +238,7 @@ CONF
 # session socket is $T/NAME.session; sets HOST_PID and FAM_SOCKET.
 # Over verbs its op_timeout is 10 s (Soft-RoCE in an emulated guest is
 # slow), as tests/rxe/lib-rxe.sh's.
+# HOST_CONF_EXTRA, when set, is added to its [host] section.
 start_host() {
 	local name=$1 buffer=$2 nodes=$3 op_timeout=3s
 	shift 3
