@@ -88,6 +88,12 @@ enum libfam_state {
 	LIBFAM_S_NONE,
 	LIBFAM_S_LIVE,
 	LIBFAM_S_BROKEN,
+	/*
+	 * The program closed our socket (closefrom(3) before an exec, say):
+	 * no session any more, and none opened again; famd goes on serving
+	 * the arenas until the process exits or execs.
+	 */
+	LIBFAM_S_CLOSED,
 };
 
 enum libfam_arena_state {
@@ -122,6 +128,8 @@ struct libfam {
 	int sock;           /* session socket, -1 without a session */
 	int uffd;           /* our copy of the userfaultfd, -1 without */
 	int lost_fd;        /* an empty, sealed memfd: lost arenas map it */
+	uint64_t sock_id[2]; /* st_dev and st_ino of sock: still ours? */
+	uint64_t uffd_id[2]; /* ... and of uffd */
 	uint64_t seq;       /* last request number sent */
 	size_t chunk;       /* famd's chunk size (bytes, a power of two) */
 	size_t arena_size;  /* famd's usual arena length */

@@ -34,6 +34,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/un.h>
@@ -281,6 +282,53 @@ sock_send(const struct fam_smsg *m, const void *data, int fd)
 	return 0;
 }
 
+/* Records what file fd is (id[0] device, id[1] inode). */
+static void
+fd_id_take(int fd, uint64_t id[2])
+{
+	struct stat st;
+
+	id[0] = id[1] = 0;
+	if (fd >= 0 && fstat(fd, &st) == 0) {
+		id[0] = (uint64_t)st.st_dev;
+		id[1] = (uint64_t)st.st_ino;
+	}
+}
+
+/*
+ * Tells whether fd is still the file fd_id_take() saw: a program may close
+ * every descriptor it did not open, and the number then names another
+ * file, or none.
+ */
+static bool
+fd_is(int fd, const uint64_t id[2])
+{
+	struct stat st;
+
+	return fd >= 0 && fstat(fd, &st) == 0 && (uint64_t)st.st_dev == id[0] &&
+	    (uint64_t)st.st_ino == id[1];
+}
+
+/*
+ * The program closed our session socket: forget the descriptors without
+ * closing them (their numbers may be the program's by now). famd sees
+ * the session end and serves the arenas on until the process exits or
+ * execs; no session is opened again.
+ */
+static void
+session_closed(void)
+{
+	if (libfam.state == LIBFAM_S_CLOSED)
+		return;
+	if (!fd_is(libfam.uffd, libfam.uffd_id))
+		libfam.uffd = -1;
+	libfam.sock = -1;
+	libfam.state = LIBFAM_S_CLOSED;
+	libfam_say("the program closed the session socket: the "
+	    "fabric-attached memory it has stays served until it exits or "
+	    "runs another program; new allocations come from libc", NULL);
+}
+
 /*
  * Ends a live session after a failed round trip: shuts the socket down, so
  * the watchdog wakes and declares its arenas lost.
@@ -312,6 +360,12 @@ session_call(uint16_t type, struct fam_smsg *m, const void *data, int fd,
 
 	if (rfd != NULL)
 		*rfd = -1;
+	if (libfam.state == LIBFAM_S_CLOSED)
+		return -ECONNRESET;
+	if (!fd_is(libfam.sock, libfam.sock_id)) {
+		session_closed();
+		return -ECONNRESET;
+	}
 	m->magic = FAM_SESSION_MAGIC;
 	m->version = FAM_SESSION_VERSION;
 	m->type = type;
@@ -427,9 +481,10 @@ session_lose(void)
 	 * its faults into silent zero pages: keep it then, and those threads
 	 * stay blocked instead.
 	 */
-	if (stuck == 0)
+	if (stuck == 0 && fd_is(libfam.uffd, libfam.uffd_id))
 		close_fd(libfam.uffd);
-	close_fd(libfam.sock);
+	if (fd_is(libfam.sock, libfam.sock_id))
+		close_fd(libfam.sock);
 	libfam.uffd = -1;
 	libfam.sock = -1;
 	libfam.state = LIBFAM_S_NONE;
@@ -472,8 +527,14 @@ watchdog_main(void *arg)
 			nanosleep(&ts, NULL); /* ENOMEM: try again */
 	}
 	pthread_mutex_lock(&libfam.lock);
-	if (libfam.gen == gen && libfam.state != LIBFAM_S_NONE)
-		session_lose();
+	if (libfam.gen == gen && libfam.state != LIBFAM_S_NONE &&
+	    libfam.state != LIBFAM_S_CLOSED) {
+		if ((pfd.revents & POLLNVAL) ||
+		    !fd_is(libfam.sock, libfam.sock_id))
+			session_closed();
+		else
+			session_lose();
+	}
 	pthread_mutex_unlock(&libfam.lock);
 	return NULL;
 }
@@ -528,6 +589,7 @@ session_open(void)
 		report_outage("cannot reach the host famd at ", path, -rc);
 		goto fail;
 	}
+	fd_id_take(libfam.sock, libfam.sock_id);
 	libfam.seq = 0;
 
 	memset(&m, 0, sizeof m);
@@ -572,6 +634,7 @@ session_open(void)
 		goto fail;
 	}
 	libfam.uffd = uffd;
+	fd_id_take(uffd, libfam.uffd_id);
 	libfam.state = LIBFAM_S_LIVE;
 	libfam.retry_ns = 0;
 	libfam.reported = false;
@@ -592,7 +655,7 @@ session_get(bool *quiet)
 {
 	int rc = 0;
 
-	if (libfam.state == LIBFAM_S_BROKEN)
+	if (libfam.state == LIBFAM_S_BROKEN || libfam.state == LIBFAM_S_CLOSED)
 		rc = -ECONNRESET;
 	else if (libfam.state == LIBFAM_S_NONE)
 		rc = session_open();
@@ -735,8 +798,11 @@ atfork_child(void)
 	char ebuf[128], nbuf[21];
 
 	memcpy(&libfam.lock, &init, sizeof init);
-	close_fd(libfam.sock);
-	close_fd(libfam.uffd);
+	/* Only ours: the parent may have closed them, and reused the numbers. */
+	if (fd_is(libfam.sock, libfam.sock_id))
+		close_fd(libfam.sock);
+	if (fd_is(libfam.uffd, libfam.uffd_id))
+		close_fd(libfam.uffd);
 	libfam.sock = -1;
 	libfam.uffd = -1;
 	libfam.state = LIBFAM_S_NONE;

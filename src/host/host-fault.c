@@ -114,8 +114,8 @@ sigbus_repeating(struct host_client *cl, pid_t tid, uint64_t page)
  * taken at accept: its pid then still names it, not a process that got
  * the number since. Without a pidfd (before Linux 5.3), assumed.
  */
-static bool
-sigbus_owner_alive(struct host_client *cl)
+bool
+host_client_alive(struct host_client *cl)
 {
 	if (cl->pidfd < 0)
 		return true;
@@ -150,7 +150,7 @@ host_sigbus(struct host *h, struct host_client *cl, pid_t tid,
 		h->stats.sigbus_poisoned++;
 		return;
 	}
-	if (!sigbus_owner_alive(cl))
+	if (!host_client_alive(cl))
 		return; /* nobody left to signal: not another process */
 	if (sigbus_repeating(cl, tid, page)) {
 		if (!cl->give_up)

@@ -32,6 +32,7 @@ host_tick_cb(evutil_socket_t fd, short what, void *arg)
 
 	host_path_tick(h);
 	host_session_retry(h);
+	host_session_orphans(h);
 	host_fork_tick(h);
 	if (h->parked != NULL)
 		host_fetch_unpark(h);
@@ -173,6 +174,7 @@ host_security_counters(const struct host *h, json_t *counters)
 	} c[] = {
 		{ "sigbus_poisoned", s->sigbus_poisoned },
 		{ "sessions_given_up", s->sessions_given_up },
+		{ "sessions_orphaned", s->sessions_orphaned },
 		{ "sessions_refused", s->sessions_refused },
 	};
 

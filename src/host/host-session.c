@@ -1080,6 +1080,8 @@ session_read_cb(evutil_socket_t fd, short what, void *arg)
 			log_rl(LOG_INFO, "session pid %ld: closed in the "
 			    "middle of a message (%zu bytes of it came)",
 			    (long)cl->pid, cl->inlen);
+		} else if (n == 0 && session_orphan(cl)) {
+			return;
 		}
 		host_client_release(cl);
 		return;

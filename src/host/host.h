@@ -212,6 +212,8 @@ struct host_client {
 	uint64_t sigbus_page;
 	unsigned sigbus_repeats; /* ... times in a row (no UFFDIO_POISON) */
 	bool forking;       /* FORK copies our regions: writes wait */
+	bool orphan;        /* the program closed its socket, runs on */
+	uint64_t orphan_check_ns; /* ... next looked at */
 	unsigned refs;      /* in-flight operations that point at us */
 	struct host_client *next;
 };
@@ -268,6 +270,7 @@ struct host_stats {
 	uint64_t writeback_bytes, writeback_errors, evictions_cancelled;
 	uint64_t fault_waits_for_room, sigbus;
 	uint64_t sigbus_poisoned, sessions_given_up;
+	uint64_t sessions_orphaned; /* closed their socket, ran on */
 	uint64_t sessions, sessions_refused, bad_messages;
 	uint64_t allocs, alloc_errors, allocs_redone, frees, frees_deferred;
 	uint64_t quota_refusals;
@@ -387,6 +390,8 @@ int host_client_new(struct host *h, int fd, const struct ucred *cred,
     int pidfd);
 void host_session_init(struct host *h);
 void host_client_release(struct host_client *cl);
+/* host-session-orphan.c: ends the orphans that exited or exec'd. */
+void host_session_orphans(struct host *h);
 void host_session_retry(struct host *h);
 void host_client_put(struct host_client *cl);
 void host_region_free(struct region *r);
@@ -396,6 +401,8 @@ json_t *host_clients_json(struct host *h);
 int host_fault_init(struct host *h);
 void host_fault_fini(struct host *h);
 void host_uffd_cb(int fd, short what, void *arg);
+/* Tells whether cl's process lives (its pidfd; assumed without one). */
+bool host_client_alive(struct host_client *cl);
 void host_fetch_kick(struct host *h);
 void host_fetch_unpark(struct host *h);
 void host_sigbus(struct host *h, struct host_client *cl, pid_t tid,

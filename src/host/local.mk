@@ -15,4 +15,5 @@ src_libfamdcore_la_SOURCES += \
 	src/host/host-session.h \
 	src/host/host-session.c \
 	src/host/host-session-copy.c \
+	src/host/host-session-orphan.c \
 	src/host/host-uffd.c

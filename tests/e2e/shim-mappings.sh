@@ -4,7 +4,8 @@
 # fammap passes on the kernel's own memory, then under libfamshim with
 # 64 MiB blocks through a 16 MiB buffer: every advice, mprotect, mlock,
 # msync, munmap of parts, MAP_FIXED over a block, mremap, a PROT_NONE
-# reservation committed the ways runtimes do. Discarded chunks are
+# reservation committed the ways runtimes do, fork advice, and every
+# descriptor closed under the blocks. Discarded chunks are
 # counted and released on the memory node, and every region is gone when
 # the program exits.
 . "$(dirname "$0")/lib.sh"
@@ -22,6 +23,10 @@ st=$(ctl host status -j)
 echo "$st" | jq -e '.counters.discards > 0 and .counters.sigbus == 0 and .counters.evictions_dirty > 0' >/dev/null ||
 	fail "counters after fammap: $(echo "$st" | jq -c .counters)"
 pass "under the shim, blocks 4x the buffer: $(grep -c '^ok' "$T/fam.out") tests, $(echo "$st" | jq .counters.discards) chunks discarded"
+# closefds: children and the program itself closed every descriptor from
+# 3 up and went on using their blocks; a session whose socket famd saw
+# close under a running program was served on (orphaned), not ended.
+pass "closefds: $(echo "$st" | jq .counters.sessions_orphaned) sessions served on after their program closed the socket"
 ms=$(ctl mem status -j)
 if [ "$TEST_TRANSPORT" = verbs ]; then
 	echo "$ms" | jq -e '.counters.discards > 0' >/dev/null ||

@@ -37,6 +37,10 @@
  *             (SIGSEGV), the second reads as zeros, the rest is the
  *             parent's; the parent keeps everything; DOFORK and
  *             KEEPONFORK take the advice back
+ *   closefds  every descriptor from 3 up closed, as a child about to exec
+ *             does, and as a daemon does: in forked children that then
+ *             run /bin/true, in ones that exit, and in this process; the
+ *             blocks keep their data, and later ones still work
  * Prints "ok - what" per test; exits 1 at the first wrong byte.
  */
 #include "config.h"
@@ -53,6 +57,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include "toolutil.h"
@@ -569,6 +574,74 @@ test_forkadvice(void)
 	    n / MIB);
 }
 
+/* Closes every descriptor from 3 up, as closefrom(3) does. */
+static void
+close_from_3(void)
+{
+#ifdef SYS_close_range
+	if (syscall(SYS_close_range, 3u, ~0u, 0u) == 0)
+		return;
+#endif
+	for (int fd = 3; fd < 65536; fd++)
+		close(fd);
+}
+
+/* Child of closefds: how says whether it then runs /bin/true. */
+static void
+closefds_child(uint8_t *p, int exec)
+{
+	size_t n = opt_size;
+	uint8_t *q;
+
+	close_from_3();
+	check("closefds, in the child", p, 0, n, 91);
+	fill(p, 0, n / 2, 92); /* private to the child */
+	check("closefds, the child's write", p, 0, n / 2, 92);
+	q = malloc(n);
+	if (q == NULL)
+		FAIL("closefds: malloc in the child: %s", strerror(errno));
+	fill(q, 0, n, 93);
+	check("closefds, a new block", q, 0, n, 93);
+	free(q);
+	if (exec) {
+		execl("/bin/true", "true", (char *)NULL);
+		FAIL("closefds: exec /bin/true: %s", strerror(errno));
+	}
+}
+
+/* Descriptors closed under the blocks: in children, then here. */
+static void
+test_closefds(void)
+{
+	size_t n = opt_size;
+	uint8_t *base, *p = block("closefds", &base), *q;
+
+	fill(p, 0, n, 91);
+	/*
+	 * Whether a child closes its session socket before or after libfam's
+	 * watchdog is polling it is a race: sixteen times each way.
+	 */
+	for (int i = 0; i < 16; i++) {
+		in_child("closefds", closefds_child, p, 1);
+		in_child("closefds", closefds_child, p, 0);
+	}
+	check("closefds, the parent after its children", p, 0, n, 91);
+	fflush(stdout);
+	close_from_3();
+	check("closefds, after closing", p, 0, n, 91);
+	fill(p, 0, n, 94);
+	check("closefds, written after closing", p, 0, n, 94);
+	q = malloc(n);
+	if (q == NULL)
+		FAIL("closefds: malloc after closing: %s", strerror(errno));
+	fill(q, 0, n, 95);
+	check("closefds, a new block after closing", q, 0, n, 95);
+	free(q);
+	free(base);
+	printf("ok - closefds: descriptors closed in 32 children (16 "
+	    "exec'd) and here; %zu MiB kept its data\n", n / MIB);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -583,6 +656,7 @@ static const struct {
 	{ "mremap", test_mremap },
 	{ "fixedfile", test_fixedfile },
 	{ "forkadvice", test_forkadvice },
+	{ "closefds", test_closefds },
 };
 
 /* Runs the tests named (all by default). */

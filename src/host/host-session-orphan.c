@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * host-session-orphan.c - sessions whose program closed the session socket
+ * but runs on: a program that closes every descriptor it did not open
+ * (closefrom(3) in a child between fork and exec, a daemon detaching)
+ * still has its arenas mapped, and the memory there is served through its
+ * userfaultfd, which famd holds. Such a session is orphaned: no more
+ * requests, faults served as before, and it ends when the process exits
+ * or no longer maps any of its arenas (it ran another program).
+ * Owns nothing: the sessions are host-session.c's.
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "host/host.h"
+#include "host/host-session.h"
+
+#define ORPHAN_CHECK_NS 1000000000ull /* how often an orphan is looked at */
+
+/* Tells whether process pid maps one of cl's arenas (/proc/PID/maps). */
+static bool
+orphan_maps_arena(const struct host_client *cl)
+{
+	char path[64], line[512];
+	bool found = false;
+	FILE *f;
+
+	snprintf(path, sizeof path, "/proc/%ld/maps", (long)cl->pid);
+	f = fopen(path, "re");
+	if (f == NULL)
+		return true; /* cannot tell: until it exits */
+	while (!found && fgets(line, sizeof line, f) != NULL) {
+		uint64_t lo = strtoull(line, NULL, 16);
+
+		for (const struct arena *ar = cl->arenas; ar != NULL;
+		    ar = ar->next)
+			if (ar->uaddr != 0 && ar->uaddr == lo) {
+				found = true;
+				break;
+			}
+	}
+	fclose(f);
+	return found;
+}
+
+/*
+ * The program at the other end of cl closed its socket: tells whether the
+ * session is kept as an orphan (the process lives and has regions).
+ */
+bool
+session_orphan(struct host_client *cl)
+{
+	/* A process that exits lets go of its memory before its files. */
+	if (cl->nregions == 0 || cl->uffd < 0 || cl->pidfd < 0 ||
+	    !host_client_alive(cl) || !orphan_maps_arena(cl))
+		return false;
+	cl->orphan = true;
+	cl->orphan_check_ns = mono_ns() + ORPHAN_CHECK_NS;
+	event_del(cl->sock_ev);
+	cl->h->stats.sessions_orphaned++;
+	log_rl(LOG_INFO, "session pid %ld: the program closed its session "
+	    "socket but runs on: its %llu regions are served until it exits "
+	    "or runs another program", (long)cl->pid,
+	    (unsigned long long)cl->nregions);
+	return true;
+}
+
+/* Ends the orphaned sessions whose process exited or ran another program. */
+void
+host_session_orphans(struct host *h)
+{
+	uint64_t now = mono_ns();
+	struct host_client *cl, *next;
+
+	for (cl = h->clients; cl != NULL; cl = next) {
+		next = cl->next;
+		if (!cl->orphan || cl->dead || now < cl->orphan_check_ns)
+			continue;
+		cl->orphan_check_ns = now + ORPHAN_CHECK_NS;
+		if (host_client_alive(cl) && orphan_maps_arena(cl))
+			continue;
+		host_client_release(cl);
+	}
+}
