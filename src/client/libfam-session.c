@@ -33,6 +33,7 @@
 #include <unistd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -282,6 +283,31 @@ sock_send(const struct fam_smsg *m, const void *data, int fd)
 	return 0;
 }
 
+/*
+ * Moves fd (close-on-exec) to a number near the top of the first 1024, out
+ * of the way of programs that dup2() onto small numbers they chose ("exec
+ * 3>file"); returns the descriptor to use.
+ */
+static int
+fd_high(int fd)
+{
+	struct rlimit rl;
+	long top = 1024;
+	int nfd;
+
+	if (fd < 0 || getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return fd;
+	if (rl.rlim_cur != RLIM_INFINITY && (long)rl.rlim_cur < top)
+		top = (long)rl.rlim_cur;
+	if (top - 64 <= fd)
+		return fd;
+	nfd = fcntl(fd, F_DUPFD_CLOEXEC, (int)(top - 64));
+	if (nfd < 0)
+		return fd;
+	close(fd);
+	return nfd;
+}
+
 /* Records what file fd is (id[0] device, id[1] inode). */
 static void
 fd_id_take(int fd, uint64_t id[2])
@@ -436,7 +462,7 @@ lost_fd_create(void)
 	if (fd < 0)
 		return;
 	fcntl(fd, F_ADD_SEALS, F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL);
-	libfam.lost_fd = fd;
+	libfam.lost_fd = fd_high(fd);
 }
 
 /* Declares the session lost: every arena of it faults with SIGBUS from now on. */
@@ -580,7 +606,7 @@ session_open(void)
 		goto fail;
 	}
 	memcpy(sun.sun_path, path, plen);
-	libfam.sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	libfam.sock = fd_high(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
 	rc = libfam.sock < 0 ? -errno : 0;
 	while (rc == 0 && connect(libfam.sock, (struct sockaddr *)&sun,
 	    sizeof sun) < 0)
@@ -609,7 +635,7 @@ session_open(void)
 		devfd = -1;
 	}
 
-	uffd = uffd_create(devfd);
+	uffd = fd_high(uffd_create(devfd));
 	close_fd(devfd);
 	if (uffd < 0) {
 		rc = uffd;
