@@ -16,6 +16,7 @@ static const char *const evictions[] = { "clock", "fifo", NULL };
 static const char *const paths[] = { "direct", "dpu", NULL };
 static const char *const fallbacks[] = { "none", "direct", NULL };
 static const char *const dynamics[] = { "off", "on", "adaptive", NULL };
+static const char *const session_modes[] = { "0600", "0660", "0666", NULL };
 
 #define ALL  CFG_ROLES_ALL
 #define HOST CFG_ROLE_BIT(ROLE_HOST)
@@ -327,10 +328,22 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 	},
 	[CFG_HOST_SESSION_GROUP] = {
 		.section = "host", .name = "session_group", .type = CFG_T_STRING,
-		.min = 0, .max = 63, .def = "", .roles = HOST,
-		.help = "Group whose members may use fabric-attached memory (the "
-		    "session socket gets mode 0660). Empty means every local user "
-		    "(mode 0666).",
+		.min = 0, .max = 63, .def = "famd", .roles = HOST,
+		.help = "Group given the session socket: with session_mode 0660, "
+		    "its members (and famd's own user) may use fabric-attached "
+		    "memory. Empty means famd's own group. A group named here "
+		    "that does not exist is a configuration error; when the key "
+		    "is not set and this machine has no group famd (the Debian "
+		    "package creates it), the socket keeps famd's own group and, "
+		    "unless session_mode is set, gets mode 0600 (famd's own user "
+		    "only), and famd logs how to open it.",
+	},
+	[CFG_HOST_SESSION_MODE] = {
+		.section = "host", .name = "session_mode", .type = CFG_T_ENUM,
+		.choices = session_modes, .def = "0660", .roles = HOST,
+		.help = "Mode of the session socket: 0600 (only famd's own user), "
+		    "0660 (also the members of session_group) or 0666 (every "
+		    "local user; each is still held to the uid_max_* quotas).",
 	},
 	[CFG_HOST_MEMORY_NODES] = {
 		.section = "host", .name = "memory_nodes", .type = CFG_T_ADDRLIST,

@@ -31,6 +31,7 @@ E2E_TESTS = \
 	tests/e2e/host-readahead.sh \
 	tests/e2e/host-client-exit.sh \
 	tests/e2e/host-attacks.sh \
+	tests/e2e/host-session-socket.sh \
 	tests/e2e/host-corrupt.sh \
 	tests/e2e/quota.sh \
 	tests/e2e/flood.sh \
