@@ -102,6 +102,39 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		    "mode 0600). A peer with a wrong or missing secret is "
 		    "refused. Empty means no secret is sent or required.",
 	},
+	[CFG_TLS] = {
+		.section = "famd", .name = "tls", .type = CFG_T_BOOL,
+		.def = "no", .roles = ALL,
+		.help = "TLS 1.3 on every tcp connection of this node, in both "
+		    "directions, before the hello: for links that leave a "
+		    "trusted rack. Both ends present a certificate "
+		    "(tls_cert, tls_key) and refuse one not signed by tls_ca; "
+		    "a peer without TLS is refused. The secret is still "
+		    "proved inside. Every node of the fabric must agree. Not "
+		    "with transport = verbs (RDMA bypasses it: isolate that "
+		    "fabric instead).",
+	},
+	[CFG_TLS_CERT] = {
+		.section = "famd", .name = "tls_cert", .type = CFG_T_PATH,
+		.empty_ok = true, .def = "", .roles = ALL,
+		.help = "PEM file of this node's certificate (then any "
+		    "intermediate certificates), presented to every peer when "
+		    "tls is on.",
+	},
+	[CFG_TLS_KEY] = {
+		.section = "famd", .name = "tls_key", .type = CFG_T_PATH,
+		.empty_ok = true, .def = "", .roles = ALL,
+		.help = "PEM file of the private key of tls_cert (keep the file "
+		    "mode 0600).",
+	},
+	[CFG_TLS_CA] = {
+		.section = "famd", .name = "tls_ca", .type = CFG_T_PATH,
+		.empty_ok = true, .def = "", .roles = ALL,
+		.help = "PEM file of the certificate authority (or several) "
+		    "whose certificates peers must present when tls is on. Any "
+		    "certificate it signed is accepted, whatever its name: use "
+		    "a CA of famd's own.",
+	},
 	[CFG_OP_TIMEOUT] = {
 		.section = "famd", .name = "op_timeout", .type = CFG_T_DURATION,
 		.min = 100, .max = 600000, .def = "10s", .roles = ALL,

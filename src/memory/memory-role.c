@@ -130,6 +130,13 @@ mem_set_opts(const struct cfg *cfg)
 		return err;
 	}
 	mem.has_secret = mem.opts.secret[0] != '\0';
+	if (cfg_int(cfg, CFG_TLS) && fam_tls_new(cfg_str(cfg, CFG_TLS_CERT),
+	    cfg_str(cfg, CFG_TLS_KEY), cfg_str(cfg, CFG_TLS_CA),
+	    &mem.opts.tls, &cause) < 0) {
+		log_err("memory: %s", cause);
+		free(cause);
+		return -EINVAL;
+	}
 	if (mem.opts.kind == FAM_TP_VERBS &&
 	    fam_memlock_check(mem.capacity, &cause) < 0) {
 		log_warn("memory: %s; regions beyond it cannot be lent", cause);
@@ -176,6 +183,8 @@ role_memory_start(struct famd *d)
 	return 0;
 fail:
 	explicit_bzero(mem.opts.secret, sizeof mem.opts.secret);
+	fam_tls_free(mem.opts.tls);
+	mem.opts.tls = NULL;
 	mem_regions_fini();
 	return -1;
 }
@@ -243,6 +252,8 @@ role_memory_stop(struct famd *d)
 	mem_sessions_end_all("famd stops");
 	mem_regions_fini();
 	explicit_bzero(mem.opts.secret, sizeof mem.opts.secret);
+	fam_tls_free(mem.opts.tls);
+	mem.opts.tls = NULL;
 	log_notice("memory: stopped; %u region%s freed", regions,
 	    regions == 1 ? "" : "s");
 }

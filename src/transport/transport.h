@@ -135,6 +135,9 @@ struct fam_conn_opts {
 	bool inject_bad_imm;         /* verbs, a test aid: every message
 	                              * after the hello goes with immediate
 	                              * data that names another type */
+	struct fam_tls *tls;         /* tcp: TLS 1.3 with these settings
+	                              * before the hello (NULL: none); the
+	                              * caller keeps it alive meanwhile */
 };
 
 /* Counters of one connection (bytes exclude headers). */
@@ -253,6 +256,12 @@ int fam_conn_expose(struct fam_conn *c, void *addr, size_t len,
  * naming the limit and how to raise it.
  */
 int fam_memlock_check(uint64_t bytes, char **cause);
+
+/* TLS for tcp (transport-tls.c): certificate, key, CA of every peer. */
+struct fam_tls;
+int fam_tls_new(const char *cert, const char *key, const char *ca,
+    struct fam_tls **out, char **cause);
+void fam_tls_free(struct fam_tls *t);
 
 /* Closes the connection: pending operations fail, `closed` is called. */
 void fam_conn_close(struct fam_conn *c);

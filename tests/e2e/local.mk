@@ -41,6 +41,7 @@ E2E_TESTS = \
 	tests/e2e/memory-preload.sh \
 	tests/e2e/memory-sessions.sh \
 	tests/e2e/memory-secret.sh \
+	tests/e2e/memory-tls.sh \
 	tests/e2e/memory-auth.sh \
 	tests/e2e/memory-preauth.sh \
 	tests/e2e/memory-defaults.sh \
@@ -53,4 +54,5 @@ E2E_TESTS = \
 	tests/e2e/dpu-netns.sh
 
 TESTS += $(E2E_TESTS)
-EXTRA_DIST += $(E2E_TESTS) tests/e2e/lib.sh tests/e2e/fake-peer.py
+EXTRA_DIST += $(E2E_TESTS) tests/e2e/lib.sh tests/e2e/fake-peer.py \
+	tests/e2e/relay.py tests/e2e/findpat.py
