@@ -171,6 +171,19 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		    "are kept for it to reconnect and resume. After that they are "
 		    "freed, unless created persistent.",
 	},
+	[CFG_MEMORY_PEER_SECRETS] = {
+		.section = "memory", .name = "peer_secrets", .type = CFG_T_PATH,
+		.empty_ok = true, .def = "", .roles = MEM,
+		.help = "File of lines \"NODE SECRET_FILE\" (# starts a "
+		    "comment): the peer whose hello names node NODE must prove "
+		    "the secret in SECRET_FILE (its own [famd] secret_file, of "
+		    "the same form), not the shared one, and its quotas "
+		    "(peer_max_bytes, peer_max_regions) count against NODE "
+		    "wherever it connects from. Another peer cannot take that "
+		    "name. A peer whose name is not listed proves the shared "
+		    "secret_file, and is refused when there is none. Empty: "
+		    "every peer proves the shared secret.",
+	},
 	[CFG_DPU_LISTEN] = {
 		.section = "dpu", .name = "listen", .type = CFG_T_ADDR,
 		.def = "0.0.0.0:7701", .example = "127.0.0.1:7701", .roles = DPU,

@@ -95,6 +95,7 @@ enum cfg_key {
 	CFG_MEMORY_PEER_MAX_REGIONS,
 	CFG_MEMORY_MAX_UNAUTHENTICATED,
 	CFG_MEMORY_HELLO_TIMEOUT,
+	CFG_MEMORY_PEER_SECRETS,
 	CFG_DPU_LISTEN,
 	CFG_DPU_MEMORY_NODES,
 	CFG_DPU_SESSION_GRACE,
@@ -349,5 +350,9 @@ void admin_cmds_register(void);
 /* ---- secret.c ----------------------------------------------------------- */
 
 int secret_load(const char *path, char out[FAM_SECRET_MAX + 1], char **cause);
+int secret_peer_line(char *line, const char **name, const char **file,
+    const char **why);
+int secret_peers_load(const char *path, struct fam_peer_key **out, size_t *n,
+    char **cause);
 
 #endif /* FAMD_H */

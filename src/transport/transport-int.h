@@ -244,6 +244,8 @@ struct tp_conn {
 	 */
 	uint8_t skey[FAM_KEY_LEN];
 	bool has_secret;
+	bool keyed;         /* passive: the peer proves its own key
+	                     * (peer_keys), so node is who it is */
 	uint8_t auth_step;
 	struct fam_hello hello;
 	struct fam_challenge ch;

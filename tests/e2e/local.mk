@@ -42,6 +42,7 @@ E2E_TESTS = \
 	tests/e2e/memory-sessions.sh \
 	tests/e2e/memory-secret.sh \
 	tests/e2e/memory-tls.sh \
+	tests/e2e/memory-peer-keys.sh \
 	tests/e2e/memory-auth.sh \
 	tests/e2e/memory-preauth.sh \
 	tests/e2e/memory-defaults.sh \
