@@ -417,11 +417,14 @@ tls_wants_write(const struct tls_conn *s)
 	return s->read_wants_write;
 }
 
-/* True when plaintext (or a record) already read from the socket waits. */
+/*
+ * True when decrypted plaintext waits in the record last read (without
+ * read-ahead, libssl reads no further than that record from the socket).
+ */
 bool
 tls_pending(const struct tls_conn *s)
 {
-	return s->ready && SSL_has_pending(s->ssl);
+	return s->ready && SSL_pending(s->ssl) > 0;
 }
 
 /* Says close_notify to the peer, once, without waiting for its own. */

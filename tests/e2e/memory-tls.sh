@@ -55,7 +55,6 @@ relay wire "$MEM_ADDR"
 # shellcheck disable=SC2046
 start_host host 8M "$RELAY_ADDR" -o famd.secret_file="$T/secret" $(tls host)
 shim "$FAMTEST" -f -s 16M seq random >"$T/tls.out" 2>&1 || fail "famtest over TLS: $(cat "$T/tls.out")"
-
 found=$(python3 "$FINDPAT" "$T/wire.cap" 16777216 1)
 echo "# over TLS: $(stat -c %s "$T/wire.cap") bytes crossed the relay; famtest's words: $found"
 [ "$found" = "found 0 of 256" ] || fail "famtest's data crossed the link in clear over TLS: $found"
@@ -76,19 +75,17 @@ echo "# without TLS: famtest's words on the wire: $found"
 pass "tls = off: an eavesdropper on the link reads the program's data ($found of its words)"
 
 # ---- a host without TLS is refused by the TLS memory node
+mem_tls_addr=$(mem_addr mem)
 cat >"$T/plainhost.conf" <<CONF
 [famd]
 role = host
 secret_file = $T/secret
 op_timeout = 3s
 [host]
-memory_nodes = $MEM_ADDR
+memory_nodes = $mem_tls_addr
 buffer_size = 8M
 session_socket = $T/plainhost.session
 CONF
-# The TLS memory node, again.
-mem_tls_addr=$(mem_addr mem)
-sed -i "s|^memory_nodes = .*|memory_nodes = $mem_tls_addr|" "$T/plainhost.conf"
 start_famd plainhost "$T/plainhost.conf"
 wait_until 10 grep -q "tls: 127.0.0.1:[0-9]*: handshake failed: the peer does not speak TLS (.*): \[famd\] tls must be on at both ends" \
 	"$T/mem.log" || fail "no clear refusal of a peer without TLS: $(grep tls "$T/mem.log" | tail -3)"
