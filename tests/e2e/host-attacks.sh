@@ -52,7 +52,7 @@ kill -0 "$HOST_PID" 2>/dev/null || fail "the host famd died"
 pass "a SIGBUS handler that returns costs the host famd bounded CPU and log"
 
 # ---- the same without UFFDIO_POISON (as before Linux 6.6): the session ends
-start_host host2 8M "$MEM_ADDR" -o host.uffd_poison=off
+start_host host2 8M "$MEM_ADDR" -o host.uffd_poison=off -o host.session_mode=0666
 lines0=$(grep -c SIGBUS "$T/host2.log")
 ticks0=$(cpu_ticks "$HOST_PID")
 fs sigbus-returns >"$T/sigbus2.out" 2>&1 || fail "sigbus-returns: $(cat "$T/sigbus2.out")"
@@ -140,7 +140,7 @@ pass "a forked worker's fault never signals the process that connected"
 
 # ---- out of descriptors: the session listener backs off, it does not spin
 if command -v prlimit >/dev/null; then
-	start_host host5 8M "$MEM_ADDR" -o host.uid_max_sessions=1000 -o host.max_sessions=1000
+	start_host host5 8M "$MEM_ADDR" -o host.uid_max_sessions=1000 -o host.max_sessions=1000 -o host.session_mode=0666
 	fds=$(ls "/proc/$HOST_PID/fd" | wc -l)
 	prlimit --pid "$HOST_PID" --nofile=$((fds + 8)):$((fds + 8)) || fail "prlimit"
 	mkfifo "$T/hold5"

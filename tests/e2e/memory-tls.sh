@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# TLS between a host and a memory node ([famd] tls, issue 16): with a
+# TLS between a host (or a dpu) and a memory node ([famd] tls, issue 16): with a
 # throwaway CA made by openssl(1), a program's data crosses a relay in
 # the middle of the link encrypted (famtest's pattern is not on the wire;
 # without TLS it is), byte-verified through a buffer smaller than the
@@ -33,6 +33,7 @@ for ca in ca rogue-ca; do
 done
 cert mem ca
 cert host ca
+cert dpu ca
 cert rogue rogue-ca
 printf 'tls-test-secret\n' >"$T/secret"
 chmod 600 "$T/secret"
@@ -63,6 +64,18 @@ grep -q "tls: .*: TLSv1.3 .*peer certificate .*CN *= *host" "$T/mem.log" ||
 grep -q "tls: .*: TLSv1.3 .*peer certificate .*CN *= *mem" "$T/host.log" ||
 	fail "the host does not log the memory node's TLS: $(grep tls "$T/host.log")"
 pass "tls = on: famtest 16M through an 8M buffer, every byte checked; none of its words on the wire"
+
+# ---- through a dpu: host to dpu and dpu to memory node, both TLS
+# shellcheck disable=SC2046
+start_dpu dpu "$MEM_ADDR" -o famd.secret_file="$T/secret" $(tls dpu)
+# shellcheck disable=SC2046
+start_host hostd 8M "$DPU_ADDR" -o famd.secret_file="$T/secret" -o famd.op_timeout=10s $(tls host)
+shim "$FAMTEST" -f -s 16M seq random >"$T/dpu.out" 2>&1 || fail "famtest through a dpu over TLS: $(cat "$T/dpu.out")"
+grep -q "tls: .*: TLSv1.3 .*peer certificate .*CN *= *dpu" "$T/mem.log" ||
+	fail "the memory node does not log the dpu's TLS"
+grep -q "tls: .*: TLSv1.3 .*peer certificate .*CN *= *host" "$T/dpu.log" ||
+	fail "the dpu does not log the host's TLS"
+pass "tls = on through a dpu: famtest 16M through an 8M buffer, host to dpu and dpu to memory node in TLS"
 
 # ---- without TLS the same relay sees them (the check above can fail)
 start_memory mem2 -o famd.secret_file="$T/secret"
