@@ -16,6 +16,7 @@ static const char *const evictions[] = { "clock", "fifo", NULL };
 static const char *const paths[] = { "direct", "dpu", NULL };
 static const char *const fallbacks[] = { "none", "direct", NULL };
 static const char *const dynamics[] = { "off", "on", "adaptive", NULL };
+static const char *const session_modes[] = { "0600", "0660", "0666", NULL };
 
 #define ALL  CFG_ROLES_ALL
 #define HOST CFG_ROLE_BIT(ROLE_HOST)
@@ -101,6 +102,39 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		    "mode 0600). A peer with a wrong or missing secret is "
 		    "refused. Empty means no secret is sent or required.",
 	},
+	[CFG_TLS] = {
+		.section = "famd", .name = "tls", .type = CFG_T_BOOL,
+		.def = "no", .roles = ALL,
+		.help = "TLS 1.3 on every tcp connection of this node, in both "
+		    "directions, before the hello: for links that leave a "
+		    "trusted rack. Both ends present a certificate "
+		    "(tls_cert, tls_key) and refuse one not signed by tls_ca; "
+		    "a peer without TLS is refused. The secret is still "
+		    "proved inside. Every node of the fabric must agree. Not "
+		    "with transport = verbs (RDMA bypasses it: isolate that "
+		    "fabric instead).",
+	},
+	[CFG_TLS_CERT] = {
+		.section = "famd", .name = "tls_cert", .type = CFG_T_PATH,
+		.empty_ok = true, .def = "", .roles = ALL,
+		.help = "PEM file of this node's certificate (then any "
+		    "intermediate certificates), presented to every peer when "
+		    "tls is on.",
+	},
+	[CFG_TLS_KEY] = {
+		.section = "famd", .name = "tls_key", .type = CFG_T_PATH,
+		.empty_ok = true, .def = "", .roles = ALL,
+		.help = "PEM file of the private key of tls_cert (keep the file "
+		    "mode 0600).",
+	},
+	[CFG_TLS_CA] = {
+		.section = "famd", .name = "tls_ca", .type = CFG_T_PATH,
+		.empty_ok = true, .def = "", .roles = ALL,
+		.help = "PEM file of the certificate authority (or several) "
+		    "whose certificates peers must present when tls is on. Any "
+		    "certificate it signed is accepted, whatever its name: use "
+		    "a CA of famd's own.",
+	},
 	[CFG_OP_TIMEOUT] = {
 		.section = "famd", .name = "op_timeout", .type = CFG_T_DURATION,
 		.min = 100, .max = 600000, .def = "10s", .roles = ALL,
@@ -139,6 +173,19 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		.help = "How long the regions of a host whose connection dropped "
 		    "are kept for it to reconnect and resume. After that they are "
 		    "freed, unless created persistent.",
+	},
+	[CFG_MEMORY_PEER_SECRETS] = {
+		.section = "memory", .name = "peer_secrets", .type = CFG_T_PATH,
+		.empty_ok = true, .def = "", .roles = MEM,
+		.help = "File of lines \"NODE SECRET_FILE\" (# starts a "
+		    "comment): the peer whose hello names node NODE must prove "
+		    "the secret in SECRET_FILE (its own [famd] secret_file, of "
+		    "the same form), not the shared one, and its quotas "
+		    "(peer_max_bytes, peer_max_regions) count against NODE "
+		    "wherever it connects from. Another peer cannot take that "
+		    "name. A peer whose name is not listed proves the shared "
+		    "secret_file, and is refused when there is none. Empty: "
+		    "every peer proves the shared secret.",
 	},
 	[CFG_DPU_LISTEN] = {
 		.section = "dpu", .name = "listen", .type = CFG_T_ADDR,
@@ -330,10 +377,22 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 	},
 	[CFG_HOST_SESSION_GROUP] = {
 		.section = "host", .name = "session_group", .type = CFG_T_STRING,
-		.min = 0, .max = 63, .def = "", .roles = HOST,
-		.help = "Group whose members may use fabric-attached memory (the "
-		    "session socket gets mode 0660). Empty means every local user "
-		    "(mode 0666).",
+		.min = 0, .max = 63, .def = "famd", .roles = HOST,
+		.help = "Group given the session socket: with session_mode 0660, "
+		    "its members (and famd's own user) may use fabric-attached "
+		    "memory. Empty means famd's own group. A group named here "
+		    "that does not exist is a configuration error; when the key "
+		    "is not set and this machine has no group famd (the Debian "
+		    "package creates it), the socket keeps famd's own group and, "
+		    "unless session_mode is set, gets mode 0600 (famd's own user "
+		    "only), and famd logs how to open it.",
+	},
+	[CFG_HOST_SESSION_MODE] = {
+		.section = "host", .name = "session_mode", .type = CFG_T_ENUM,
+		.choices = session_modes, .def = "0660", .roles = HOST,
+		.help = "Mode of the session socket: 0600 (only famd's own user), "
+		    "0660 (also the members of session_group) or 0666 (every "
+		    "local user; each is still held to the uid_max_* quotas).",
 	},
 	[CFG_HOST_MEMORY_NODES] = {
 		.section = "host", .name = "memory_nodes", .type = CFG_T_ADDRLIST,

@@ -12,6 +12,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -754,6 +755,45 @@ cfg_check_secret(struct cfg *cfg, const char *path, struct cfg_errors *errs)
 		    "the default");
 }
 
+/* A host's session_group given in the file or on the command line must exist. */
+static void
+cfg_check_session_group(struct cfg *cfg, const char *path,
+    struct cfg_errors *errs)
+{
+	const struct cfg_value *g = &cfg->v[CFG_HOST_SESSION_GROUP];
+
+	if (cfg->v[CFG_ROLE].i != ROLE_HOST || !g->set || g->s == NULL ||
+	    g->s[0] == '\0' || getgrnam(g->s) != NULL)
+		return;
+	if (g->line != 0)
+		cfg_error(errs, "%s:%u: [host] session_group = %s: no such group "
+		    "on this machine", path, g->line, g->s);
+	else
+		cfg_error(errs, "%s: [host] session_group = %s (from the command "
+		    "line): no such group on this machine", path, g->s);
+}
+
+/* tls = on needs its three files, and tcp. */
+static void
+cfg_check_tls(struct cfg *cfg, const char *path, struct cfg_errors *errs)
+{
+	static const enum cfg_key files[] = { CFG_TLS_CERT, CFG_TLS_KEY,
+	    CFG_TLS_CA };
+	unsigned line = cfg->v[CFG_TLS].line;
+
+	if (cfg->v[CFG_TLS].i == 0)
+		return;
+	if (cfg->v[CFG_TRANSPORT].i == CFG_TRANSPORT_VERBS)
+		cfg_error(errs, "%s:%u: [famd] tls = on with transport = "
+		    "verbs: TLS applies to tcp only (RDMA reads and writes "
+		    "bypass it); isolate the verbs fabric instead", path,
+		    line != 0 ? line : cfg->v[CFG_TRANSPORT].line);
+	for (size_t i = 0; i < nitems(files); i++)
+		if (cfg_str(cfg, files[i])[0] == '\0')
+			cfg_error(errs, "%s:%u: [famd] tls = on needs [famd] %s",
+			    path, line, cfg_keys[files[i]].name);
+}
+
 /* Checks the rules that tie several keys together. */
 static void
 cfg_check(struct cfg *cfg, const char *path, struct cfg_errors *errs)
@@ -775,6 +815,8 @@ cfg_check(struct cfg *cfg, const char *path, struct cfg_errors *errs)
 		cfg_error(errs, "%s:%u: [host] path = dpu needs [host] dpu", path,
 		    cfg->v[CFG_HOST_PATH].line);
 	cfg_check_secret(cfg, path, errs);
+	cfg_check_session_group(cfg, path, errs);
+	cfg_check_tls(cfg, path, errs);
 }
 
 /*

@@ -82,6 +82,10 @@ enum cfg_key {
 	CFG_LOG_LEVEL,
 	CFG_TRANSPORT,
 	CFG_SECRET_FILE,
+	CFG_TLS,
+	CFG_TLS_CERT,
+	CFG_TLS_KEY,
+	CFG_TLS_CA,
 	CFG_OP_TIMEOUT,
 	CFG_MEMORY_LISTEN,
 	CFG_MEMORY_CAPACITY,
@@ -91,6 +95,7 @@ enum cfg_key {
 	CFG_MEMORY_PEER_MAX_REGIONS,
 	CFG_MEMORY_MAX_UNAUTHENTICATED,
 	CFG_MEMORY_HELLO_TIMEOUT,
+	CFG_MEMORY_PEER_SECRETS,
 	CFG_DPU_LISTEN,
 	CFG_DPU_MEMORY_NODES,
 	CFG_DPU_SESSION_GRACE,
@@ -109,6 +114,7 @@ enum cfg_key {
 	CFG_DPU_PROBE_INTERVAL,
 	CFG_HOST_SESSION_SOCKET,
 	CFG_HOST_SESSION_GROUP,
+	CFG_HOST_SESSION_MODE,
 	CFG_HOST_MEMORY_NODES,
 	CFG_HOST_BUFFER_SIZE,
 	CFG_HOST_CHUNK_SIZE,
@@ -173,6 +179,12 @@ enum cfg_path {
 enum cfg_fallback {
 	CFG_FALLBACK_NONE,
 	CFG_FALLBACK_DIRECT,
+};
+
+enum cfg_session_mode {
+	CFG_SESSION_MODE_0600,
+	CFG_SESSION_MODE_0660,
+	CFG_SESSION_MODE_0666,
 };
 
 enum cfg_dynamic {
@@ -338,5 +350,9 @@ void admin_cmds_register(void);
 /* ---- secret.c ----------------------------------------------------------- */
 
 int secret_load(const char *path, char out[FAM_SECRET_MAX + 1], char **cause);
+int secret_peer_line(char *line, const char **name, const char **file,
+    const char **why);
+int secret_peers_load(const char *path, struct fam_peer_key **out, size_t *n,
+    char **cause);
 
 #endif /* FAMD_H */

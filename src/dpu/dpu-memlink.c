@@ -224,6 +224,7 @@ node_connect(struct dpu_node *n)
 	snprintf(opts.hello.node, sizeof opts.hello.node, "%s",
 	    dpu->node_name);
 	memcpy(opts.secret, dpu->secret, sizeof opts.secret);
+	opts.tls = dpu->opts.tls;
 	opts.op_timeout_ms = dpu->op_timeout_ms;
 	opts.qps_per_peer = (unsigned)cfg_int(dpu->d->cfg,
 	    CFG_VERBS_QPS_PER_PEER);

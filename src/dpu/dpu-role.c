@@ -233,6 +233,10 @@ role_dpu_start(struct famd *d)
 	dpu->opts.max_outstanding = 64;
 	dpu->opts.max_payload = FAM_PROTO_MAX_PAYLOAD;
 	memcpy(dpu->opts.secret, dpu->secret, sizeof dpu->opts.secret);
+	if (cfg_int(cfg, CFG_TLS) && fam_tls_new(cfg_str(cfg, CFG_TLS_CERT),
+	    cfg_str(cfg, CFG_TLS_KEY), cfg_str(cfg, CFG_TLS_CA),
+	    &dpu->opts.tls, &cause) < 0)
+		goto fail;
 	dpu->opts.hello.role = FAM_WIRE_ROLE_DPU;
 	snprintf(dpu->opts.hello.node, sizeof dpu->opts.hello.node, "%s",
 	    dpu->node_name);
@@ -306,6 +310,7 @@ role_dpu_stop(struct famd *d)
 		event_base_free(dpu->back_base);
 	explicit_bzero(dpu->secret, sizeof dpu->secret);
 	explicit_bzero(dpu->opts.secret, sizeof dpu->opts.secret);
+	fam_tls_free(dpu->opts.tls);
 	pthread_mutex_destroy(&dpu->stat_lock);
 	log_notice("dpu: stopped");
 	d->role_state = NULL;

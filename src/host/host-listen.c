@@ -28,6 +28,11 @@
 
 #include "host/host.h"
 
+/* What the log says when the default group cannot be given. */
+#define SESSION_HOWTO "To let others in, create the group (addgroup " \
+	"--system famd) and add them to it, or set [host] session_group to " \
+	"another group, or session_mode = 0666 for every user"
+
 #ifndef SO_PEERPIDFD
 #define SO_PEERPIDFD 77 /* Linux 6.5 */
 #endif
@@ -139,6 +144,52 @@ session_accept_cb(evutil_socket_t lfd, short what, void *arg)
 		close(fd);
 }
 
+/*
+ * Gives the session socket its group and sets *mode from session_mode.
+ * The default group missing from this machine (or not famd's to give)
+ * leaves the socket famd's own group, mode 0600 unless session_mode was
+ * set, and says so once; a group that was configured must be given.
+ */
+static int
+session_owner(struct host *h, const char *group, mode_t *mode, char **cause)
+{
+	static const mode_t modes[] = {
+		[CFG_SESSION_MODE_0600] = 0600,
+		[CFG_SESSION_MODE_0660] = 0660,
+		[CFG_SESSION_MODE_0666] = 0666,
+	};
+	const struct cfg *cfg = h->d->cfg;
+	const char *path = cfg_str(cfg, CFG_HOST_SESSION_SOCKET);
+	struct group *gr;
+	int err;
+
+	*mode = modes[cfg_int(cfg, CFG_HOST_SESSION_MODE)];
+	if (*group == '\0')
+		return 0;
+	gr = getgrnam(group);
+	err = gr == NULL ? ENOENT : chown(path, (uid_t)-1, gr->gr_gid) < 0 ?
+	    errno : 0;
+	if (err == 0)
+		return 0;
+	if (cfg->v[CFG_HOST_SESSION_GROUP].set) {
+		*cause = xasprintf("session_group %s: %s", group,
+		    err == ENOENT ? "no such group" : strerror(err));
+		return -1;
+	}
+	if (!cfg->v[CFG_HOST_SESSION_MODE].set)
+		*mode = 0600;
+	if (err == ENOENT)
+		log_notice("session socket %s: mode %04o, no group %s on this "
+		    "machine: only uid %ld may use fabric-attached memory. %s",
+		    path, (unsigned)*mode, group, (long)geteuid(), SESSION_HOWTO);
+	else
+		log_notice("session socket %s: mode %04o, cannot give it group "
+		    "%s (%s): only uid %ld may use fabric-attached memory. %s",
+		    path, (unsigned)*mode, group, strerror(err),
+		    (long)geteuid(), SESSION_HOWTO);
+	return 0;
+}
+
 /* Opens the session socket for programs. */
 int
 host_session_open(struct host *h, char **cause)
@@ -146,7 +197,7 @@ host_session_open(struct host *h, char **cause)
 	const char *path = cfg_str(h->d->cfg, CFG_HOST_SESSION_SOCKET);
 	const char *group = cfg_str(h->d->cfg, CFG_HOST_SESSION_GROUP);
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-	mode_t mode = 0666;
+	mode_t mode;
 	int fd;
 
 	host_session_init(h);
@@ -177,17 +228,10 @@ host_session_open(struct host *h, char **cause)
 			close(fd);
 		return -1;
 	}
-	if (*group != '\0') {
-		struct group *gr = getgrnam(group);
-
-		if (gr == NULL || chown(path, (uid_t)-1, gr->gr_gid) < 0) {
-			*cause = xasprintf("session_group %s: %s", group,
-			    gr == NULL ? "no such group" : strerror(errno));
-			close(fd);
-			unlink(path);
-			return -1;
-		}
-		mode = 0660;
+	if (session_owner(h, group, &mode, cause) < 0) {
+		close(fd);
+		unlink(path);
+		return -1;
 	}
 	if (chmod(path, mode) < 0) {
 		*cause = xasprintf("chmod %s: %s", path, strerror(errno));

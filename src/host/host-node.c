@@ -465,6 +465,7 @@ node_opts(struct mnode *n, struct fam_conn_opts *opts)
 	opts->hello.resume = n->session;
 	snprintf(opts->hello.node, sizeof opts->hello.node, "%s", name);
 	memcpy(opts->secret, h->secret, sizeof opts->secret);
+	opts->tls = h->tls;
 	opts->op_timeout_ms = (uint32_t)cfg_int(h->d->cfg, CFG_OP_TIMEOUT);
 	opts->qps_per_peer = (unsigned)cfg_int(h->d->cfg,
 	    CFG_VERBS_QPS_PER_PEER);

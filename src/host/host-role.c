@@ -92,6 +92,10 @@ role_host_start(struct famd *d)
 	if (secret_load(cfg_str(d->cfg, CFG_SECRET_FILE), h->secret,
 	    &cause) < 0)
 		goto fail;
+	if (cfg_int(d->cfg, CFG_TLS) && fam_tls_new(cfg_str(d->cfg,
+	    CFG_TLS_CERT), cfg_str(d->cfg, CFG_TLS_KEY), cfg_str(d->cfg,
+	    CFG_TLS_CA), &h->tls, &cause) < 0)
+		goto fail;
 	if (host_uffd_probe(h, &cause) < 0)
 		goto fail;
 	if (host_parse_nodes(h, cfg_str(d->cfg, CFG_HOST_MEMORY_NODES)) < 0) {
@@ -413,6 +417,7 @@ role_host_stop(struct famd *d)
 	if (h->has_dpu)
 		host_node_fini(&h->dpu);
 	host_buffer_fini(h);
+	fam_tls_free(h->tls);
 	free(h);
 	d->role_state = NULL;
 	host_state = NULL;

@@ -303,6 +303,7 @@ struct host {
 	int eviction;
 	int numa_node;
 	char secret[FAM_SECRET_MAX + 1];
+	struct fam_tls *tls;          /* [famd] tls: of every connection */
 	/* userfaultfd features we ask for on each program's uffd */
 	uint64_t uffd_features;
 	bool wp_ok;

@@ -130,12 +130,43 @@ mem_set_opts(const struct cfg *cfg)
 		return err;
 	}
 	mem.has_secret = mem.opts.secret[0] != '\0';
+	err = secret_peers_load(cfg_str(cfg, CFG_MEMORY_PEER_SECRETS),
+	    &mem.peer_keys, &mem.npeer_keys, &cause);
+	if (err < 0) {
+		log_err("memory: %s", cause);
+		free(cause);
+		return err;
+	}
+	mem.opts.peer_keys = mem.peer_keys;
+	mem.opts.npeer_keys = mem.npeer_keys;
+	mem.has_secret |= mem.npeer_keys > 0;
+	if (cfg_int(cfg, CFG_TLS) && fam_tls_new(cfg_str(cfg, CFG_TLS_CERT),
+	    cfg_str(cfg, CFG_TLS_KEY), cfg_str(cfg, CFG_TLS_CA),
+	    &mem.opts.tls, &cause) < 0) {
+		log_err("memory: %s", cause);
+		free(cause);
+		return -EINVAL;
+	}
 	if (mem.opts.kind == FAM_TP_VERBS &&
 	    fam_memlock_check(mem.capacity, &cause) < 0) {
 		log_warn("memory: %s; regions beyond it cannot be lent", cause);
 		free(cause);
 	}
 	return 0;
+}
+
+/* Wipes and frees the per-peer keys. */
+static void
+mem_peer_keys_free(void)
+{
+	if (mem.peer_keys != NULL)
+		explicit_bzero(mem.peer_keys, mem.npeer_keys *
+		    sizeof *mem.peer_keys);
+	free(mem.peer_keys);
+	mem.peer_keys = NULL;
+	mem.npeer_keys = 0;
+	mem.opts.peer_keys = NULL;
+	mem.opts.npeer_keys = 0;
 }
 
 /* Starts the memory role: listens for hosts and dpus. */
@@ -170,12 +201,16 @@ role_memory_start(struct famd *d)
 	snprintf(mem.listen, sizeof mem.listen, "%s", fam_listener_addr(mem.l));
 	admin_register(mem_cmds, nitems(mem_cmds));
 	log_notice("memory: listening on %s as %s (capacity %s, preload_dir "
-	    "%s, session_grace %" PRIu64 " ms%s)", mem.listen, mem.node,
+	    "%s, session_grace %" PRIu64 " ms%s%s)", mem.listen, mem.node,
 	    mem_bytes(cap, sizeof cap, mem.capacity), mem.preload_dir,
-	    mem.grace_ms, mem.opts.secret[0] ? ", secret required" : "");
+	    mem.grace_ms, mem.opts.secret[0] ? ", secret required" : "",
+	    mem.npeer_keys > 0 ? ", peers' own keys" : "");
 	return 0;
 fail:
 	explicit_bzero(mem.opts.secret, sizeof mem.opts.secret);
+	fam_tls_free(mem.opts.tls);
+	mem.opts.tls = NULL;
+	mem_peer_keys_free();
 	mem_regions_fini();
 	return -1;
 }
@@ -243,6 +278,9 @@ role_memory_stop(struct famd *d)
 	mem_sessions_end_all("famd stops");
 	mem_regions_fini();
 	explicit_bzero(mem.opts.secret, sizeof mem.opts.secret);
+	fam_tls_free(mem.opts.tls);
+	mem.opts.tls = NULL;
+	mem_peer_keys_free();
 	log_notice("memory: stopped; %u region%s freed", regions,
 	    regions == 1 ? "" : "s");
 }

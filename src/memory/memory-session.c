@@ -123,7 +123,8 @@ mem_session_find(uint64_t token)
 /*
  * Sets whom a session's quotas count against (memory.h, owner): the host
  * part of the peer's address ("[v6]:port" or "v4:port") with a secret,
- * else the node name.
+ * else the node name. A peer that proved a key of its own (peer_secrets)
+ * is "key:NODE" instead (mem_session_admit).
  */
 static void
 mem_session_owner(struct mem_session *s, const char *peer)
@@ -280,6 +281,9 @@ mem_session_admit(struct mem_conn *mc, const struct fam_hello *req,
 		s = mem_session_new(req, mc->peer);
 		if (s == NULL)
 			return -ENOMEM;
+		if (fam_conn_identity(mc->c) != NULL)
+			snprintf(s->owner, sizeof s->owner, "key:%s",
+			    fam_conn_identity(mc->c));
 		mem_session_attach(s, mc, true);
 		log_notice("memory: session %" PRIu64 " of node %s started "
 		    "from %s", s->serial, s->node, mc->peer);

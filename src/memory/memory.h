@@ -49,7 +49,7 @@ struct event;
 #define MEM_MAX_OUTSTANDING 64u
 #define MEM_HASH_MIN      256u
 #define MEM_PRELOAD_CHUNK (1u << 20)
-#define MEM_OWNER_MAX     (FAM_NAME_MAX + 1)
+#define MEM_OWNER_MAX     (FAM_NAME_MAX + 5) /* "key:" NODE, or an address */
 #define MEM_GRANULE       ((uint64_t)1 << 16) /* a sparse region's charge unit */
 #define MEM_SPARSE_MAX    ((uint64_t)1 << 46) /* largest sparse region */
 
@@ -162,6 +162,8 @@ struct mem_state {
 	char node[FAM_NAME_MAX + 1];
 	uint64_t instance;
 	bool has_secret;          /* peers prove a secret: owners by address */
+	struct fam_peer_key *peer_keys; /* peer_secrets: owners by name */
+	size_t npeer_keys;
 	bool stopping;            /* stop is under way: fewer log lines */
 	/* memory-region.c */
 	uint64_t capacity;

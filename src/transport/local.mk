@@ -7,6 +7,7 @@ src_libfamdcore_la_SOURCES += \
 	src/transport/transport-conn.c \
 	src/transport/transport-msg.c \
 	src/transport/transport-tcp.c \
+	src/transport/transport-tls.c \
 	src/transport/verbs/verbs.h \
 	src/transport/verbs/verbs-cm.c \
 	src/transport/verbs/verbs-conn.c \

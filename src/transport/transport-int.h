@@ -244,6 +244,8 @@ struct tp_conn {
 	 */
 	uint8_t skey[FAM_KEY_LEN];
 	bool has_secret;
+	bool keyed;         /* passive: the peer proves its own key
+	                     * (peer_keys), so node is who it is */
 	uint8_t auth_step;
 	struct fam_hello hello;
 	struct fam_challenge ch;
@@ -367,5 +369,17 @@ void tp_format_addr(const struct sockaddr *sa, socklen_t len, char *buf,
 void tp_opts_fill(struct fam_conn_opts *out, const struct fam_conn_opts *in);
 int tp_resp_hdr(const struct fam_hdr *req, int status, size_t len,
     uint8_t out[FAM_PROTO_HDR_LEN]);
+
+/* transport-tls.c: a tcp connection's TLS, in place of readv and writev. */
+struct tls_conn;
+struct tls_conn *tls_conn_new(struct fam_tls *t, int fd, bool active,
+    const char *peer);
+void tls_conn_free(struct tls_conn *s);
+ssize_t tls_readv(struct tls_conn *s, const struct iovec *iov, int n);
+ssize_t tls_writev(struct tls_conn *s, const struct iovec *iov, int n);
+bool tls_wants_read(const struct tls_conn *s);
+bool tls_wants_write(const struct tls_conn *s);
+bool tls_pending(const struct tls_conn *s);
+void tls_close_notify(struct tls_conn *s);
 
 #endif /* FAM_TRANSPORT_INT_H */

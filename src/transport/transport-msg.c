@@ -400,24 +400,56 @@ tp_handshake_reply(struct tp_conn *c, const struct fam_hdr *h,
 	return 0;
 }
 
+/*
+ * Picks the key the peer of a passive connection must prove: its own when
+ * its hello names a node of peer_keys, else the shared secret's. -EACCES
+ * (logged) when there are peer keys, none is the peer's, and there is no
+ * shared secret.
+ */
+static int
+tp_peer_key(struct tp_conn *c, const uint8_t **key)
+{
+	char who[160];
+
+	*key = c->skey;
+	c->keyed = false;
+	for (size_t i = 0; i < c->opts.npeer_keys; i++)
+		if (strcmp(c->opts.peer_keys[i].name, c->hello.node) == 0) {
+			*key = c->opts.peer_keys[i].key;
+			c->keyed = true;
+			return 0;
+		}
+	if (c->opts.npeer_keys == 0 || c->has_secret)
+		return 0;
+	log_rl(LOG_NOTICE, "%s: refused hello from %s: node %s has no key of "
+	    "its own (peer_secrets) and there is no shared secret",
+	    c->base.ops->name, tp_who(c, who, sizeof who), c->hello.node);
+	return -EACCES;
+}
+
 /* A hello arrived on a passive connection: answer with the challenge. */
 static void
 tp_on_hello(struct tp_conn *c, const struct fam_hdr *h,
     const uint8_t *payload, uint32_t len)
 {
 	uint8_t out[FAM_CHALLENGE_LEN];
+	const uint8_t *key;
 
 	if (proto_get_hello(payload, len, &c->hello) < 0) {
 		tp_violation(c, h, EPROTO, -EPROTO, "malformed hello");
 		return;
 	}
 	snprintf(c->node, sizeof c->node, "%s", c->hello.node);
+	if (tp_peer_key(c, &key) < 0) {
+		tp_fail_reply(c, h, EACCES, -EACCES);
+		return;
+	}
 	c->ch.role = c->opts.hello.role != 0 ? c->opts.hello.role :
 	    FAM_WIRE_ROLE_MEMORY;
 	snprintf(c->ch.node, sizeof c->ch.node, "%s",
 	    c->opts.hello.node[0] != '\0' ? c->opts.hello.node : "famd");
 	if (proto_auth_nonce(c->ch.nonce) < 0 ||
-	    proto_auth_derive(&c->auth, c->skey, &c->hello, &c->ch) < 0) {
+	    proto_auth_derive(&c->auth, key, &c->hello, &c->ch) < 0) {
 		tp_close(c, -EIO);
 		return;
 	}
@@ -443,9 +475,11 @@ tp_on_auth(struct tp_conn *c, const struct fam_hdr *h,
 		tp_close(c, -EIO);
 		return;
 	}
-	if (c->has_secret && !proto_auth_equal(want, payload, FAM_PROOF_LEN)) {
-		log_notice("%s: refused hello from %s: wrong secret",
-		    c->base.ops->name, tp_who(c, who, sizeof who));
+	if ((c->has_secret || c->keyed) &&
+	    !proto_auth_equal(want, payload, FAM_PROOF_LEN)) {
+		log_notice("%s: refused hello from %s: wrong %s",
+		    c->base.ops->name, tp_who(c, who, sizeof who), c->keyed ?
+		    "key for its node name (peer_secrets)" : "secret");
 		tp_fail_reply(c, h, EACCES, -EACCES);
 		return;
 	}

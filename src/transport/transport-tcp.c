@@ -17,6 +17,11 @@
  * entries, payloads are referenced, and each entry's callback (reply sent,
  * hold released, request on the wire) fires once the kernel has all its
  * bytes.
+ *
+ * TLS (fam_conn_opts.tls): tls_readv() and tls_writev() (transport-tls.c)
+ * stand in for readv() and writev(); the handshake runs inside them before
+ * the hello, and a read that waits for room to write (or a write that
+ * waits for input) arms the other event. Without TLS nothing else changes.
  */
 #include "config.h"
 
@@ -84,6 +89,7 @@ struct tcp_listener {
 struct tcp_conn {
 	struct tp_conn tc;
 	int fd;
+	struct tls_conn *tls;          /* NULL: plain tcp */
 	struct event *ev_read, *ev_write;
 	bool reading, writing, paused;
 	bool throttled;     /* the role stopped our input */
@@ -247,6 +253,7 @@ tcp_destroy(struct tp_conn *tc)
 {
 	struct tcp_conn *c = tcp_conn_of(tc);
 
+	tls_conn_free(c->tls);
 	if (c->fd >= 0)
 		close(c->fd);
 	if (c->ev_read != NULL)
@@ -280,7 +287,10 @@ tcp_conn_new(struct event_base *evb, int fd, const struct fam_conn_opts *opts,
 	c->ev_read = event_new(evb, fd, EV_READ | EV_PERSIST, tcp_read_cb, c);
 	c->ev_write = event_new(evb, fd, EV_WRITE | EV_PERSIST, tcp_write_cb,
 	    c);
-	if (c->stage == NULL || c->ev_read == NULL || c->ev_write == NULL) {
+	if (opts->tls != NULL)
+		c->tls = tls_conn_new(opts->tls, fd, active, c->tc.peer);
+	if (c->stage == NULL || c->ev_read == NULL || c->ev_write == NULL ||
+	    (opts->tls != NULL && c->tls == NULL)) {
 		tcp_destroy(&c->tc);
 		return NULL;
 	}
@@ -337,6 +347,16 @@ tcp_want_write(struct tcp_conn *c)
 	if (!c->writing && c->tc.state != TPS_CLOSED) {
 		event_add(c->ev_write, NULL);
 		c->writing = true;
+	}
+}
+
+/* Stops watching for room to write. */
+static void
+tcp_stop_write(struct tcp_conn *c)
+{
+	if (c->writing) {
+		event_del(c->ev_write);
+		c->writing = false;
 	}
 }
 
@@ -426,6 +446,8 @@ tcp_linger(struct tcp_conn *c)
 	    c->tc.opts.op_timeout_ms : TCP_LINGER_MS;
 
 	c->tc.state = TPS_LINGER;
+	if (c->tls != NULL)
+		tls_close_notify(c->tls);
 	(void)shutdown(c->fd, SHUT_WR);
 	c->tc.deadline = mono_ns() + ms * 1000000u;
 	event_del(c->tc.ev_timer);
@@ -453,12 +475,20 @@ tcp_send_queued(struct tcp_conn *c)
 		}
 		if (n == 0)
 			break;
-		w = writev(c->fd, iov, n);
+		w = c->tls == NULL ? writev(c->fd, iov, n) :
+		    tls_writev(c->tls, iov, n);
 		if (w < 0) {
 			char who[160];
 
 			if (errno == EINTR)
 				continue;
+			if ((errno == EAGAIN || errno == EWOULDBLOCK) &&
+			    c->tls != NULL && tls_wants_read(c->tls)) {
+				/* TLS waits for input: tcp_read_cb writes. */
+				tcp_stop_write(c);
+				tcp_want_read(c);
+				return;
+			}
 			if (errno == EAGAIN || errno == EWOULDBLOCK) {
 				tcp_want_write(c);
 				return;
@@ -471,11 +501,8 @@ tcp_send_queued(struct tcp_conn *c)
 		c->tx_progress = mono_ns();
 		tcp_out_advance(c, (size_t)w);
 	}
-	if (c->writing && (TAILQ_EMPTY(&c->outq) ||
-	    c->tc.state == TPS_CLOSED)) {
-		event_del(c->ev_write);
-		c->writing = false;
-	}
+	if (TAILQ_EMPTY(&c->outq) || c->tc.state == TPS_CLOSED)
+		tcp_stop_write(c);
 	if (c->tc.state == TPS_CLOSING && TAILQ_EMPTY(&c->outq))
 		tcp_linger(c);
 }
@@ -793,7 +820,8 @@ tcp_read_cb(evutil_socket_t fd, short what, void *arg)
 			};
 			size_t direct;
 
-			n = readv(c->fd, iov, 2);
+			n = c->tls == NULL ? readv(c->fd, iov, 2) :
+			    tls_readv(c->tls, iov, 2);
 			if (n > 0) {
 				direct = (size_t)n < iov[0].iov_len ?
 				    (size_t)n : iov[0].iov_len;
@@ -801,7 +829,10 @@ tcp_read_cb(evutil_socket_t fd, short what, void *arg)
 				c->stage_len = (uint32_t)((size_t)n - direct);
 			}
 		} else {
-			n = read(c->fd, c->stage, TCP_STAGE_LEN);
+			struct iovec iov = { c->stage, TCP_STAGE_LEN };
+
+			n = c->tls == NULL ? read(c->fd, c->stage,
+			    TCP_STAGE_LEN) : tls_readv(c->tls, &iov, 1);
 			if (n > 0)
 				c->stage_len = (uint32_t)n;
 		}
@@ -831,8 +862,13 @@ tcp_read_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	tcp_send_queued(c);
 	if (c->tc.state != TPS_CLOSED && c->reading &&
-	    c->stage_off < c->stage_len)
+	    (c->stage_off < c->stage_len ||
+	    (c->tls != NULL && tls_pending(c->tls))))
 		event_active(c->ev_read, EV_READ, 0);
+	/* TLS waits for room to write before it reads on. */
+	if (c->tc.state != TPS_CLOSED && c->tls != NULL &&
+	    tls_wants_write(c->tls))
+		tcp_want_write(c);
 	tp_arm_timer(&c->tc);
 }
 
@@ -858,6 +894,8 @@ tcp_write_cb(evutil_socket_t fd, short what, void *arg)
 		c->tc.state = TPS_HELLO;
 		tcp_want_read(c);
 	}
+	if (c->tls != NULL && tls_wants_write(c->tls) && c->reading)
+		event_active(c->ev_read, EV_READ, 0);
 	tcp_send_queued(c);
 	tp_arm_timer(&c->tc);
 }

@@ -333,6 +333,18 @@ fam_conn_peer(const struct fam_conn *c)
 	return c->ops->peer(c);
 }
 
+/*
+ * Returns the node name the peer proved with a key of its own (peer_keys),
+ * or NULL when it proved the shared secret (or none).
+ */
+const char *
+fam_conn_identity(const struct fam_conn *c)
+{
+	const struct tp_conn *tc = (const struct tp_conn *)c;
+
+	return tc->keyed ? tc->node : NULL;
+}
+
 /* Returns the connection's counters. */
 const struct fam_conn_stats *
 fam_conn_stats(const struct fam_conn *c)

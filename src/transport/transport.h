@@ -135,6 +135,16 @@ struct fam_conn_opts {
 	bool inject_bad_imm;         /* verbs, a test aid: every message
 	                              * after the hello goes with immediate
 	                              * data that names another type */
+	const struct fam_peer_key *peer_keys; /* passive side: a peer whose
+	                              * hello names one of these nodes
+	                              * proves that node's key, not the
+	                              * secret; with some, a peer named in
+	                              * none needs the secret (the caller
+	                              * keeps them alive) */
+	size_t npeer_keys;
+	struct fam_tls *tls;         /* tcp: TLS 1.3 with these settings
+	                              * before the hello (NULL: none); the
+	                              * caller keeps it alive meanwhile */
 };
 
 /* Counters of one connection (bytes exclude headers). */
@@ -254,9 +264,16 @@ int fam_conn_expose(struct fam_conn *c, void *addr, size_t len,
  */
 int fam_memlock_check(uint64_t bytes, char **cause);
 
+/* TLS for tcp (transport-tls.c): certificate, key, CA of every peer. */
+struct fam_tls;
+int fam_tls_new(const char *cert, const char *key, const char *ca,
+    struct fam_tls **out, char **cause);
+void fam_tls_free(struct fam_tls *t);
+
 /* Closes the connection: pending operations fail, `closed` is called. */
 void fam_conn_close(struct fam_conn *c);
 const char *fam_conn_peer(const struct fam_conn *c);
+const char *fam_conn_identity(const struct fam_conn *c);
 const struct fam_conn_stats *fam_conn_stats(const struct fam_conn *c);
 bool fam_conn_is_open(const struct fam_conn *c);
 /*

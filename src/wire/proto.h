@@ -412,6 +412,11 @@ uint32_t proto_crc32c(uint32_t crc, const void *p, size_t len);
 struct fam_auth {
 	uint8_t key[FAM_KEY_LEN];   /* Kc, this connection's key */
 };
+/* One peer's own secret: the node name it must present, and its K. */
+struct fam_peer_key {
+	char name[FAM_NAME_MAX + 1];
+	uint8_t key[FAM_KEY_LEN];
+};
 int proto_auth_secret_key(const char *secret, uint8_t out[FAM_KEY_LEN]);
 int proto_auth_nonce(uint8_t out[FAM_NONCE_LEN]);
 int proto_auth_derive(struct fam_auth *a, const uint8_t key[FAM_KEY_LEN],

@@ -14,7 +14,7 @@ require_cmd jq
 
 FAMSESS=$top_builddir/tests/tools/famsess
 start_memory mem
-start_host host 8M "$MEM_ADDR"
+start_host host 8M "$MEM_ADDR" -o host.session_mode=0666
 fs() { "$FAMSESS" "$FAM_SOCKET" "$@"; }
 # disconnects NAME: how often host NAME lost a memory node.
 disconnects() {
@@ -52,7 +52,7 @@ kill -0 "$HOST_PID" 2>/dev/null || fail "the host famd died"
 pass "a SIGBUS handler that returns costs the host famd bounded CPU and log"
 
 # ---- the same without UFFDIO_POISON (as before Linux 6.6): the session ends
-start_host host2 8M "$MEM_ADDR" -o host.uffd_poison=off
+start_host host2 8M "$MEM_ADDR" -o host.uffd_poison=off -o host.session_mode=0666
 lines0=$(grep -c SIGBUS "$T/host2.log")
 ticks0=$(cpu_ticks "$HOST_PID")
 fs sigbus-returns >"$T/sigbus2.out" 2>&1 || fail "sigbus-returns: $(cat "$T/sigbus2.out")"
@@ -86,7 +86,7 @@ if command -v setpriv >/dev/null && [ "$(id -u)" = 0 ] &&
 		fail "a user-mode-only userfaultfd: expected EFAULT"
 	pass "a program outside uffd_device_group gets no /dev/userfaultfd and a user-mode-only userfaultfd (a system call into a page not resident: EFAULT)"
 
-	start_host host3 8M "$MEM_ADDR" -o host.uffd_device_group=nogroup
+	start_host host3 8M "$MEM_ADDR" -o host.uffd_device_group=nogroup -o host.session_mode=0666
 	as nobody nogroup "$FAMSESS" "$FAM_SOCKET" devfd kernel-fault >"$T/devfd3.out" 2>&1 ||
 		fail "devfd in the group: $(cat "$T/devfd3.out")"
 	cat "$T/devfd3.out"
@@ -110,7 +110,7 @@ cat "$T/flood.out"
 grep -q "^arenas: 1 granted, then EBUSY$" "$T/flood.out" ||
 	fail "a session got more than one arena it never mapped"
 echo "# host famd: $fds0 descriptors before, $(ls "/proc/$HOST_PID/fd" | wc -l) after"
-start_host host4 8M "$MEM_ADDR" -o host.uid_max_arenas=4
+start_host host4 8M "$MEM_ADDR" -o host.uid_max_arenas=4 -o host.session_mode=0666
 mkfifo "$T/hold"
 FAMSESS_HOLD=1 "$FAMSESS" "$FAM_SOCKET" arena-sessions <"$T/hold" >"$T/asess.out" 2>&1 &
 exec 9>"$T/hold"
@@ -140,7 +140,7 @@ pass "a forked worker's fault never signals the process that connected"
 
 # ---- out of descriptors: the session listener backs off, it does not spin
 if command -v prlimit >/dev/null; then
-	start_host host5 8M "$MEM_ADDR" -o host.uid_max_sessions=1000 -o host.max_sessions=1000
+	start_host host5 8M "$MEM_ADDR" -o host.uid_max_sessions=1000 -o host.max_sessions=1000 -o host.session_mode=0666
 	fds=$(ls "/proc/$HOST_PID/fd" | wc -l)
 	prlimit --pid "$HOST_PID" --nofile=$((fds + 8)):$((fds + 8)) || fail "prlimit"
 	mkfifo "$T/hold5"
@@ -163,7 +163,7 @@ if command -v prlimit >/dev/null; then
 fi
 
 # ---- sessions per user and in all
-start_host host6 8M "$MEM_ADDR" -o host.uid_max_sessions=3 -o host.max_sessions=5
+start_host host6 8M "$MEM_ADDR" -o host.uid_max_sessions=3 -o host.max_sessions=5 -o host.session_mode=0666
 mkfifo "$T/hold6"
 FAMSESS_HOLD=1 "$FAMSESS" "$FAM_SOCKET" session-count <"$T/hold6" >"$T/count.out" 2>&1 &
 exec 9>"$T/hold6"

@@ -12,7 +12,7 @@ require_cmd jq
 
 FAMTEST=$top_builddir/tests/tools/famtest
 start_memory mem
-start_host host "$(scaled 64M)" "$MEM_ADDR"
+start_host host "$(scaled 64M)" "$MEM_ADDR" -o host.session_mode=0666
 bg_joined() {
 	ctl host status -j | jq -e '.peers[0].background' >/dev/null &&
 		[ "$(ctl mem status -j | jq '.counters.sessions_started')" = 1 ] &&

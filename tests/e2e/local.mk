@@ -32,6 +32,7 @@ E2E_TESTS = \
 	tests/e2e/host-readahead.sh \
 	tests/e2e/host-client-exit.sh \
 	tests/e2e/host-attacks.sh \
+	tests/e2e/host-session-socket.sh \
 	tests/e2e/host-corrupt.sh \
 	tests/e2e/quota.sh \
 	tests/e2e/flood.sh \
@@ -41,6 +42,8 @@ E2E_TESTS = \
 	tests/e2e/memory-preload.sh \
 	tests/e2e/memory-sessions.sh \
 	tests/e2e/memory-secret.sh \
+	tests/e2e/memory-tls.sh \
+	tests/e2e/memory-peer-keys.sh \
 	tests/e2e/memory-auth.sh \
 	tests/e2e/memory-preauth.sh \
 	tests/e2e/memory-defaults.sh \
@@ -53,4 +56,5 @@ E2E_TESTS = \
 	tests/e2e/dpu-netns.sh
 
 TESTS += $(E2E_TESTS)
-EXTRA_DIST += $(E2E_TESTS) tests/e2e/lib.sh tests/e2e/fake-peer.py
+EXTRA_DIST += $(E2E_TESTS) tests/e2e/lib.sh tests/e2e/fake-peer.py \
+	tests/e2e/relay.py tests/e2e/findpat.py

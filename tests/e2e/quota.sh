@@ -38,7 +38,7 @@ pass "memory node: per-peer regions and bytes (persistent ones included) refused
 
 # ---- host: per uid
 start_memory mem2
-start_host host 8M "$MEM_ADDR"
+start_host host 8M "$MEM_ADDR" -o host.session_mode=0666
 # reload KEY=VALUE...: sets keys in [host] of host.conf and reloads.
 reload() {
 	local n kv

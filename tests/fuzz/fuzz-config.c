@@ -8,6 +8,10 @@
  * goes in as a command-line override (at most FUZZ_MAX_OVERRIDES), so the
  * overrides' parser is fuzzed with the same text.
  *
+ * Each line also goes through secret_peer_line(), as a line of a memory
+ * node's peer_secrets file: what it accepts is one name and one absolute
+ * path, neither empty nor holding a blank.
+ *
  * A configuration that loads must describe itself faithfully: each value
  * (given or defaulted) printed with cfg_format_value() parses back to the
  * same value, and
@@ -16,6 +20,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +53,36 @@ fuzz_overrides(char *text, size_t size, char **out)
 		p = nl + 1;
 	}
 	return n;
+}
+
+/* Splits each line of text as a peer_secrets line; checks what it gives. */
+static void
+fuzz_peer_lines(const char *text, size_t size)
+{
+	const char *p = text, *end = text + size;
+
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t len = nl != NULL ? (size_t)(nl - p) : (size_t)(end - p);
+		char *line = strndup(p, len);
+		const char *name = NULL, *file = NULL, *why = NULL;
+		int rc;
+
+		if (line == NULL)
+			abort();
+		rc = secret_peer_line(line, &name, &file, &why);
+		fuzz_assert(rc == 0 || rc == 1 || (rc == -EINVAL && why != NULL));
+		if (rc == 1) {
+			fuzz_assert(name[0] != '\0' && file[0] == '/');
+			fuzz_assert(strlen(name) <= FAM_NAME_MAX);
+			fuzz_assert(strpbrk(name, " \t\r\n\v\f#") == NULL);
+			fuzz_assert(strpbrk(file, " \t\r\n\v\f#") == NULL);
+		}
+		free(line);
+		if (nl == NULL)
+			break;
+		p = nl + 1;
+	}
 }
 
 /* Checks what a loaded configuration says about itself. */
@@ -104,6 +139,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(text, data, size);
 	text[size] = '\0';
 	n = fuzz_overrides(text, size, overrides);
+	fuzz_peer_lines(text, size);
 	f = fmemopen(text, size, "r");
 	if (f == NULL)
 		abort();

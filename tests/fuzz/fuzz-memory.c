@@ -40,7 +40,8 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 	    "secret_file = %s/secret\nop_timeout = 2s\n"
 	    "[memory]\nlisten = 127.0.0.1:0\ncapacity = 16M\n"
 	    "preload_dir = %s/preload\nsession_grace = 0\n"
-	    "peer_max_bytes = 8M\npeer_max_regions = 16\n", dir, dir, dir);
+	    "peer_max_bytes = 8M\npeer_max_regions = 16\n"
+	    "peer_secrets = %s/peers\n", dir, dir, dir, dir);
 
 	fuzz_net_cfg(&fuzz_cfg, text);
 	free(text);

@@ -51,7 +51,7 @@ fuzz_cleanup(void)
 {
 	static const char *const names[] = { "preload/graphs/web.bin",
 		"preload/graphs/empty.bin", "preload/graphs/up",
-		"preload/graphs", "preload", "secret" };
+		"preload/graphs", "preload", "secret", "peers" };
 	char path[sizeof fuzz_dir + 32];
 
 	for (size_t i = 0; i < nitems(names); i++) {
@@ -64,7 +64,8 @@ fuzz_cleanup(void)
 
 /*
  * Makes the private directory of the famds under test, removed at exit:
- * the secret ("sesame") in secret, and under preload graphs/web.bin (10000
+ * the secret ("sesame") in secret, peers (a peer_secrets file giving node
+ * "keyed" that secret as its own), and under preload graphs/web.bin (10000
  * bytes), graphs/empty.bin and graphs/up, a link to the directory above.
  * Returns its path.
  */
@@ -96,6 +97,9 @@ fuzz_net_dir(const char *name)
 	}
 	snprintf(path, sizeof path, "%s/secret", fuzz_dir);
 	fuzz_file(path, "sesame\n", 7);
+	snprintf(data, sizeof data, "keyed %s/secret\n", fuzz_dir);
+	snprintf(path, sizeof path, "%s/peers", fuzz_dir);
+	fuzz_file(path, data, strlen(data));
 	return fuzz_dir;
 }
 

@@ -162,6 +162,8 @@ done
 dpkg-query -W -f='${Conffiles}\n' famd | grep -q '^ /etc/famd.conf ' ||
 	fail "/etc/famd.conf is not a conffile of famd"
 
+getent group famd >/dev/null || fail "the system group famd (session_group's default) was not created"
+
 echo "deb.sh: famd -t; famctl --version"
 out=$(/usr/sbin/famd -t 2>&1) || fail "famd -t on the installed /etc/famd.conf: $out"
 echo "$out"

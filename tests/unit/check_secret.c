@@ -7,6 +7,7 @@
 
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -148,6 +149,75 @@ START_TEST(test_missing_file_or_directory_refused)
 }
 END_TEST
 
+START_TEST(test_peer_line_splits_node_and_file)
+{
+	char line[] = "  hosta\t/etc/famd/hosta.secret   # its key\n";
+	char blank[] = "   # only a comment\r\n";
+	const char *name = NULL, *file = NULL, *why = NULL;
+
+	ck_assert_int_eq(secret_peer_line(line, &name, &file, &why), 1);
+	ck_assert_str_eq(name, "hosta");
+	ck_assert_str_eq(file, "/etc/famd/hosta.secret");
+	ck_assert_int_eq(secret_peer_line(blank, &name, &file, &why), 0);
+}
+END_TEST
+
+START_TEST(test_peer_line_malformed_refused)
+{
+	char one[] = "hosta\n", rel[] = "hosta hosta.secret\n";
+	char three[] = "hosta /a /b\n";
+	char lng[100];
+	const char *name, *file, *why;
+
+	ck_assert_int_eq(secret_peer_line(one, &name, &file, &why), -EINVAL);
+	ck_assert_str_eq(why, "expected NODE SECRET_FILE");
+	ck_assert_int_eq(secret_peer_line(rel, &name, &file, &why), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(why, "absolute"));
+	ck_assert_int_eq(secret_peer_line(three, &name, &file, &why), -EINVAL);
+	memset(lng, 'n', 65);
+	strcpy(lng + 65, " /x");
+	ck_assert_int_eq(secret_peer_line(lng, &name, &file, &why), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(why, "64"));
+}
+END_TEST
+
+START_TEST(test_peers_file_gives_each_node_its_key)
+{
+	char peers[] = "/tmp/check_peers.XXXXXX", a[64], text[256];
+	struct fam_peer_key *keys, *k2;
+	uint8_t want[FAM_KEY_LEN];
+	char *cause = NULL;
+	size_t n, n2;
+	int fd;
+
+	snprintf(a, sizeof a, "%s", secret_file("alpha-key\n", 10, 0600));
+	fd = mkstemp(peers);
+	ck_assert_int_ge(fd, 0);
+	snprintf(text, sizeof text, "# peers\nalpha %s\n", a);
+	ck_assert_int_eq(write(fd, text, strlen(text)),
+	    (ssize_t)strlen(text));
+	close(fd);
+	ck_assert_int_eq(secret_peers_load(peers, &keys, &n, &cause), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_str_eq(keys[0].name, "alpha");
+	ck_assert_int_eq(proto_auth_secret_key("alpha-key", want), 0);
+	ck_assert_mem_eq(keys[0].key, want, FAM_KEY_LEN);
+	free(keys);
+	/* The same node twice: refused, with file:line. */
+	snprintf(text, sizeof text, "alpha %s\nalpha %s\n", a, a);
+	fd = open(peers, O_WRONLY | O_TRUNC);
+	ck_assert_int_eq(write(fd, text, strlen(text)),
+	    (ssize_t)strlen(text));
+	close(fd);
+	ck_assert_int_eq(secret_peers_load(peers, &k2, &n2, &cause), -EINVAL);
+	ck_assert_ptr_null(k2);
+	ck_assert_ptr_nonnull(strstr(cause, ":2: node alpha is listed twice"));
+	free(cause);
+	unlink(a);
+	unlink(peers);
+}
+END_TEST
+
 /* Builds the suite. */
 static Suite *
 secret_suite(void)
@@ -163,6 +233,9 @@ secret_suite(void)
 	tcase_add_test(t, test_empty_first_line_refused);
 	tcase_add_test(t, test_nul_in_secret_refused);
 	tcase_add_test(t, test_missing_file_or_directory_refused);
+	tcase_add_test(t, test_peer_line_splits_node_and_file);
+	tcase_add_test(t, test_peer_line_malformed_refused);
+	tcase_add_test(t, test_peers_file_gives_each_node_its_key);
 	suite_add_tcase(s, t);
 	return s;
 }

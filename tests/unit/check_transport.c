@@ -4,7 +4,8 @@
  * hello, calls, reads and writes through resolve, out-of-order completion,
  * max_outstanding, deadlines, refusals, and every protocol violation a peer
  * can commit, each of which must close that connection only, be counted,
- * and complete every operation exactly once.
+ * and complete every operation exactly once. Then TLS under tcp (with
+ * certificates made here by libcrypto) and per-peer keys.
  */
 #include "config.h"
 
@@ -18,6 +19,10 @@
 #include <unistd.h>
 
 #include <event2/event.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 #include "core/famd.h"
 #include "transport/transport.h"
@@ -73,6 +78,9 @@ static struct {
 
 static struct event_base *base;
 static char srv_addr[64];
+static struct fam_tls *srv_tls, *cli_tls;   /* NULL: plain tcp */
+static const struct fam_peer_key *srv_keys; /* the server's peer_keys */
+static size_t srv_nkeys;
 
 /* A raw peer's socket and what it received. */
 static int raw_fd = -1;
@@ -317,6 +325,9 @@ start_server(const char *secret, uint32_t timeout_ms)
 	struct fam_conn_opts o = opts(secret, timeout_ms, 0);
 	char *cause = NULL;
 
+	o.tls = srv_tls;
+	o.peer_keys = srv_keys;
+	o.npeer_keys = srv_nkeys;
 	ck_assert_int_eq(fam_listen(base, "127.0.0.1:0", &o, srv_accept, NULL,
 	    &srv.l, &cause), 0);
 	snprintf(srv_addr, sizeof srv_addr, "%s", fam_listener_addr(srv.l));
@@ -331,6 +342,7 @@ start_client(const char *secret, uint32_t timeout_ms, uint32_t outstanding)
 	struct fam_conn_opts o = opts(secret, timeout_ms, outstanding);
 	char *cause = NULL;
 
+	o.tls = cli_tls;
 	ck_assert_int_eq(fam_connect(base, srv_addr, &o, &cli_handlers, NULL,
 	    &cli.c, &cause), 0);
 }
@@ -347,6 +359,9 @@ setup(void)
 	raw_fd = -1;
 	raw_len = 0;
 	raw_eof = false;
+	srv_tls = cli_tls = NULL;
+	srv_keys = NULL;
+	srv_nkeys = 0;
 	base = event_base_new();
 	log_open(LOG_DEST_STDERR, LOG_WARNING);
 }
@@ -363,6 +378,9 @@ teardown(void)
 	if (srv.l != NULL)
 		fam_listener_free(srv.l);
 	event_base_free(base);
+	fam_tls_free(srv_tls);
+	if (cli_tls != srv_tls)
+		fam_tls_free(cli_tls);
 	free(srv.mem);
 	for (int i = 0; i < MAX_OPS; i++)
 		ck_assert_int_le(cli.calls[i], 1);
@@ -1403,6 +1421,208 @@ START_TEST(test_pipelined_reads_pause_input_until_answers_drain)
 }
 END_TEST
 
+/* ---- TLS and per-peer keys ---------------------------------------------- */
+
+/*
+ * Writes dir/name.crt and dir/name.key: a P-256 key and its certificate,
+ * signed by ca (its key cakey), or self-signed as a CA when ca is NULL.
+ * Returns the certificate (the caller frees it) and *key.
+ */
+static X509 *
+pki_make(const char *dir, const char *name, X509 *ca, EVP_PKEY *cakey,
+    EVP_PKEY **key)
+{
+	static long serial = 1;
+	X509 *x = X509_new();
+	X509_NAME *n;
+	X509_EXTENSION *ext;
+	char path[512];
+	FILE *f;
+
+	*key = EVP_EC_gen("P-256");
+	ck_assert_ptr_nonnull(*key);
+	ck_assert_ptr_nonnull(x);
+	X509_set_version(x, 2);
+	ASN1_INTEGER_set(X509_get_serialNumber(x), serial++);
+	X509_gmtime_adj(X509_getm_notBefore(x), -60);
+	X509_gmtime_adj(X509_getm_notAfter(x), 3600);
+	X509_set_pubkey(x, *key);
+	n = X509_get_subject_name(x);
+	X509_NAME_add_entry_by_txt(n, "CN", MBSTRING_ASC,
+	    (const unsigned char *)name, -1, -1, 0);
+	X509_set_issuer_name(x, ca != NULL ? X509_get_subject_name(ca) : n);
+	ext = X509V3_EXT_conf_nid(NULL, NULL, NID_basic_constraints,
+	    ca == NULL ? "critical,CA:TRUE" : "CA:FALSE");
+	X509_add_ext(x, ext, -1);
+	X509_EXTENSION_free(ext);
+	ck_assert_int_gt(X509_sign(x, ca != NULL ? cakey : *key,
+	    EVP_sha256()), 0);
+	snprintf(path, sizeof path, "%s/%s.crt", dir, name);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(PEM_write_X509(f, x), 1);
+	fclose(f);
+	snprintf(path, sizeof path, "%s/%s.key", dir, name);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(PEM_write_PrivateKey(f, *key, NULL, NULL, 0, NULL,
+	    NULL), 1);
+	fclose(f);
+	return x;
+}
+
+/* TLS settings of dir/name's certificate and key, trusting dir/ca. */
+static struct fam_tls *
+pki_tls(const char *dir, const char *name, const char *ca)
+{
+	char cert[512], key[512], cap[512], *cause = NULL;
+	struct fam_tls *t = NULL;
+
+	snprintf(cert, sizeof cert, "%s/%s.crt", dir, name);
+	snprintf(key, sizeof key, "%s/%s.key", dir, name);
+	snprintf(cap, sizeof cap, "%s/%s.crt", dir, ca);
+	ck_assert_msg(fam_tls_new(cert, key, cap, &t, &cause) == 0, "%s",
+	    cause);
+	return t;
+}
+
+/*
+ * Makes, in a fresh directory, a CA "ca" with certificates "srv" and
+ * "cli", and a CA "other" with a certificate "stranger".
+ */
+static const char *
+pki_setup(void)
+{
+	static char dir[] = "/tmp/check_tls.XXXXXX";
+	EVP_PKEY *cak, *ok, *k;
+	X509 *ca, *other;
+
+	strcpy(dir, "/tmp/check_tls.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	ca = pki_make(dir, "ca", NULL, NULL, &cak);
+	other = pki_make(dir, "other", NULL, NULL, &ok);
+	X509_free(pki_make(dir, "srv", ca, cak, &k));
+	EVP_PKEY_free(k);
+	X509_free(pki_make(dir, "cli", ca, cak, &k));
+	EVP_PKEY_free(k);
+	X509_free(pki_make(dir, "stranger", other, ok, &k));
+	EVP_PKEY_free(k);
+	X509_free(ca);
+	X509_free(other);
+	EVP_PKEY_free(cak);
+	EVP_PKEY_free(ok);
+	return dir;
+}
+
+/* Removes what pki_setup() made. */
+static void
+pki_cleanup(const char *dir)
+{
+	static const char *const names[] = { "ca", "other", "srv", "cli",
+		"stranger" };
+	char path[512];
+
+	for (size_t i = 0; i < nitems(names); i++) {
+		snprintf(path, sizeof path, "%s/%s.crt", dir, names[i]);
+		unlink(path);
+		snprintf(path, sizeof path, "%s/%s.key", dir, names[i]);
+		unlink(path);
+	}
+	rmdir(dir);
+}
+
+START_TEST(test_tls_largest_chunks_round_trip_both_ways)
+{
+	struct fam_remote r = { .region = 1, .size = MEM_SIZE };
+	uint8_t *src = malloc(FAM_RW_MAX), *dst = calloc(1, FAM_RW_MAX);
+	uint64_t step = (MEM_SIZE - FAM_RW_MAX) / 7 / 4096 * 4096;
+	const char *dir = pki_setup();
+
+	for (size_t i = 0; i < FAM_RW_MAX; i++)
+		src[i] = (uint8_t)(i ^ (i >> 9));
+	srv_tls = pki_tls(dir, "srv", "ca");
+	cli_tls = pki_tls(dir, "cli", "ca");
+	start_pair(T_OP, 0);
+	for (int i = 0; i < 8; i++)
+		ck_assert_int_eq(fam_conn_write(cli.c, &r, (uint64_t)i * step,
+		    FAM_RW_MAX, src, NULL, cli_done, (void *)(intptr_t)i), 0);
+	ck_assert_int_eq(fam_conn_read(cli.c, &r, MEM_SIZE - FAM_RW_MAX,
+	    FAM_RW_MAX, dst, NULL, cli_done, (void *)8), 0);
+	want_done = 9;
+	ck_assert(unit_run_until(base, p_done, T_WAIT));
+	for (int i = 0; i < 9; i++)
+		ck_assert_int_eq(cli.status[i], 0);
+	ck_assert_mem_eq(srv.mem + 7 * step, src, FAM_RW_MAX);
+	ck_assert_int_eq(fam_conn_read(cli.c, &r, 7 * step,
+	    FAM_RW_MAX, dst, NULL, cli_done, (void *)9), 0);
+	want_done = 10;
+	ck_assert(unit_run_until(base, p_done, T_WAIT));
+	ck_assert_int_eq(cli.status[9], 0);
+	ck_assert_mem_eq(dst, src, FAM_RW_MAX);
+	pki_cleanup(dir);
+	free(src);
+	free(dst);
+}
+END_TEST
+
+START_TEST(test_tls_peer_without_tls_refused)
+{
+	const char *dir = pki_setup();
+
+	srv_tls = pki_tls(dir, "srv", "ca");
+	start_server("s3cret", T_OP);
+	start_client("s3cret", T_OP, 0);
+	ck_assert(unit_run_until(base, p_both_closed, T_WAIT));
+	ck_assert(!cli.connected);
+	ck_assert_int_ne(cli.closed_err, 0);
+	ck_assert_int_ne(srv.closed_err, 0);
+	pki_cleanup(dir);
+}
+END_TEST
+
+START_TEST(test_tls_certificate_of_another_ca_refused)
+{
+	const char *dir = pki_setup();
+
+	srv_tls = pki_tls(dir, "srv", "ca");
+	cli_tls = pki_tls(dir, "stranger", "ca");
+	start_server("s3cret", T_OP);
+	start_client("s3cret", T_OP, 0);
+	ck_assert_int_eq(fam_conn_call(cli.c, FAM_MSG_STATS, NULL, 0, cli_done,
+	    (void *)0), 0);
+	ck_assert(unit_run_until(base, p_both_closed, T_WAIT));
+	ck_assert(!cli.connected);
+	ck_assert_int_ne(cli.status[0], 0);
+	ck_assert_int_ne(srv.closed_err, 0);
+	pki_cleanup(dir);
+}
+END_TEST
+
+START_TEST(test_peer_key_proves_the_name_and_no_other_key_does)
+{
+	static struct fam_peer_key keys[1];
+
+	snprintf(keys[0].name, sizeof keys[0].name, "cli");
+	ck_assert_int_eq(proto_auth_secret_key("cli-own-key", keys[0].key), 0);
+	srv_keys = keys;
+	srv_nkeys = 1;
+	/* The shared secret does not pass for a node with a key of its own. */
+	start_server("s3cret", T_OP);
+	start_client("s3cret", T_OP, 0);
+	ck_assert(unit_run_until(base, p_both_closed, T_WAIT));
+	ck_assert(!cli.connected);
+	ck_assert_int_eq(cli.closed_err, -EACCES);
+	/* Its own key does, and the server knows who it is. */
+	cli.closed = srv.closed = false;
+	start_client("cli-own-key", T_OP, 0);
+	ck_assert(unit_run_until(base, p_connected, T_WAIT));
+	ck_assert(cli.connected);
+	ck_assert_ptr_nonnull(srv.c);
+	ck_assert_str_eq(fam_conn_identity(srv.c), "cli");
+	ck_assert_ptr_null(fam_conn_identity(cli.c));
+}
+END_TEST
+
 /* Builds the suite. */
 static Suite *
 transport_suite(void)
@@ -1447,6 +1667,10 @@ transport_suite(void)
 	tcase_add_test(t,
 	    test_write_data_that_fails_its_crc_is_answered_ebadmsg);
 	tcase_add_test(t, test_pipelined_reads_pause_input_until_answers_drain);
+	tcase_add_test(t, test_tls_largest_chunks_round_trip_both_ways);
+	tcase_add_test(t, test_tls_peer_without_tls_refused);
+	tcase_add_test(t, test_tls_certificate_of_another_ca_refused);
+	tcase_add_test(t, test_peer_key_proves_the_name_and_no_other_key_does);
 	suite_add_tcase(s, t);
 	return s;
 }
