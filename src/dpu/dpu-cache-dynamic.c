@@ -64,6 +64,7 @@ dpu_dcache_start(struct dpu *dpu, char **cause)
 	pthread_cond_init(&dc->rcond, NULL);
 	dc->entry_size = (uint32_t)cfg_int(cfg, CFG_DPU_CACHE_ENTRY_SIZE);
 	dc->entry_shift = (unsigned)__builtin_ctz(dc->entry_size);
+	dc->gran_shift = dc->entry_shift - 6;
 	dc->nentries = (unsigned)((uint64_t)cfg_int(cfg, CFG_DPU_CACHE_SIZE) /
 	    dc->entry_size);
 	if (dc->nentries < 4) {
@@ -383,6 +384,46 @@ adaptive_count(struct dpu *dpu, bool hit)
 	dc->win_reads = dc->win_hits = 0;
 }
 
+/* Returns the granules of an entry that [from, to) (entry offsets) touches. */
+static uint64_t
+dcache_gran_mask(const struct dpu_dcache *dc, uint32_t from, uint32_t to)
+{
+	unsigned a = from >> dc->gran_shift;
+	unsigned b = (to - 1) >> dc->gran_shift;
+
+	if (to <= from)
+		return 0;
+	return (b - a == 63 ? ~0ull : ((1ull << (b - a + 1)) - 1)) << a;
+}
+
+/* Returns the bytes of e that the granules of mask hold. */
+static uint64_t
+dcache_mask_bytes(const struct dpu_dcache *dc, const struct dpu_centry *e,
+    uint64_t mask)
+{
+	uint64_t bytes = (uint64_t)__builtin_popcountll(mask) << dc->gran_shift;
+	uint64_t last = (e->len - 1) >> dc->gran_shift;
+
+	/* The region's last entry may end inside its last granule. */
+	if (mask & (1ull << last))
+		bytes -= ((last + 1) << dc->gran_shift) - e->len;
+	return bytes;
+}
+
+/* Counts the bytes of a hit on e that no hit served before. dc->lock. */
+static void
+dcache_served(struct dpu *dpu, struct dpu_centry *e, uint32_t from,
+    uint32_t to)
+{
+	struct dpu_dcache *dc = &dpu->dc;
+	uint64_t fresh = dcache_gran_mask(dc, from, to) & ~e->served;
+
+	if (fresh == 0)
+		return;
+	e->served |= fresh;
+	DPU_INC(dpu, dyn_load_served_bytes, dcache_mask_bytes(dc, e, fresh));
+}
+
 /*
  * Looks a read up in the dynamic cache and puts it on the recent list. A
  * hit fills hit (a reference on the entry, until hit->release). Returns
@@ -404,11 +445,14 @@ dpu_dcache_lookup(struct dpu *dpu, struct dpu_mregion *m, uint64_t off,
 			return false;
 		adaptive_switch(dpu, true, "probing its hit rate again");
 	}
+	DPU_INC(dpu, dyn_lookup_bytes, len);
 	pthread_mutex_lock(&dc->lock);
 	e = dcache_find(dc, m, index);
 	if (e != NULL && e->state == CE_VALID && off + len <= base + e->len) {
 		e->refs++;
 		found = true;
+		dcache_served(dpu, e, (uint32_t)(off - base),
+		    (uint32_t)(off - base + len));
 		e->read_bytes = len < e->len - e->read_bytes ?
 		    e->read_bytes + len : e->len;
 		if (!e->used) {
@@ -469,6 +513,7 @@ dcache_load_new(struct dpu *dpu, struct dpu_mregion *m, uint64_t index)
 	e->dead = false;
 	e->used = false;
 	e->read_bytes = 0;
+	e->served = 0;
 	e->refs = 1;
 	e->hnext = dc->table[dcache_bucket(dc, m, index)];
 	dc->table[dcache_bucket(dc, m, index)] = e;

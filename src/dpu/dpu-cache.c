@@ -191,7 +191,7 @@ dpu_cache_json(struct dpu *dpu)
 	    "load_errors", (json_int_t)DPU_GET(dpu, static_load_errors));
 	json_object_set_new(j, "dynamic", json_pack("{s:s,s:b,s:I,s:I,s:i,s:i,"
 	    "s:i,s:i,s:I,s:I,s:f,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
-	    "s:I,s:I}",
+	    "s:I,s:I,s:I,s:I}",
 	    "mode", dc->mode == CFG_DYNAMIC_ADAPTIVE ? "adaptive" :
 	    dc->mode == CFG_DYNAMIC_ON ? "on" : "off",
 	    "enabled", atomic_load(&dc->enabled),
@@ -206,6 +206,9 @@ dpu_cache_json(struct dpu *dpu)
 	    "hit_rate", dhits + dmiss > 0 ? (double)dhits /
 	    (double)(dhits + dmiss) : 0.0,
 	    "hit_bytes", (json_int_t)DPU_GET(dpu, dyn_hit_bytes),
+	    "lookup_bytes", (json_int_t)DPU_GET(dpu, dyn_lookup_bytes),
+	    "load_served_bytes", (json_int_t)DPU_GET(dpu,
+	    dyn_load_served_bytes),
 	    "misses_while_loading", (json_int_t)DPU_GET(dpu, dyn_loading),
 	    "loads", (json_int_t)DPU_GET(dpu, dyn_loads),
 	    "load_bytes", (json_int_t)DPU_GET(dpu, dyn_load_bytes),

@@ -150,6 +150,8 @@ struct dpu_centry {
 	bool dead;
 	bool used;                    /* a read hit it since it was loaded */
 	uint32_t read_bytes;          /* bytes hits served (up to len) */
+	uint64_t served;              /* granules a hit served (a bit each,
+	                               * entry_size / 64 bytes) */
 	unsigned refs;
 	struct dpu_centry *hnext;     /* the hash table's chain */
 };
@@ -174,6 +176,7 @@ struct dpu_dcache {
 	uint64_t size;
 	uint32_t entry_size;
 	unsigned entry_shift;
+	unsigned gran_shift;          /* a granule: entry_size / 64 bytes */
 	struct dpu_centry *entries;   /* one per slot */
 	unsigned nentries, nused;
 	struct dpu_centry **table;
@@ -367,6 +370,8 @@ struct dpu_counters {
 	_Atomic uint64_t static_hits, static_hit_bytes, static_misses;
 	_Atomic uint64_t static_rejected, static_load_errors;
 	_Atomic uint64_t dyn_hits, dyn_hit_bytes, dyn_misses, dyn_loading;
+	_Atomic uint64_t dyn_lookup_bytes;    /* bytes of reads looked up */
+	_Atomic uint64_t dyn_load_served_bytes; /* loaded, then served */
 	_Atomic uint64_t dyn_loads, dyn_load_bytes, dyn_load_errors;
 	_Atomic uint64_t dyn_evictions, dyn_full, dyn_write_updates;
 	_Atomic uint64_t dyn_prefetch_used;   /* entries hit once loaded */
