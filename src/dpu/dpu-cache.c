@@ -127,9 +127,10 @@ dpu_cache_write_done(struct dpu *dpu, struct dpu_req *q)
 	struct dpu_static *st = atomic_load_explicit(&q->m->st,
 	    memory_order_acquire);
 
-	if (st != NULL && q->off + q->len <= st->size)
+	if (st != NULL && q->off + q->len <= st->size) {
+		q->m->writes++;
 		dpu_static_write(st, q);
-	else
+	} else
 		dpu_dcache_write(dpu, q);
 }
 
@@ -145,6 +146,27 @@ dpu_cache_load_done(struct dpu *dpu, struct dpu_req *q)
 		return NULL;
 	}
 	return dpu_static_load_done(dpu, q);
+}
+
+/*
+ * A forwarded READ's answer, or a parked READ woken: the dynamic cache
+ * keeps the bytes. Back.
+ */
+void
+dpu_cache_read_done(struct dpu *dpu, struct dpu_req *q)
+{
+	if (atomic_load_explicit(&q->m->st, memory_order_acquire) == NULL)
+		dpu_dcache_insert(dpu, q);
+}
+
+/*
+ * Parks a READ the lookup said to wait for a dynamic load. Returns what it
+ * did (enum dpu_park). Front.
+ */
+int
+dpu_cache_park(struct dpu *dpu, struct dpu_req *q)
+{
+	return dpu_dcache_park(dpu, q);
 }
 
 /*
@@ -191,7 +213,7 @@ dpu_cache_json(struct dpu *dpu)
 	    "load_errors", (json_int_t)DPU_GET(dpu, static_load_errors));
 	json_object_set_new(j, "dynamic", json_pack("{s:s,s:b,s:I,s:I,s:i,s:i,"
 	    "s:i,s:i,s:I,s:I,s:f,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
-	    "s:I,s:I,s:I,s:I}",
+	    "s:I,s:I,s:I,s:I,s:I,s:I}",
 	    "mode", dc->mode == CFG_DYNAMIC_ADAPTIVE ? "adaptive" :
 	    dc->mode == CFG_DYNAMIC_ON ? "on" : "off",
 	    "enabled", atomic_load(&dc->enabled),
@@ -210,6 +232,8 @@ dpu_cache_json(struct dpu *dpu)
 	    "load_served_bytes", (json_int_t)DPU_GET(dpu,
 	    dyn_load_served_bytes),
 	    "misses_while_loading", (json_int_t)DPU_GET(dpu, dyn_loading),
+	    "waits", (json_int_t)DPU_GET(dpu, dyn_waits),
+	    "insert_bytes", (json_int_t)DPU_GET(dpu, dyn_insert_bytes),
 	    "loads", (json_int_t)DPU_GET(dpu, dyn_loads),
 	    "load_bytes", (json_int_t)DPU_GET(dpu, dyn_load_bytes),
 	    "load_errors", (json_int_t)DPU_GET(dpu, dyn_load_errors),

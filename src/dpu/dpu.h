@@ -120,26 +120,29 @@ struct dpu_static {
 
 /*
  * An entry of the dynamic cache: cache_entry_size bytes of a region, in a
- * slot of the cache's one buffer. States:
+ * slot of the cache's one buffer, kept a granule (entry_size / 64 bytes)
+ * at a time: a bit per granule in each mask. States:
  *   CE_FREE     the slot holds nothing
- *   CE_LOADING  a prefetch load into the slot is out (its reference)
- *   CE_VALID    the data is there; reads hit it
- * A write the memory node acknowledges is copied into a VALID entry, and
- * drops a LOADING one (whose load may land older data, as said for static
- * copies). refs counts the load and
- * the replies served from the slot; an entry is evicted only at refs 0.
- * An entry dropped while referenced (its region went, the cache was
- * turned off) is `dead`: out of the table, its slot freed at refs 0.
+ *   CE_VALID    in the table: granules in `valid` are served, those in
+ *               `loading` have a load out (one per granule at most: a
+ *               read that needs them waits on `waiters`, see dc.lock)
+ * A write the memory node acknowledges is copied into the valid granules,
+ * and drops an entry with loads out (they may land older data, as said
+ * for static copies). refs counts the loads and the replies served from
+ * the slot; an entry is evicted only at refs 0. An entry dropped while
+ * referenced (its region went, the cache was turned off) is `dead`: out
+ * of the table, its slot freed at refs 0.
  */
 enum dpu_entry_state {
 	CE_FREE,
-	CE_LOADING,
 	CE_VALID,
 };
 
 struct dpu_mregion;
 
 struct dpu_dcache;
+
+struct dpu_req;
 
 struct dpu_centry {
 	struct dpu_dcache *dc;
@@ -148,12 +151,18 @@ struct dpu_centry {
 	uint32_t len;                 /* bytes (the region's last: fewer) */
 	uint8_t state;
 	bool dead;
-	bool used;                    /* a read hit it since it was loaded */
-	uint32_t read_bytes;          /* bytes hits served (up to len) */
-	uint64_t served;              /* granules a hit served (a bit each,
-	                               * entry_size / 64 bytes) */
+	bool used;                    /* a hit served loaded bytes */
+	uint64_t valid;               /* granules held */
+	uint64_t loading;             /* granules a load is bringing */
+	uint64_t loaded;              /* granules that came by a load */
+	uint64_t had;                 /* granules the host has had (a hit,
+	                               * or a forwarded read) */
+	uint64_t served;              /* loaded granules a hit served */
+	uint64_t touch;               /* dc.clock when last read */
 	unsigned refs;
 	struct dpu_centry *hnext;     /* the hash table's chain */
+	struct dpu_req *waiters;      /* READs waiting on its loads
+	                               * (chained through wnext) */
 };
 
 #define DPU_RECENT 128 /* reads the recent list remembers */
@@ -177,6 +186,9 @@ struct dpu_dcache {
 	uint32_t entry_size;
 	unsigned entry_shift;
 	unsigned gran_shift;          /* a granule: entry_size / 64 bytes */
+	uint64_t clock;               /* reads looked up: entries' touch */
+	struct dpu_req *woken;        /* waiters whose load is over (back
+	                               * takes them: dpu_dcache_woken) */
 	struct dpu_centry *entries;   /* one per slot */
 	unsigned nentries, nused;
 	struct dpu_centry **table;
@@ -233,6 +245,8 @@ struct dpu_mregion {
 	_Atomic unsigned refs;        /* the table's, requests', replies' */
 	_Atomic(struct dpu_static *) st; /* its static copy, or NULL */
 	bool listed;                  /* in the table */
+	uint64_t writes;              /* back: writes acknowledged (a READ
+	                               * that saw a write land goes uncached) */
 	struct dpu_mregion *hnext;
 };
 
@@ -322,6 +336,8 @@ struct dpu_req {
 	dpu_req_fn done;              /* CALL: the front's completion */
 	void *arg;                    /* CALL: for done */
 	struct dpu_centry *entry;     /* LOAD into the dynamic cache */
+	struct dpu_req *wnext;        /* READ: waiting on a dynamic load */
+	uint64_t wseq;                /* READ: m->writes when issued */
 };
 
 TAILQ_HEAD(dpu_reqq, dpu_req);
@@ -372,6 +388,8 @@ struct dpu_counters {
 	_Atomic uint64_t dyn_hits, dyn_hit_bytes, dyn_misses, dyn_loading;
 	_Atomic uint64_t dyn_lookup_bytes;    /* bytes of reads looked up */
 	_Atomic uint64_t dyn_load_served_bytes; /* loaded, then served */
+	_Atomic uint64_t dyn_waits;           /* READs parked on a load */
+	_Atomic uint64_t dyn_insert_bytes;    /* forwarded bytes kept */
 	_Atomic uint64_t dyn_loads, dyn_load_bytes, dyn_load_errors;
 	_Atomic uint64_t dyn_evictions, dyn_full, dyn_write_updates;
 	_Atomic uint64_t dyn_prefetch_used;   /* entries hit once loaded */
