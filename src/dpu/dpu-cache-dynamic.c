@@ -355,7 +355,7 @@ dcache_entry_new(struct dpu *dpu, struct dpu_mregion *m, uint64_t index)
 	e->state = CE_VALID;
 	e->dead = false;
 	e->used = false;
-	e->valid = e->loading = e->loaded = e->had = e->served = 0;
+	e->valid = e->loading = e->fwd = e->loaded = e->had = e->served = 0;
 	e->touch = dc->clock;
 	e->refs = 0;
 	e->waiters = NULL;
@@ -555,6 +555,24 @@ dcache_span_had(struct dpu *dpu, const struct dcache_part *p, unsigned n)
 	}
 }
 
+/*
+ * A read that misses goes to the memory node: the granules it brings are
+ * not prefetched meanwhile (its answer fills them), its entries made when
+ * missing. Under dc->lock.
+ */
+static void
+dcache_span_fwd(struct dpu *dpu, struct dpu_mregion *m, struct dcache_part *p,
+    unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		if (p[i].e == NULL)
+			p[i].e = dcache_entry_new(dpu, m, p[i].index);
+		if (p[i].e != NULL)
+			p[i].e->fwd |= p[i].mask & ~(p[i].e->valid |
+			    p[i].e->loading);
+	}
+}
+
 /* Copies the parts of a read, all valid, to buf. Under dc->lock. */
 static void
 dcache_span_copy(struct dpu_dcache *dc, const struct dcache_part *p,
@@ -606,7 +624,8 @@ dpu_dcache_lookup(struct dpu *dpu, struct dpu_mregion *m, uint64_t off,
 			p[0].e->refs++;
 		else
 			dcache_span_copy(dc, p, n, copy);
-	}
+	} else if (state == DS_MISS)
+		dcache_span_fwd(dpu, m, p, n);
 	pthread_mutex_unlock(&dc->lock);
 	recent_push(dpu, m, off, len);
 	if (dc->mode == CFG_DYNAMIC_ADAPTIVE)
@@ -738,7 +757,8 @@ dcache_load_new(struct dpu *dpu, struct dpu_mregion *m, uint64_t index,
 	if ((e = dcache_find(dc, m, index)) == NULL)
 		e = dcache_entry_new(dpu, m, index);
 	absent = e == NULL || from >= e->len ? 0 :
-	    dcache_gran_mask(dc, from, e->len) & ~(e->valid | e->loading);
+	    dcache_gran_mask(dc, from, e->len) & ~(e->valid | e->loading |
+	    e->fwd);
 	if (absent == 0) {
 		pthread_mutex_unlock(&dc->lock);
 		free(q);
@@ -796,6 +816,52 @@ recent_continues(struct dpu_dcache *dc, const struct dpu_recent *r)
 	    recent_ending_at(dc, r->m, p->off) != NULL;
 }
 
+/*
+ * Returns the bytes of the run r ends, as the recent list shows it (up to
+ * limit). Under dc->rlock.
+ */
+static uint64_t
+recent_run_bytes(struct dpu_dcache *dc, const struct dpu_recent *r,
+    uint64_t limit)
+{
+	uint64_t bytes = r->len, off = r->off;
+	const struct dpu_recent *p;
+
+	for (unsigned k = 0; k < DPU_RECENT && bytes < limit && off > 0 &&
+	    (p = recent_ending_at(dc, r->m, off)) != NULL; k++) {
+		bytes += p->len;
+		off = p->off;
+	}
+	return bytes;
+}
+
+/*
+ * Returns how many runs the recent list shows going on: reads that
+ * continue a run and that no read continues yet (at least 1). Under
+ * dc->rlock.
+ */
+static unsigned
+recent_streams(struct dpu_dcache *dc)
+{
+	uint64_t lo = dc->head > DPU_RECENT ? dc->head - DPU_RECENT : 0;
+	unsigned n = 0;
+
+	for (uint64_t i = lo; i < dc->head; i++) {
+		const struct dpu_recent *x = &dc->ring[i % DPU_RECENT];
+		bool continued = false;
+
+		if (x->len == 0 || recent_ending_at(dc, x->m, x->off) == NULL)
+			continue;
+		for (uint64_t j = lo; j < dc->head && !continued; j++) {
+			const struct dpu_recent *y = &dc->ring[j % DPU_RECENT];
+
+			continued = y->m == x->m && y->off == x->off + x->len;
+		}
+		n += !continued;
+	}
+	return n > 0 ? n : 1;
+}
+
 /* Returns true when index of m lies in a range already handled. */
 static bool
 prefetch_covered(struct dpu_mregion *const *cm, const uint64_t *hi,
@@ -808,20 +874,25 @@ prefetch_covered(struct dpu_mregion *const *cm, const uint64_t *hi,
 }
 
 /*
- * Loads ahead of a read that continues a run: from the byte after its end
- * to prefetch_depth entries past the entry that byte is in, what is not
- * cached or loading. Returns the loads made (onto list). Prefetch worker.
+ * Loads ahead of a read that continues a run: from the byte after its end,
+ * twice the run's length so far, at most to prefetch_depth entries past
+ * the entry that byte is in (a run that stops wastes little), what is not
+ * cached, loading or being forwarded. Returns the loads made (onto list).
+ * Prefetch worker.
  */
 static unsigned
-prefetch_run(struct dpu *dpu, const struct dpu_recent *r, unsigned depth,
-    struct dpu_reqq *list)
+prefetch_run(struct dpu *dpu, const struct dpu_recent *r, uint64_t run,
+    unsigned depth, struct dpu_reqq *list)
 {
 	struct dpu_dcache *dc = &dpu->dc;
 	uint64_t end = r->off + r->len;
 	uint64_t index = end >> dc->entry_shift;
+	uint64_t last = (end + 2 * run - 1) >> dc->entry_shift;
 	unsigned nq = 0;
 
-	for (unsigned k = 0; k <= depth; k++) {
+	if (last > index + depth)
+		last = index + depth;
+	for (unsigned k = 0; index + k <= last; k++) {
 		uint32_t from = k == 0 ? (uint32_t)(end & (dc->entry_size - 1)) :
 		    0;
 		struct dpu_req *q;
@@ -851,7 +922,7 @@ prefetch_main(void *arg)
 	struct dpu *dpu = arg;
 	struct dpu_dcache *dc = &dpu->dc;
 	struct dpu_recent items[DPU_RECENT];
-	bool run[DPU_RECENT];
+	uint64_t run[DPU_RECENT];
 	struct dpu_mregion *cm[8];
 	uint64_t chi[8];
 
@@ -866,31 +937,36 @@ prefetch_main(void *arg)
 			pthread_mutex_unlock(&dc->rlock);
 			return NULL;
 		}
+		/*
+		 * The runs going on share the cache: each loads at most its
+		 * share less two entries ahead (the one it reads, the one it
+		 * has just read), or they evict each other's loads before
+		 * these are read.
+		 */
+		depth = atomic_load(&dc->depth);
+		dc->streams = recent_streams(dc);
+		if (depth + 2 > dc->nentries / dc->streams)
+			depth = dc->nentries / dc->streams > 2 ?
+			    dc->nentries / dc->streams - 2 : 0;
 		while (dc->tail < dc->head && n < DPU_RECENT) {
 			items[n] = dc->ring[dc->tail % DPU_RECENT];
-			run[n] = recent_continues(dc, &items[n]);
+			run[n] = recent_continues(dc, &items[n]) ?
+			    recent_run_bytes(dc, &items[n],
+			    (uint64_t)depth << dc->entry_shift) : 0;
 			dc->tail++;
 			n++;
 		}
 		pthread_mutex_unlock(&dc->rlock);
 		TAILQ_INIT(&list);
-		/*
-		 * A run never loads more than half the cache ahead: deeper,
-		 * two runs' loads would evict each other's entries before
-		 * they are read.
-		 */
-		depth = atomic_load(&dc->depth);
-		if (depth > dc->nentries / 2 - 1)
-			depth = dc->nentries / 2 - 1;
 		for (unsigned i = n; i-- > 0;) {
 			uint64_t index = (items[i].off + items[i].len) >>
 			    dc->entry_shift;
 
-			if (!run[i] || prefetch_covered(cm, chi, ncov, items[i].m,
+			if (run[i] == 0 || prefetch_covered(cm, chi, ncov, items[i].m,
 			    index) || !atomic_load_explicit(&dc->enabled,
 			    memory_order_relaxed))
 				continue;
-			nq += prefetch_run(dpu, &items[i], depth, &list);
+			nq += prefetch_run(dpu, &items[i], run[i], depth, &list);
 			if (ncov < nitems(cm)) {
 				cm[ncov] = items[i].m;
 				chi[ncov++] = index;
@@ -939,10 +1015,10 @@ dpu_dcache_load_done(struct dpu *dpu, struct dpu_req *q)
 }
 
 /*
- * A forwarded READ's answer: its whole granules go into the cache (the
- * entries made when missing), unless a write to the region was
- * acknowledged while it was out (its bytes may be older). The host has
- * had them. Back.
+ * A forwarded READ is over: its answer's whole granules go into the cache
+ * (the entries made when missing), unless it failed or a write to the
+ * region was acknowledged while it was out (its bytes may be older). The
+ * host has had them. Back.
  */
 void
 dpu_dcache_insert(struct dpu *dpu, struct dpu_req *q)
@@ -950,8 +1026,10 @@ dpu_dcache_insert(struct dpu *dpu, struct dpu_req *q)
 	struct dpu_dcache *dc = &dpu->dc;
 	uint64_t end = q->off + q->len;
 
-	if (!atomic_load_explicit(&dc->enabled, memory_order_relaxed) ||
-	    q->wseq != q->m->writes || q->len == 0)
+	bool keep = q->status == 0 && q->wseq == q->m->writes &&
+	    atomic_load_explicit(&dc->enabled, memory_order_relaxed);
+
+	if (q->len == 0)
 		return;
 	pthread_mutex_lock(&dc->lock);
 	for (uint64_t index = q->off >> dc->entry_shift;
@@ -963,6 +1041,10 @@ dpu_dcache_insert(struct dpu *dpu, struct dpu_req *q)
 		struct dpu_centry *e = dcache_find(dc, q->m, index);
 		uint64_t fill;
 
+		if (e != NULL)
+			e->fwd &= ~dcache_gran_mask(dc, from, to);
+		if (!keep)
+			continue;
 		if (e == NULL)
 			e = dcache_entry_new(dpu, q->m, index);
 		if (e == NULL || to > e->len)

@@ -213,7 +213,7 @@ dpu_cache_json(struct dpu *dpu)
 	    "load_errors", (json_int_t)DPU_GET(dpu, static_load_errors));
 	json_object_set_new(j, "dynamic", json_pack("{s:s,s:b,s:I,s:I,s:i,s:i,"
 	    "s:i,s:i,s:I,s:I,s:f,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
-	    "s:I,s:I,s:I,s:I,s:I,s:I}",
+	    "s:I,s:I,s:I,s:I,s:I,s:I,s:i}",
 	    "mode", dc->mode == CFG_DYNAMIC_ADAPTIVE ? "adaptive" :
 	    dc->mode == CFG_DYNAMIC_ON ? "on" : "off",
 	    "enabled", atomic_load(&dc->enabled),
@@ -243,7 +243,8 @@ dpu_cache_json(struct dpu *dpu)
 	    "prefetches_used", (json_int_t)DPU_GET(dpu, dyn_prefetch_used),
 	    "prefetches_wasted", (json_int_t)DPU_GET(dpu, dyn_prefetch_wasted),
 	    "recent_pushed", (json_int_t)DPU_GET(dpu, recent_pushed),
-	    "recent_overwritten", (json_int_t)DPU_GET(dpu, recent_dropped)));
+	    "recent_overwritten", (json_int_t)DPU_GET(dpu, recent_dropped),
+	    "streams", (int)dc->streams));
 	json_object_set_new(json_object_get(j, "dynamic"), "adaptive",
 	    json_pack("{s:f,s:i,s:i,s:i,s:f,s:I,s:I,s:I,s:I}",
 	    "threshold", (double)dc->bw_ratio / 100.0,

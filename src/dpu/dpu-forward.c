@@ -159,7 +159,7 @@ back_finish(struct dpu *dpu, struct dpu_req *q)
 	}
 	if (q->kind == DR_WRITE && q->status == 0)
 		dpu_cache_write_done(dpu, q);
-	else if (q->kind == DR_READ && q->status == 0)
+	else if (q->kind == DR_READ)
 		dpu_cache_read_done(dpu, q);
 	dpu_complete(dpu, q);
 }

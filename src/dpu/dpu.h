@@ -154,6 +154,8 @@ struct dpu_centry {
 	bool used;                    /* a hit served loaded bytes */
 	uint64_t valid;               /* granules held */
 	uint64_t loading;             /* granules a load is bringing */
+	uint64_t fwd;                 /* granules a forwarded READ is
+	                               * bringing: not prefetched */
 	uint64_t loaded;              /* granules that came by a load */
 	uint64_t had;                 /* granules the host has had (a hit,
 	                               * or a forwarded read) */
@@ -211,6 +213,7 @@ struct dpu_dcache {
 	pthread_cond_t rcond;
 	struct dpu_recent ring[DPU_RECENT];
 	uint64_t head, tail;          /* pushed, taken */
+	unsigned streams;             /* runs going on, as last counted */
 	bool stop;
 	pthread_t workers[16];
 	unsigned nworkers;
