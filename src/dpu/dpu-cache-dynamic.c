@@ -53,8 +53,15 @@
 #include "dpu/dpu-cache.h"
 
 #define DCACHE_SPAN 16 /* most entries a read served from the cache spans */
+/*
+ * A prefetched entry no read has reached may be evicted once this many
+ * times the cache's entries in reads went by since it was loaded.
+ */
+#define DCACHE_STALE 4
 
 static void *prefetch_main(void *arg);
+static uint64_t dcache_mask_bytes(const struct dpu_dcache *dc,
+    const struct dpu_centry *e, uint64_t mask);
 
 /*
  * Sets the dynamic cache up: its buffer, table and prefetch workers (their
@@ -213,8 +220,16 @@ dcache_release(struct dpu_dcache *dc, struct dpu_centry *e)
 static void
 dcache_leaves(struct dpu *dpu, struct dpu_centry *e)
 {
+	uint64_t unserved = e->loaded & ~e->served;
+
 	if (e->loaded != 0 && !e->used)
 		DPU_INC(dpu, dyn_prefetch_wasted, 1);
+	if (unserved & e->had)
+		DPU_INC(dpu, dyn_unserved_had_bytes, dcache_mask_bytes(&dpu->dc,
+		    e, unserved & e->had));
+	if (unserved & ~e->had)
+		DPU_INC(dpu, dyn_unserved_unread_bytes, dcache_mask_bytes(
+		    &dpu->dc, e, unserved & ~e->had));
 }
 
 /* Drops e: out of the table, its slot free now or at its last reference. */
@@ -293,9 +308,10 @@ dcache_mask_bytes(const struct dpu_dcache *dc, const struct dpu_centry *e,
  * Finds a slot for a new entry: a free one, else one with no reference,
  * no load out and no waiter, evicted: first one that is spent (the host
  * has had every granule it holds), else the least recently read of those
- * a read has started on, else of the rest: a prefetched entry no read
- * has reached yet is what a run reads next, and the entry a stream reads
- * now was read last. Under dc->lock; NULL when none.
+ * a read has started on, else of the rest, once stale (DCACHE_STALE): a
+ * prefetched entry no read has reached yet is what a run reads next, and
+ * the entry a stream reads now was read last. Under dc->lock; NULL when
+ * none (the load or the bytes to keep are left out).
  */
 static struct dpu_centry *
 dcache_slot_get(struct dpu *dpu, struct dpu_dcache *dc)
@@ -317,6 +333,9 @@ dcache_slot_get(struct dpu *dpu, struct dpu_dcache *dc)
 		    e->waiters != NULL)
 			continue;
 		rank = (e->valid & ~e->had) == 0 ? 0 : e->had != 0 ? 1 : 2;
+		if (rank == 2 && dc->clock - e->touch < DCACHE_STALE *
+		    dc->nentries)
+			continue; /* loaded ahead of a run that comes to it */
 		if (rank < victim_rank || (rank == victim_rank &&
 		    e->touch < victim->touch)) {
 			victim = e;
@@ -573,6 +592,70 @@ dcache_span_fwd(struct dpu *dpu, struct dpu_mregion *m, struct dcache_part *p,
 	}
 }
 
+/* Returns true when a part of a read is valid or loading. dc->lock. */
+static bool
+dcache_span_any(const struct dcache_part *p, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (p[i].e != NULL && (p[i].mask & (p[i].e->valid |
+		    p[i].e->loading)) != 0)
+			return true;
+	return false;
+}
+
+/*
+ * Finds the bytes of a read that are not valid: [*a, *b) of the read, from
+ * its first granule not valid to its last. Under dc->lock.
+ */
+static void
+dcache_span_missing(const struct dpu_dcache *dc, const struct dcache_part *p,
+    unsigned n, uint32_t *a, uint32_t *b)
+{
+	uint32_t at = 0;
+
+	*a = UINT32_MAX;
+	*b = 0;
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t miss = p[i].e == NULL || p[i].to > p[i].e->len ?
+		    p[i].mask : p[i].mask & ~p[i].e->valid;
+		uint32_t lo, hi;
+
+		if (miss != 0) {
+			lo = (uint32_t)__builtin_ctzll(miss) << dc->gran_shift;
+			hi = (64 - (uint32_t)__builtin_clzll(miss)) <<
+			    dc->gran_shift;
+			lo = lo > p[i].from ? lo : p[i].from;
+			hi = hi < p[i].to ? hi : p[i].to;
+			if (*a == UINT32_MAX)
+				*a = at + (lo - p[i].from);
+			*b = at + (hi - p[i].from);
+		}
+		at += p[i].to - p[i].from;
+	}
+}
+
+/*
+ * Copies bytes [x, y) of a read (valid in the parts that hold them) to
+ * buf + x. Under dc->lock.
+ */
+static void
+dcache_span_copy_range(struct dpu_dcache *dc, const struct dcache_part *p,
+    unsigned n, uint32_t x, uint32_t y, uint8_t *buf)
+{
+	uint32_t at = 0;
+
+	for (unsigned i = 0; i < n && at < y; i++) {
+		uint32_t plen = p[i].to - p[i].from;
+		uint32_t from = x > at ? x - at : 0;
+		uint32_t to = y - at < plen ? y - at : plen;
+
+		if (from < to)
+			memcpy(buf + at + from, dcache_slot(dc, p[i].e) +
+			    p[i].from + from, to - from);
+		at += plen;
+	}
+}
+
 /* Copies the parts of a read, all valid, to buf. Under dc->lock. */
 static void
 dcache_span_copy(struct dpu_dcache *dc, const struct dcache_part *p,
@@ -600,6 +683,7 @@ dpu_dcache_lookup(struct dpu *dpu, struct dpu_mregion *m, uint64_t off,
 	struct dcache_part p[DCACHE_SPAN];
 	struct dpu_centry *wait;
 	uint8_t *copy = NULL;
+	bool partial = false;
 	unsigned n = 0;
 	int state;
 
@@ -624,20 +708,20 @@ dpu_dcache_lookup(struct dpu *dpu, struct dpu_mregion *m, uint64_t off,
 			p[0].e->refs++;
 		else
 			dcache_span_copy(dc, p, n, copy);
-	} else if (state == DS_MISS)
+	} else if (state == DS_MISS) {
+		partial = dcache_span_any(p, n);
 		dcache_span_fwd(dpu, m, p, n);
+	}
 	pthread_mutex_unlock(&dc->lock);
 	recent_push(dpu, m, off, len);
 	if (dc->mode == CFG_DYNAMIC_ADAPTIVE)
 		adaptive_count(dpu, state != DS_MISS);
 	if (state != DS_HIT) {
 		free(copy);
-		hit->wait = state == DS_WAIT;
-		if (state == DS_MISS) {
+		/* A part cached or loading: dpu_dcache_park takes it on. */
+		hit->wait = state == DS_WAIT || partial;
+		if (!hit->wait)
 			DPU_INC(dpu, dyn_misses, 1);
-			if (wait != NULL)
-				DPU_INC(dpu, dyn_loading, 1);
-		}
 		return false;
 	}
 	hit->dynamic = true;
@@ -651,6 +735,45 @@ dpu_dcache_lookup(struct dpu *dpu, struct dpu_mregion *m, uint64_t off,
 		hit->arg = copy;
 	}
 	return true;
+}
+
+/*
+ * A READ q that misses: the bytes before its first granule not valid and
+ * after its last are copied to q->buf from the cache, and only those
+ * between go to the memory node (q->sub_off, q->sub_len). Under dc->lock.
+ */
+static void
+dcache_partial(struct dpu *dpu, struct dpu_req *q, struct dcache_part *p,
+    unsigned n)
+{
+	struct dpu_dcache *dc = &dpu->dc;
+	uint32_t a, b;
+
+	q->sub_off = q->sub_len = 0;
+	if (n == 0)
+		return;
+	dcache_span_missing(dc, p, n, &a, &b);
+	if (a >= b || (a == 0 && b == q->len))
+		return;
+	dcache_span_copy_range(dc, p, n, 0, a, q->buf);
+	dcache_span_copy_range(dc, p, n, b, q->len, q->buf);
+	for (unsigned i = 0; i < n; i++) {
+		struct dpu_centry *e = p[i].e;
+		uint64_t got, fresh;
+
+		if (e == NULL || (got = p[i].mask & e->valid) == 0)
+			continue;
+		fresh = got & e->loaded & ~e->served;
+		e->had |= got;
+		e->served |= fresh;
+		if (fresh != 0)
+			DPU_INC(dpu, dyn_load_served_bytes,
+			    dcache_mask_bytes(dc, e, fresh));
+	}
+	q->sub_off = a;
+	q->sub_len = b - a;
+	DPU_INC(dpu, dyn_partial, 1);
+	DPU_INC(dpu, dyn_hit_bytes, q->len - (b - a));
 }
 
 /*
@@ -680,8 +803,10 @@ dcache_park_locked(struct dpu *dpu, struct dpu_req *q)
 		wait->waiters = q;
 		return DP_PARKED;
 	default:
+		dcache_partial(dpu, q, p, n);
 		DPU_INC(dpu, dyn_misses, 1);
-		DPU_INC(dpu, dyn_loading, 1);
+		if (wait != NULL)
+			DPU_INC(dpu, dyn_loading, 1);
 		return DP_FORWARD;
 	}
 }
@@ -938,16 +1063,14 @@ prefetch_main(void *arg)
 			return NULL;
 		}
 		/*
-		 * The runs going on share the cache: each loads at most its
-		 * share less two entries ahead (the one it reads, the one it
-		 * has just read), or they evict each other's loads before
-		 * these are read.
+		 * A run never loads more than half the cache ahead: deeper,
+		 * two runs' loads would evict each other's entries before
+		 * they are read. The runs going on are counted for status.
 		 */
 		depth = atomic_load(&dc->depth);
 		dc->streams = recent_streams(dc);
-		if (depth + 2 > dc->nentries / dc->streams)
-			depth = dc->nentries / dc->streams > 2 ?
-			    dc->nentries / dc->streams - 2 : 0;
+		if (depth > dc->nentries / 2 - 1)
+			depth = dc->nentries / 2 - 1;
 		while (dc->tail < dc->head && n < DPU_RECENT) {
 			items[n] = dc->ring[dc->tail % DPU_RECENT];
 			run[n] = recent_continues(dc, &items[n]) ?

@@ -212,14 +212,16 @@ back_rw_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 		back_issue(dpu, f);
 	}
 	if (status == 0) {
+		uint32_t bytes = q->sub_len != 0 ? q->sub_len : q->len;
+
 		if (q->flags & FAM_F_BACKGROUND)
-			DPU_INC(dpu, mem_background_bytes, q->len);
+			DPU_INC(dpu, mem_background_bytes, bytes);
 		else
-			DPU_INC(dpu, mem_ondemand_bytes, q->len);
+			DPU_INC(dpu, mem_ondemand_bytes, bytes);
 		if (q->kind == DR_WRITE)
-			DPU_INC(dpu, mem_write_bytes, q->len);
+			DPU_INC(dpu, mem_write_bytes, bytes);
 		else
-			DPU_INC(dpu, mem_read_bytes, q->len);
+			DPU_INC(dpu, mem_read_bytes, bytes);
 	} else
 		DPU_INC(dpu, mem_errors, 1);
 	back_finish(dpu, q);
@@ -388,8 +390,13 @@ back_issue(struct dpu *dpu, struct dpu_req *q)
 	case DR_READ:
 	case DR_LOAD:
 		DPU_INC(dpu, mem_reads, 1);
-		rc = fam_conn_readf(n->conn, &r, q->off, q->len, q->buf, mr,
-		    q->flags, back_rw_done, q);
+		if (q->sub_len != 0) /* the rest came from the cache */
+			rc = fam_conn_readf(n->conn, &r, q->off + q->sub_off,
+			    q->sub_len, q->buf + q->sub_off, mr, q->flags,
+			    back_rw_done, q);
+		else
+			rc = fam_conn_readf(n->conn, &r, q->off, q->len, q->buf,
+			    mr, q->flags, back_rw_done, q);
 		break;
 	case DR_WRITE:
 		DPU_INC(dpu, mem_writes, 1);

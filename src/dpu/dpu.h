@@ -247,6 +247,8 @@ struct dpu_mregion {
 	unsigned users;               /* dpu regions standing for it */
 	_Atomic unsigned refs;        /* the table's, requests', replies' */
 	_Atomic(struct dpu_static *) st; /* its static copy, or NULL */
+	_Atomic bool advised_static;  /* advised static (copied or not): the
+	                               * dynamic cache leaves it alone */
 	bool listed;                  /* in the table */
 	uint64_t writes;              /* back: writes acknowledged (a READ
 	                               * that saw a write land goes uncached) */
@@ -340,6 +342,10 @@ struct dpu_req {
 	void *arg;                    /* CALL: for done */
 	struct dpu_centry *entry;     /* LOAD into the dynamic cache */
 	struct dpu_req *wnext;        /* READ: waiting on a dynamic load */
+	uint32_t sub_off, sub_len;    /* READ: only [off + sub_off, + sub_len)
+	                               * goes to the memory node (the rest
+	                               * is in buf from the dynamic cache);
+	                               * sub_len 0: all of it */
 	uint64_t wseq;                /* READ: m->writes when issued */
 };
 
@@ -392,7 +398,12 @@ struct dpu_counters {
 	_Atomic uint64_t dyn_lookup_bytes;    /* bytes of reads looked up */
 	_Atomic uint64_t dyn_load_served_bytes; /* loaded, then served */
 	_Atomic uint64_t dyn_waits;           /* READs parked on a load */
+	_Atomic uint64_t dyn_partial;         /* READs forwarded in part */
 	_Atomic uint64_t dyn_insert_bytes;    /* forwarded bytes kept */
+	_Atomic uint64_t dyn_unserved_had_bytes; /* loaded, evicted unserved:
+	                                          * the host had them by a
+	                                          * forwarded READ */
+	_Atomic uint64_t dyn_unserved_unread_bytes; /* ... never read */
 	_Atomic uint64_t dyn_loads, dyn_load_bytes, dyn_load_errors;
 	_Atomic uint64_t dyn_evictions, dyn_full, dyn_write_updates;
 	_Atomic uint64_t dyn_prefetch_used;   /* entries hit once loaded */

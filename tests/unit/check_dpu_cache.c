@@ -742,6 +742,52 @@ START_TEST(test_dynamic_eviction_takes_spent_entries_before_prefetched_ones)
 }
 END_TEST
 
+START_TEST(test_dynamic_read_half_cached_forwards_only_its_missing_part)
+{
+	struct dpu_reqq loads;
+	struct dpu_hit hit;
+	struct dpu_req *q;
+
+	cache_setup("dynamic_cache = on\nprefetch_depth = 0", 8 * MIB);
+	/* Entry 0 is cached (a forwarded read's bytes); entry 1 is not. */
+	host_forwarded(0, ENTRY, t.m->writes, NULL);
+	TAILQ_INIT(&loads);
+	ck_assert(!dpu_cache_lookup(t.dpu, t.m, ENTRY - CHUNK, 2 * CHUNK,
+	    &hit, &loads));
+	ck_assert(hit.wait);
+	q = read_req(ENTRY - CHUNK, 2 * CHUNK);
+	ck_assert_int_eq(dpu_cache_park(t.dpu, q), DP_FORWARD);
+	/* Only the chunk in entry 1 goes to the memory node. */
+	ck_assert_uint_eq(q->sub_off, CHUNK);
+	ck_assert_uint_eq(q->sub_len, CHUNK);
+	ck_assert(memcmp(q->buf, t.mem + ENTRY - CHUNK, CHUNK) == 0);
+	ck_assert_int_eq(dyn_status("partial_misses", NULL), 1);
+	read_req_free(q);
+	cache_settle();
+	cache_teardown();
+}
+END_TEST
+
+START_TEST(test_dynamic_cache_leaves_a_region_advised_static_alone)
+{
+	struct dpu_reqq loads;
+
+	/* Advised static, too big for static_size: not copied... */
+	cache_setup("dynamic_cache = on\nprefetch_depth = 8\nstatic_size = 1M",
+	    2 * MIB);
+	TAILQ_INIT(&loads);
+	ck_assert_int_eq(dpu_cache_advise(t.dpu, t.m, FAM_ADVICE_STATIC,
+	    &loads), -ENOSPC);
+	/* ...and a run through it is neither looked up, loaded nor kept. */
+	for (unsigned i = 0; i < 16; i++)
+		ck_assert(!host_read_or_forward((uint64_t)i * CHUNK, CHUNK));
+	ck_assert_uint_eq(atomic_load(&t.loads), 0);
+	ck_assert_int_eq(dyn_status("lookup_bytes", NULL), 0);
+	ck_assert_int_eq(dyn_status("insert_bytes", NULL), 0);
+	cache_teardown();
+}
+END_TEST
+
 START_TEST(test_adaptive_turns_off_below_bw_ratio_and_on_after_probe)
 {
 	uint64_t s = 12345;
@@ -1155,6 +1201,8 @@ dpu_cache_suite(void)
 	tcase_add_test(dy, test_dynamic_write_during_a_waited_load_forwards_the_read);
 	tcase_add_test(dy, test_dynamic_forwarded_read_older_than_a_write_is_not_kept);
 	tcase_add_test(dy, test_dynamic_eviction_takes_spent_entries_before_prefetched_ones);
+	tcase_add_test(dy, test_dynamic_read_half_cached_forwards_only_its_missing_part);
+	tcase_add_test(dy, test_dynamic_cache_leaves_a_region_advised_static_alone);
 	tcase_add_test(dy, test_adaptive_turns_off_below_bw_ratio_and_on_after_probe);
 	tcase_add_test(dy, test_cache_set_off_empties_the_dynamic_cache);
 	tcase_add_test(re, test_real_static_copy_loads_from_the_memory_node);
