@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dpu-cache.h - the static and dynamic caches (dpu-cache.c,
- * dpu-cache-static.c, dpu-cache-dynamic.c). They call only
- * dpu-memlink.c below them; what goes up (the prefetch workers' loads)
- * goes through dpu->up.
+ * dpu-cache-static.c, dpu-cache-dynamic.c, dpu-cache-prefetch.c). They
+ * call only dpu-memlink.c below them; what goes up (the prefetch
+ * workers' loads) goes through dpu->up.
  */
 #ifndef FAM_DPU_CACHE_H
 #define FAM_DPU_CACHE_H
@@ -55,8 +55,6 @@ void dpu_static_free(struct dpu *dpu, struct dpu_static *st);
 
 /* dpu-cache-dynamic.c */
 int dpu_dcache_start(struct dpu *dpu, char **cause);
-int dpu_dcache_workers_start(struct dpu *dpu, char **cause);
-void dpu_dcache_quiesce(struct dpu *dpu);
 void dpu_dcache_stop(struct dpu *dpu);
 void dpu_cache_set_dynamic(struct dpu *dpu, int mode, const char *why);
 bool dpu_dcache_lookup(struct dpu *dpu, struct dpu_mregion *m, uint64_t off,
@@ -66,6 +64,14 @@ int dpu_dcache_park(struct dpu *dpu, struct dpu_req *q);
 void dpu_dcache_woken(struct dpu *dpu, struct dpu_reqq *ready,
     struct dpu_reqq *again);
 void dpu_dcache_insert(struct dpu *dpu, struct dpu_req *q);
+struct dpu_req *dpu_dcache_load_new(struct dpu *dpu, struct dpu_mregion *m,
+    uint64_t index, uint32_t from);
+
+/* dpu-cache-prefetch.c */
+int dpu_dcache_workers_start(struct dpu *dpu, char **cause);
+void dpu_dcache_quiesce(struct dpu *dpu);
+void dpu_recent_push(struct dpu *dpu, struct dpu_mregion *m, uint64_t off,
+    uint32_t len);
 void dpu_dcache_write(struct dpu *dpu, struct dpu_req *q);
 void dpu_dcache_purge(struct dpu *dpu, struct dpu_mregion *m);
 
