@@ -701,6 +701,8 @@ dcache_partial(struct dpu *dpu, struct dpu_req *q, struct dcache_part *p,
 			DPU_INC(dpu, dyn_load_served_bytes,
 			    dcache_mask_bytes(dc, e, fresh));
 	}
+	/* A write landing from now on: the bytes copied may be older. */
+	q->wseq = atomic_load(&q->m->writes);
 	q->sub_off = a;
 	q->sub_len = b - a;
 	DPU_INC(dpu, dyn_partial, 1);
@@ -889,7 +891,7 @@ dpu_dcache_insert(struct dpu *dpu, struct dpu_req *q)
 	struct dpu_dcache *dc = &dpu->dc;
 	uint64_t end = q->off + q->len;
 
-	bool keep = q->status == 0 && q->wseq == q->m->writes &&
+	bool keep = q->status == 0 && q->wseq == atomic_load(&q->m->writes) &&
 	    atomic_load_explicit(&dc->enabled, memory_order_relaxed);
 
 	if (q->len == 0)
@@ -939,7 +941,7 @@ dpu_dcache_write(struct dpu *dpu, struct dpu_req *q)
 	struct dpu_dcache *dc = &dpu->dc;
 	uint64_t end = q->off + q->len;
 
-	q->m->writes++;
+	atomic_fetch_add(&q->m->writes, 1);
 	for (uint64_t index = q->off >> dc->entry_shift;
 	    (index << dc->entry_shift) < end; index++) {
 		uint64_t base = index << dc->entry_shift;

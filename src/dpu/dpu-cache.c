@@ -131,7 +131,7 @@ dpu_cache_write_done(struct dpu *dpu, struct dpu_req *q)
 	    memory_order_acquire);
 
 	if (st != NULL && q->off + q->len <= st->size) {
-		q->m->writes++;
+		atomic_fetch_add(&q->m->writes, 1);
 		dpu_static_write(st, q);
 	} else
 		dpu_dcache_write(dpu, q);

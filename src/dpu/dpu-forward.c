@@ -382,7 +382,8 @@ back_issue(struct dpu *dpu, struct dpu_req *q)
 		return;
 	}
 	if (q->kind != DR_CALL) {
-		q->wseq = q->m->writes;
+		if (q->sub_len == 0) /* else set when its cached part was */
+			q->wseq = atomic_load(&q->m->writes);
 		q->onesided = back_lease(dpu, n, q, &r);
 		mr = dpu_arena_has(dpu, q->buf) ? n->staging_mr : NULL;
 	}

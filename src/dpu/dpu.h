@@ -250,8 +250,9 @@ struct dpu_mregion {
 	_Atomic bool advised_static;  /* advised static (copied or not): the
 	                               * dynamic cache leaves it alone */
 	bool listed;                  /* in the table */
-	uint64_t writes;              /* back: writes acknowledged (a READ
-	                               * that saw a write land goes uncached) */
+	_Atomic uint64_t writes;      /* writes acknowledged (counted by the
+	                               * back): a READ that saw one land is
+	                               * not kept in the dynamic cache */
 	struct dpu_mregion *hnext;
 };
 

@@ -762,6 +762,17 @@ START_TEST(test_dynamic_read_half_cached_forwards_only_its_missing_part)
 	ck_assert_uint_eq(q->sub_len, CHUNK);
 	ck_assert(memcmp(q->buf, t.mem + ENTRY - CHUNK, CHUNK) == 0);
 	ck_assert_int_eq(dyn_status("partial_misses", NULL), 1);
+	/*
+	 * A write lands before the memory node's answer: the part copied
+	 * from the cache may be older, so the answer is not kept.
+	 */
+	host_write(ENTRY - CHUNK, KIB, 0x42);
+	memcpy(q->buf + q->sub_off, t.mem + q->off + q->sub_off, q->sub_len);
+	q->status = 0;
+	dpu_cache_read_done(t.dpu, q);
+	ck_assert_int_eq(dyn_status("insert_bytes", NULL), ENTRY);
+	ck_assert(!host_read_settled(ENTRY, CHUNK));
+	ck_assert(host_read_settled(ENTRY - CHUNK, CHUNK));
 	read_req_free(q);
 	cache_settle();
 	cache_teardown();
