@@ -60,6 +60,11 @@ dpu_cache_configure(struct dpu *dpu)
 	dpu->static_size = (uint64_t)cfg_int(cfg, CFG_DPU_STATIC_SIZE);
 	atomic_store(&dpu->dc.depth, (unsigned)cfg_int(cfg,
 	    CFG_DPU_PREFETCH_DEPTH));
+	if (dpu->dc.nentries < 2 * (atomic_load(&dpu->dc.depth) + 2))
+		log_warn("dpu: the dynamic cache holds %u entries, fewer than "
+		    "two runs need (prefetch_depth + 2 each): each run loads "
+		    "at most %u ahead", dpu->dc.nentries,
+		    dpu->dc.nentries / 2 - 1);
 	dpu->dc.bw_ratio = (unsigned)cfg_int(cfg, CFG_DPU_BW_RATIO);
 	dpu->dc.window = (unsigned)cfg_int(cfg, CFG_DPU_HIT_WINDOW);
 	dpu->dc.probe_ns = (uint64_t)cfg_int(cfg, CFG_DPU_PROBE_INTERVAL) *
