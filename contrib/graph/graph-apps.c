@@ -244,6 +244,7 @@ graph_app_bfs(const struct graph *g, uint32_t root)
 	bool ok;
 
 	graph_advise_static(parent);
+	graph_advise_static(level);
 	graph_pause("start", "bfs");
 	t = graph_now();
 	count = bfs_compute(g, root, parent, level);
@@ -346,6 +347,8 @@ graph_app_pagerank(const struct graph *g, unsigned iters)
 	bool ok;
 
 	graph_advise_static(contrib);
+	graph_advise_static(a);
+	graph_advise_static(b);
 	graph_pause("start", "pagerank");
 	t = graph_now();
 	rank = pagerank_compute(g, iters, a, b, contrib, &delta);
@@ -679,6 +682,11 @@ bc_state_init(struct bc_state *st, uint64_t n)
 	st->sigma = graph_xmalloc(n * sizeof *st->sigma);
 	st->delta = graph_xmalloc(n * sizeof *st->delta);
 	st->queue = graph_xmalloc(n * sizeof *st->queue);
+	/* Each source reads all of them again. */
+	graph_advise_static(st->sigma);
+	graph_advise_static(st->dist);
+	graph_advise_static(st->delta);
+	graph_advise_static(st->queue);
 	st->lvl_cap = 64;
 	st->lvl = graph_xmalloc(st->lvl_cap * sizeof *st->lvl);
 }
@@ -869,6 +877,7 @@ graph_app_radii(const struct graph *g, unsigned samples, uint64_t seed)
 
 	graph_advise_static(vis);
 	graph_advise_static(next);
+	graph_advise_static(est);
 	graph_pause("start", "radii");
 	t = graph_now();
 	rounds = radii_compute(g, src, k, est, vis, next);

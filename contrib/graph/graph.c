@@ -22,8 +22,8 @@
  * from SAMPLES <= 64 sources), all (the five), selftest (every kernel
  * against brute force on small graphs). Every result is checked, so a fast
  * wrong answer fails; -X spoils one result of each app before its check, to
- * show that the checks catch it. -A advises the vertex arrays read at
- * random static (fam_advise, when famd is there to hear it). -P stops the
+ * show that the checks catch it. -A advises every vertex array a kernel
+ * reads again static (fam_advise, when famd is there to hear it). -P stops the
  * process (SIGSTOP) at the start and the end of each kernel, after a line
  * "pause start|end APP", for a harness to read counters and continue it.
  *

@@ -40,7 +40,7 @@ struct graph_edge {
 /* Set by -X: every kernel spoils one result before its check. */
 extern bool graph_corrupt;
 
-/* Set by -A: the vertex arrays read at random are advised static. */
+/* Set by -A: every vertex array a kernel reads again is advised static. */
 extern bool graph_advise;
 
 /*

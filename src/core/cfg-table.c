@@ -284,20 +284,21 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		.section = "dpu", .name = "cache_entry_size", .type = CFG_T_SIZE,
 		.min = 4096, .max = 16 << 20, .pow2 = true, .def = "1M",
 		.roles = DPU,
-		.help = "Bytes one dynamic cache entry holds, loaded at once: a "
-		    "power of two, at least the hosts' chunk_size (a read that "
-		    "spans two entries is forwarded). Larger entries mean fewer "
-		    "and larger loads, and more bytes loaded for nothing.",
+		.help = "Bytes one dynamic cache entry holds: a power of two, at "
+		    "least the hosts' chunk_size; kept in 64 granules, each "
+		    "loaded, kept or served on its own. Larger entries mean "
+		    "fewer entries, and fewer runs served at once.",
 	},
 	[CFG_DPU_PREFETCH_DEPTH] = {
 		.section = "dpu", .name = "prefetch_depth", .type = CFG_T_INT,
 		.min = 0, .max = 64, .def = "8", .reloadable = true,
 		.roles = DPU,
-		.help = "Entries loaded past the one a host read: a read in "
-		    "entry e that continues a sequential run makes the prefetch "
-		    "workers load e, e+1, ... e+prefetch_depth (those not cached "
-		    "yet), but never more than a quarter of the cache's "
-		    "entries.",
+		.help = "Entries loaded past the one a host read ends in: a read "
+		    "that continues a sequential run makes the prefetch workers "
+		    "load from its end twice the run's length so far, up to "
+		    "prefetch_depth entries further (what is not cached, loading "
+		    "or being forwarded yet), but never more than half the "
+		    "cache's entries.",
 	},
 	[CFG_DPU_PREFETCH_WORKERS] = {
 		.section = "dpu", .name = "prefetch_workers", .type = CFG_T_INT,

@@ -152,6 +152,8 @@ dpu_cache_advise(struct dpu *dpu, struct dpu_mregion *m, uint32_t advice,
 {
 	if (advice != FAM_ADVICE_STATIC)
 		return 0;
+	atomic_store(&m->advised_static, true);
+	dpu_dcache_purge(dpu, m);
 	return static_start(dpu, m, "advised", loads);
 }
 

@@ -60,6 +60,11 @@ dpu_cache_configure(struct dpu *dpu)
 	dpu->static_size = (uint64_t)cfg_int(cfg, CFG_DPU_STATIC_SIZE);
 	atomic_store(&dpu->dc.depth, (unsigned)cfg_int(cfg,
 	    CFG_DPU_PREFETCH_DEPTH));
+	if (dpu->dc.nentries < 2 * (atomic_load(&dpu->dc.depth) + 2))
+		log_warn("dpu: the dynamic cache holds %u entries, fewer than "
+		    "two runs need (prefetch_depth + 2 each): each run loads "
+		    "at most %u ahead", dpu->dc.nentries,
+		    dpu->dc.nentries / 2 - 1);
 	dpu->dc.bw_ratio = (unsigned)cfg_int(cfg, CFG_DPU_BW_RATIO);
 	dpu->dc.window = (unsigned)cfg_int(cfg, CFG_DPU_HIT_WINDOW);
 	dpu->dc.probe_ns = (uint64_t)cfg_int(cfg, CFG_DPU_PROBE_INTERVAL) *
@@ -103,8 +108,9 @@ dpu_cache_stop(struct dpu *dpu)
 
 /*
  * Looks a host's READ of m up: m's static copy if it has one, else the
- * dynamic cache. A hit fills hit: the bytes to reply with, and the
- * reference to release once the reply is sent (or failed). Loads to
+ * dynamic cache (not for a region advised static that did not fit). A
+ * hit fills hit: the bytes to reply with, and the reference to release
+ * once the reply is sent (or failed). Loads to
  * start (a static copy's, after an error) go onto loads. Returns true on
  * a hit, false when the read is to be forwarded. Front.
  */
@@ -115,9 +121,11 @@ dpu_cache_lookup(struct dpu *dpu, struct dpu_mregion *m, uint64_t off,
 	struct dpu_static *st = atomic_load_explicit(&m->st,
 	    memory_order_acquire);
 
-	if (st == NULL)
-		return dpu_dcache_lookup(dpu, m, off, len, hit);
-	return dpu_static_lookup(dpu, m, st, off, len, hit, loads);
+	if (st != NULL)
+		return dpu_static_lookup(dpu, m, st, off, len, hit, loads);
+	if (atomic_load_explicit(&m->advised_static, memory_order_relaxed))
+		return false; /* the static cache's, even when it did not fit */
+	return dpu_dcache_lookup(dpu, m, off, len, hit);
 }
 
 /* A write the memory node has: the cached copy gets it too. Back. */
@@ -127,9 +135,10 @@ dpu_cache_write_done(struct dpu *dpu, struct dpu_req *q)
 	struct dpu_static *st = atomic_load_explicit(&q->m->st,
 	    memory_order_acquire);
 
-	if (st != NULL && q->off + q->len <= st->size)
+	if (st != NULL && q->off + q->len <= st->size) {
+		atomic_fetch_add(&q->m->writes, 1);
 		dpu_static_write(st, q);
-	else
+	} else
 		dpu_dcache_write(dpu, q);
 }
 
@@ -145,6 +154,29 @@ dpu_cache_load_done(struct dpu *dpu, struct dpu_req *q)
 		return NULL;
 	}
 	return dpu_static_load_done(dpu, q);
+}
+
+/*
+ * A forwarded READ's answer, or a parked READ woken: the dynamic cache
+ * keeps the bytes. Back.
+ */
+void
+dpu_cache_read_done(struct dpu *dpu, struct dpu_req *q)
+{
+	if (atomic_load_explicit(&q->m->st, memory_order_acquire) == NULL &&
+	    !atomic_load_explicit(&q->m->advised_static,
+	    memory_order_relaxed))
+		dpu_dcache_insert(dpu, q);
+}
+
+/*
+ * Parks a READ the lookup said to wait for a dynamic load. Returns what it
+ * did (enum dpu_park). Front.
+ */
+int
+dpu_cache_park(struct dpu *dpu, struct dpu_req *q)
+{
+	return dpu_dcache_park(dpu, q);
 }
 
 /*
@@ -191,7 +223,7 @@ dpu_cache_json(struct dpu *dpu)
 	    "load_errors", (json_int_t)DPU_GET(dpu, static_load_errors));
 	json_object_set_new(j, "dynamic", json_pack("{s:s,s:b,s:I,s:I,s:i,s:i,"
 	    "s:i,s:i,s:I,s:I,s:f,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
-	    "s:I,s:I}",
+	    "s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:I,s:I,s:I}",
 	    "mode", dc->mode == CFG_DYNAMIC_ADAPTIVE ? "adaptive" :
 	    dc->mode == CFG_DYNAMIC_ON ? "on" : "off",
 	    "enabled", atomic_load(&dc->enabled),
@@ -206,7 +238,13 @@ dpu_cache_json(struct dpu *dpu)
 	    "hit_rate", dhits + dmiss > 0 ? (double)dhits /
 	    (double)(dhits + dmiss) : 0.0,
 	    "hit_bytes", (json_int_t)DPU_GET(dpu, dyn_hit_bytes),
+	    "lookup_bytes", (json_int_t)DPU_GET(dpu, dyn_lookup_bytes),
+	    "load_served_bytes", (json_int_t)DPU_GET(dpu,
+	    dyn_load_served_bytes),
 	    "misses_while_loading", (json_int_t)DPU_GET(dpu, dyn_loading),
+	    "waits", (json_int_t)DPU_GET(dpu, dyn_waits),
+	    "partial_misses", (json_int_t)DPU_GET(dpu, dyn_partial),
+	    "insert_bytes", (json_int_t)DPU_GET(dpu, dyn_insert_bytes),
 	    "loads", (json_int_t)DPU_GET(dpu, dyn_loads),
 	    "load_bytes", (json_int_t)DPU_GET(dpu, dyn_load_bytes),
 	    "load_errors", (json_int_t)DPU_GET(dpu, dyn_load_errors),
@@ -216,7 +254,12 @@ dpu_cache_json(struct dpu *dpu)
 	    "prefetches_used", (json_int_t)DPU_GET(dpu, dyn_prefetch_used),
 	    "prefetches_wasted", (json_int_t)DPU_GET(dpu, dyn_prefetch_wasted),
 	    "recent_pushed", (json_int_t)DPU_GET(dpu, recent_pushed),
-	    "recent_overwritten", (json_int_t)DPU_GET(dpu, recent_dropped)));
+	    "recent_overwritten", (json_int_t)DPU_GET(dpu, recent_dropped),
+	    "streams", (int)dc->streams,
+	    "evicted_unserved_had_bytes", (json_int_t)DPU_GET(dpu,
+	    dyn_unserved_had_bytes),
+	    "evicted_unserved_unread_bytes", (json_int_t)DPU_GET(dpu,
+	    dyn_unserved_unread_bytes)));
 	json_object_set_new(json_object_get(j, "dynamic"), "adaptive",
 	    json_pack("{s:f,s:i,s:i,s:i,s:f,s:I,s:I,s:I,s:I}",
 	    "threshold", (double)dc->bw_ratio / 100.0,

@@ -53,6 +53,7 @@
 
 static void dpu_complete(struct dpu *dpu, struct dpu_req *q);
 static void back_issue(struct dpu *dpu, struct dpu_req *q);
+static void back_woken(struct dpu *dpu);
 
 /* Raises an atomic maximum. */
 static void
@@ -153,11 +154,44 @@ back_finish(struct dpu *dpu, struct dpu_req *q)
 		/* A static copy's next piece: the loop puts it on the wire. */
 		if (next != NULL)
 			back_issue(dpu, next);
+		back_woken(dpu);
 		return;
 	}
 	if (q->kind == DR_WRITE && q->status == 0)
 		dpu_cache_write_done(dpu, q);
+	else if (q->kind == DR_READ)
+		dpu_cache_read_done(dpu, q);
 	dpu_complete(dpu, q);
+}
+
+/*
+ * The READs a dynamic load woke: answered from the cache, or forwarded
+ * when it cannot serve them after all. Back.
+ */
+static void
+back_woken(struct dpu *dpu)
+{
+	struct dpu_reqq ready, again;
+	struct dpu_req *q;
+
+	TAILQ_INIT(&ready);
+	TAILQ_INIT(&again);
+	dpu_dcache_woken(dpu, &ready, &again);
+	while ((q = TAILQ_FIRST(&ready)) != NULL) {
+		TAILQ_REMOVE(&ready, q, link);
+		dpu_complete(dpu, q);
+	}
+	while ((q = TAILQ_FIRST(&again)) != NULL) {
+		struct dpu_node *n = q->m->node;
+
+		TAILQ_REMOVE(&again, q, link);
+		back_issue(dpu, q);
+		if (n->dirty && n->conn != NULL) {
+			n->dirty = false;
+			fam_conn_flush(n->conn);
+			DPU_INC(dpu, flushes, 1);
+		}
+	}
 }
 
 /* Completion of a forwarded READ or WRITE. Back. */
@@ -178,14 +212,16 @@ back_rw_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 		back_issue(dpu, f);
 	}
 	if (status == 0) {
+		uint32_t bytes = q->sub_len != 0 ? q->sub_len : q->len;
+
 		if (q->flags & FAM_F_BACKGROUND)
-			DPU_INC(dpu, mem_background_bytes, q->len);
+			DPU_INC(dpu, mem_background_bytes, bytes);
 		else
-			DPU_INC(dpu, mem_ondemand_bytes, q->len);
+			DPU_INC(dpu, mem_ondemand_bytes, bytes);
 		if (q->kind == DR_WRITE)
-			DPU_INC(dpu, mem_write_bytes, q->len);
+			DPU_INC(dpu, mem_write_bytes, bytes);
 		else
-			DPU_INC(dpu, mem_read_bytes, q->len);
+			DPU_INC(dpu, mem_read_bytes, bytes);
 	} else
 		DPU_INC(dpu, mem_errors, 1);
 	back_finish(dpu, q);
@@ -346,6 +382,8 @@ back_issue(struct dpu *dpu, struct dpu_req *q)
 		return;
 	}
 	if (q->kind != DR_CALL) {
+		if (q->sub_len == 0) /* else set when its cached part was */
+			q->wseq = atomic_load(&q->m->writes);
 		q->onesided = back_lease(dpu, n, q, &r);
 		mr = dpu_arena_has(dpu, q->buf) ? n->staging_mr : NULL;
 	}
@@ -353,8 +391,13 @@ back_issue(struct dpu *dpu, struct dpu_req *q)
 	case DR_READ:
 	case DR_LOAD:
 		DPU_INC(dpu, mem_reads, 1);
-		rc = fam_conn_readf(n->conn, &r, q->off, q->len, q->buf, mr,
-		    q->flags, back_rw_done, q);
+		if (q->sub_len != 0) /* the rest came from the cache */
+			rc = fam_conn_readf(n->conn, &r, q->off + q->sub_off,
+			    q->sub_len, q->buf + q->sub_off, mr, q->flags,
+			    back_rw_done, q);
+		else
+			rc = fam_conn_readf(n->conn, &r, q->off, q->len, q->buf,
+			    mr, q->flags, back_rw_done, q);
 		break;
 	case DR_WRITE:
 		DPU_INC(dpu, mem_writes, 1);
@@ -950,7 +993,7 @@ dpu_forward_refuse(struct dpu_hconn *hc, const struct fam_hdr *h, int err)
  */
 static bool
 front_cache_read(struct dpu_hconn *hc, const struct fam_hdr *h,
-    struct dpu_mregion *m, uint64_t off, uint32_t len)
+    struct dpu_mregion *m, uint64_t off, uint32_t len, bool *wait)
 {
 	struct dpu *dpu = hc->dpu;
 	struct dpu_reqq loads;
@@ -958,8 +1001,10 @@ front_cache_read(struct dpu_hconn *hc, const struct fam_hdr *h,
 	bool served;
 
 	TAILQ_INIT(&loads);
+	hit.wait = false;
 	served = dpu_cache_lookup(dpu, m, off, len, &hit, &loads);
 	dpu_submit_list(dpu, &loads);
+	*wait = hit.wait;
 	if (!served)
 		return false;
 	if (fam_conn_reply(hc->c, h, 0, hit.data, len, false, hit.release,
@@ -993,8 +1038,10 @@ dpu_forward_rw(struct dpu_hconn *hc, const struct fam_hdr *h,
 {
 	struct dpu *dpu = hc->dpu;
 	struct dpu_req *q;
+	bool wait = false;
 
-	if (h->type == FAM_MSG_READ && front_cache_read(hc, h, m, off, len))
+	if (h->type == FAM_MSG_READ && front_cache_read(hc, h, m, off, len,
+	    &wait))
 		return;
 	if (hc->inflight >= DPU_HOST_INFLIGHT_MAX) {
 		/* Only where the transport cannot stop reading (verbs). */
@@ -1030,5 +1077,15 @@ dpu_forward_rw(struct dpu_hconn *hc, const struct fam_hdr *h,
 	hc->staged += len;
 	dpu->inflight++;
 	hconn_flow(hc);
+	if (wait) {
+		/* Its bytes are loading: it waits for them, not fetched twice. */
+		switch (dpu_cache_park(dpu, q)) {
+		case DP_PARKED:
+			return;
+		case DP_READY:
+			front_done(dpu, q);
+			return;
+		}
+	}
 	dpu_submit(dpu, q);
 }

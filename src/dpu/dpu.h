@@ -120,26 +120,29 @@ struct dpu_static {
 
 /*
  * An entry of the dynamic cache: cache_entry_size bytes of a region, in a
- * slot of the cache's one buffer. States:
+ * slot of the cache's one buffer, kept a granule (entry_size / 64 bytes)
+ * at a time: a bit per granule in each mask. States:
  *   CE_FREE     the slot holds nothing
- *   CE_LOADING  a prefetch load into the slot is out (its reference)
- *   CE_VALID    the data is there; reads hit it
- * A write the memory node acknowledges is copied into a VALID entry, and
- * drops a LOADING one (whose load may land older data, as said for static
- * copies). refs counts the load and
- * the replies served from the slot; an entry is evicted only at refs 0.
- * An entry dropped while referenced (its region went, the cache was
- * turned off) is `dead`: out of the table, its slot freed at refs 0.
+ *   CE_VALID    in the table: granules in `valid` are served, those in
+ *               `loading` have a load out (one per granule at most: a
+ *               read that needs them waits on `waiters`, see dc.lock)
+ * A write the memory node acknowledges is copied into the valid granules,
+ * and drops an entry with loads out (they may land older data, as said
+ * for static copies). refs counts the loads and the replies served from
+ * the slot; an entry is evicted only at refs 0. An entry dropped while
+ * referenced (its region went, the cache was turned off) is `dead`: out
+ * of the table, its slot freed at refs 0.
  */
 enum dpu_entry_state {
 	CE_FREE,
-	CE_LOADING,
 	CE_VALID,
 };
 
 struct dpu_mregion;
 
 struct dpu_dcache;
+
+struct dpu_req;
 
 struct dpu_centry {
 	struct dpu_dcache *dc;
@@ -148,10 +151,20 @@ struct dpu_centry {
 	uint32_t len;                 /* bytes (the region's last: fewer) */
 	uint8_t state;
 	bool dead;
-	bool used;                    /* a read hit it since it was loaded */
-	uint32_t read_bytes;          /* bytes hits served (up to len) */
+	bool used;                    /* a hit served loaded bytes */
+	uint64_t valid;               /* granules held */
+	uint64_t loading;             /* granules a load is bringing */
+	uint64_t fwd;                 /* granules a forwarded READ is
+	                               * bringing: not prefetched */
+	uint64_t loaded;              /* granules that came by a load */
+	uint64_t had;                 /* granules the host has had (a hit,
+	                               * or a forwarded read) */
+	uint64_t served;              /* loaded granules a hit served */
+	uint64_t touch;               /* dc.clock when last read */
 	unsigned refs;
 	struct dpu_centry *hnext;     /* the hash table's chain */
+	struct dpu_req *waiters;      /* READs waiting on its loads
+	                               * (chained through wnext) */
 };
 
 #define DPU_RECENT 128 /* reads the recent list remembers */
@@ -174,6 +187,10 @@ struct dpu_dcache {
 	uint64_t size;
 	uint32_t entry_size;
 	unsigned entry_shift;
+	unsigned gran_shift;          /* a granule: entry_size / 64 bytes */
+	uint64_t clock;               /* reads looked up: entries' touch */
+	struct dpu_req *woken;        /* waiters whose load is over (back
+	                               * takes them: dpu_dcache_woken) */
 	struct dpu_centry *entries;   /* one per slot */
 	unsigned nentries, nused;
 	struct dpu_centry **table;
@@ -196,6 +213,7 @@ struct dpu_dcache {
 	pthread_cond_t rcond;
 	struct dpu_recent ring[DPU_RECENT];
 	uint64_t head, tail;          /* pushed, taken */
+	unsigned streams;             /* runs going on, as last counted */
 	bool stop;
 	pthread_t workers[16];
 	unsigned nworkers;
@@ -229,7 +247,12 @@ struct dpu_mregion {
 	unsigned users;               /* dpu regions standing for it */
 	_Atomic unsigned refs;        /* the table's, requests', replies' */
 	_Atomic(struct dpu_static *) st; /* its static copy, or NULL */
+	_Atomic bool advised_static;  /* advised static (copied or not): the
+	                               * dynamic cache leaves it alone */
 	bool listed;                  /* in the table */
+	_Atomic uint64_t writes;      /* writes acknowledged (counted by the
+	                               * back): a READ that saw one land is
+	                               * not kept in the dynamic cache */
 	struct dpu_mregion *hnext;
 };
 
@@ -319,6 +342,12 @@ struct dpu_req {
 	dpu_req_fn done;              /* CALL: the front's completion */
 	void *arg;                    /* CALL: for done */
 	struct dpu_centry *entry;     /* LOAD into the dynamic cache */
+	struct dpu_req *wnext;        /* READ: waiting on a dynamic load */
+	uint32_t sub_off, sub_len;    /* READ: only [off + sub_off, + sub_len)
+	                               * goes to the memory node (the rest
+	                               * is in buf from the dynamic cache);
+	                               * sub_len 0: all of it */
+	uint64_t wseq;                /* READ: m->writes when issued */
 };
 
 TAILQ_HEAD(dpu_reqq, dpu_req);
@@ -367,6 +396,15 @@ struct dpu_counters {
 	_Atomic uint64_t static_hits, static_hit_bytes, static_misses;
 	_Atomic uint64_t static_rejected, static_load_errors;
 	_Atomic uint64_t dyn_hits, dyn_hit_bytes, dyn_misses, dyn_loading;
+	_Atomic uint64_t dyn_lookup_bytes;    /* bytes of reads looked up */
+	_Atomic uint64_t dyn_load_served_bytes; /* loaded, then served */
+	_Atomic uint64_t dyn_waits;           /* READs parked on a load */
+	_Atomic uint64_t dyn_partial;         /* READs forwarded in part */
+	_Atomic uint64_t dyn_insert_bytes;    /* forwarded bytes kept */
+	_Atomic uint64_t dyn_unserved_had_bytes; /* loaded, evicted unserved:
+	                                          * the host had them by a
+	                                          * forwarded READ */
+	_Atomic uint64_t dyn_unserved_unread_bytes; /* ... never read */
 	_Atomic uint64_t dyn_loads, dyn_load_bytes, dyn_load_errors;
 	_Atomic uint64_t dyn_evictions, dyn_full, dyn_write_updates;
 	_Atomic uint64_t dyn_prefetch_used;   /* entries hit once loaded */

@@ -11,6 +11,7 @@ src_libfamdcore_la_SOURCES += \
 	src/dpu/dpu-cache.c \
 	src/dpu/dpu-cache-static.c \
 	src/dpu/dpu-cache-dynamic.c \
+	src/dpu/dpu-cache-prefetch.c \
 	src/dpu/dpu-staging.h \
 	src/dpu/dpu-staging.c \
 	src/dpu/dpu-memlink.h \

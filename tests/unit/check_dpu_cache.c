@@ -45,6 +45,11 @@ static struct {
 	uint8_t *mem;           /* the region on the "memory node" */
 	uint64_t size;
 	_Atomic unsigned loads; /* loads the back answered */
+	uint8_t *fetched;       /* loads answered per KiB of the region */
+	bool hold;              /* the workers' loads wait in held */
+	pthread_mutex_t held_lock;
+	struct dpu_reqq held;
+	unsigned nheld;
 } t;
 
 /* Fills the memory node's region with bytes that tell offsets apart. */
@@ -63,6 +68,9 @@ back_answer(struct dpu_req *q)
 	memcpy(q->buf, t.mem + q->off, q->len);
 	q->status = 0;
 	atomic_fetch_add(&t.loads, 1);
+	for (uint64_t k = q->off / KIB; k < (q->off + q->len + KIB - 1) / KIB;
+	    k++)
+		t.fetched[k]++;
 }
 
 /* Answers a list of loads, and the next loads each completion asks for. */
@@ -86,7 +94,14 @@ back_run(struct dpu_reqq *list)
 static void
 back_loads(struct dpu *dpu, struct dpu_reqq *list, unsigned n)
 {
-	back_run(list);
+	if (!t.hold) {
+		back_run(list);
+		return;
+	}
+	pthread_mutex_lock(&t.held_lock);
+	TAILQ_CONCAT(&t.held, list, link);
+	t.nheld += n;
+	pthread_mutex_unlock(&t.held_lock);
 }
 
 /* Starts a dpu's caches with the [dpu] keys in keys, and one region. */
@@ -122,6 +137,10 @@ cache_setup(const char *keys, uint64_t size)
 	t.size = size;
 	t.mem = malloc(size);
 	ck_assert_ptr_nonnull(t.mem);
+	t.fetched = calloc(size / KIB + 1, 1);
+	ck_assert_ptr_nonnull(t.fetched);
+	pthread_mutex_init(&t.held_lock, NULL);
+	TAILQ_INIT(&t.held);
 	mem_fill(0);
 	t.m = calloc(1, sizeof *t.m);
 	ck_assert_ptr_nonnull(t.m);
@@ -143,6 +162,8 @@ cache_teardown(void)
 	dpu_cache_stop(t.dpu);
 	free(t.dpu);
 	free(t.mem);
+	free(t.fetched);
+	pthread_mutex_destroy(&t.held_lock);
 	cfg_free(&t.cfg);
 }
 
@@ -415,15 +436,15 @@ START_TEST(test_dynamic_eviction_keeps_the_cache_within_its_entries)
 }
 END_TEST
 
-START_TEST(test_dynamic_read_spanning_two_entries_is_forwarded)
+START_TEST(test_dynamic_read_spanning_two_valid_entries_is_served)
 {
 	cache_setup("dynamic_cache = on\nprefetch_depth = 8", 8 * MIB);
 	sequential_trace(0, 8, NULL, 0);
 	/* Entries 0 and 1 are both cached: each serves its own reads... */
 	ck_assert(host_read_settled(ENTRY - CHUNK, CHUNK));
 	ck_assert(host_read_settled(ENTRY, CHUNK));
-	/* ...and a read across their boundary goes to the memory node. */
-	ck_assert(!host_read_settled(ENTRY - CHUNK / 2, CHUNK));
+	/* ...and a read across their boundary is served from both. */
+	ck_assert(host_read_settled(ENTRY - CHUNK / 2, CHUNK));
 	ck_assert(host_read_settled(ENTRY + CHUNK, CHUNK));
 	cache_teardown();
 }
@@ -439,6 +460,341 @@ START_TEST(test_dynamic_entries_take_acknowledged_writes)
 	ck_assert_int_eq(dyn_status("write_updates", NULL), 2);
 	ck_assert(host_read_settled(ENTRY - CHUNK, CHUNK));
 	ck_assert(host_read_settled(ENTRY, CHUNK));
+	cache_teardown();
+}
+END_TEST
+
+/* ---- dynamic cache: granules, forwarded reads, waits, eviction -------- */
+
+/*
+ * The back's answer to a READ the dpu forwarded, issued when the region
+ * had seen wseq writes, with the bytes data (NULL: the memory node's now).
+ */
+static void
+host_forwarded(uint64_t off, uint32_t len, uint64_t wseq, const uint8_t *data)
+{
+	struct dpu_req q = { 0 };
+
+	q.kind = DR_READ;
+	q.dpu = t.dpu;
+	q.m = t.m;
+	q.off = off;
+	q.len = len;
+	q.wseq = wseq;
+	q.buf = malloc(len);
+	ck_assert_ptr_nonnull(q.buf);
+	memcpy(q.buf, data != NULL ? data : t.mem + off, len);
+	dpu_cache_read_done(t.dpu, &q);
+	free(q.buf);
+}
+
+/* Waits until the workers are done but for the loads held. */
+static void
+held_settle(void)
+{
+	struct timespec ms = { 0, 1000000 };
+
+	for (int i = 0; i < T_SETTLE_S * 1000; i++) {
+		unsigned n;
+
+		pthread_mutex_lock(&t.held_lock);
+		n = t.nheld;
+		pthread_mutex_unlock(&t.held_lock);
+		if (atomic_load(&t.m->refs) == 1 + n)
+			return;
+		nanosleep(&ms, NULL);
+	}
+	ck_abort_msg("the cache did not settle: %u references",
+	    atomic_load(&t.m->refs));
+}
+
+/* A host read that misses is forwarded, and its answer comes back. */
+static bool
+host_read_or_forward(uint64_t off, uint32_t len)
+{
+	bool hit = host_read(off, len);
+
+	if (!hit)
+		host_forwarded(off, len, t.m->writes, NULL);
+	if (t.hold)
+		held_settle();
+	else
+		cache_settle();
+	return hit;
+}
+
+/* Waits until the workers have handed over loads: n held at least. */
+static void
+held_wait(unsigned n)
+{
+	struct timespec ms = { 0, 1000000 };
+
+	for (int i = 0; i < T_SETTLE_S * 1000; i++) {
+		pthread_mutex_lock(&t.held_lock);
+		if (t.nheld >= n && t.dpu->dc.tail == t.dpu->dc.head) {
+			pthread_mutex_unlock(&t.held_lock);
+			nanosleep(&ms, NULL);
+			return;
+		}
+		pthread_mutex_unlock(&t.held_lock);
+		nanosleep(&ms, NULL);
+	}
+	ck_abort_msg("the workers handed over %u loads, not %u", t.nheld, n);
+}
+
+/* Answers every held load with the bytes of old (NULL: the memory's now). */
+static void
+held_answer(const uint8_t *old)
+{
+	struct dpu_req *q;
+
+	pthread_mutex_lock(&t.held_lock);
+	while ((q = TAILQ_FIRST(&t.held)) != NULL) {
+		TAILQ_REMOVE(&t.held, q, link);
+		t.nheld--;
+		back_answer(q);
+		if (old != NULL)
+			memcpy(q->buf, old + q->off, q->len);
+		ck_assert_ptr_null(dpu_cache_load_done(t.dpu, q));
+	}
+	pthread_mutex_unlock(&t.held_lock);
+}
+
+/* A READ as dpu_forward_rw makes it, of [off, off + len). */
+static struct dpu_req *
+read_req(uint64_t off, uint32_t len)
+{
+	struct dpu_req *q = calloc(1, sizeof *q);
+
+	ck_assert_ptr_nonnull(q);
+	q->kind = DR_READ;
+	q->dpu = t.dpu;
+	q->m = t.m;
+	q->off = off;
+	q->len = len;
+	q->buf = malloc(len);
+	ck_assert_ptr_nonnull(q->buf);
+	return q;
+}
+
+/* Frees a READ made by read_req. */
+static void
+read_req_free(struct dpu_req *q)
+{
+	free(q->buf);
+	free(q);
+}
+
+START_TEST(test_dynamic_forwarded_bytes_are_kept_and_never_loaded_again)
+{
+	cache_setup("dynamic_cache = on\nprefetch_depth = 8", 8 * MIB);
+	/* A run of three chunks, each forwarded: its bytes are kept. */
+	for (unsigned i = 0; i < 3; i++)
+		ck_assert(!host_read_or_forward((uint64_t)i * CHUNK, CHUNK));
+	ck_assert_int_eq(dyn_status("insert_bytes", NULL), 3 * CHUNK);
+	/* The prefetch starts after the run's end, not at its entry. */
+	for (unsigned k = 0; k < 3 * CHUNK / KIB; k++)
+		ck_assert_msg(t.fetched[k] == 0, "KiB %u of the forwarded run "
+		    "was loaded again", k);
+	ck_assert_uint_eq(t.fetched[3 * CHUNK / KIB], 1);
+	/* The run's bytes and what follows them are served from the dpu. */
+	ck_assert(host_read_settled(0, CHUNK));
+	ck_assert(host_read_settled(3 * CHUNK, CHUNK));
+	ck_assert(host_read_settled(4 * CHUNK, CHUNK));
+	for (unsigned k = 0; k < 8 * MIB / KIB; k++)
+		ck_assert_uint_le(t.fetched[k], 1);
+	cache_teardown();
+}
+END_TEST
+
+START_TEST(test_dynamic_read_waits_for_the_load_of_its_bytes)
+{
+	struct dpu_reqq ready, again;
+	struct dpu_hit hit;
+	struct dpu_reqq loads;
+	struct dpu_req *q;
+
+	cache_setup("dynamic_cache = on\nprefetch_depth = 8", 8 * MIB);
+	t.hold = true;
+	for (unsigned i = 0; i < 3; i++)
+		ck_assert(!host_read_or_forward((uint64_t)i * CHUNK, CHUNK));
+	held_wait(1);
+	/* The next chunk is loading: the read waits, it is not forwarded. */
+	TAILQ_INIT(&loads);
+	ck_assert(!dpu_cache_lookup(t.dpu, t.m, 3 * CHUNK, CHUNK, &hit,
+	    &loads));
+	ck_assert(hit.wait);
+	q = read_req(3 * CHUNK, CHUNK);
+	ck_assert_int_eq(dpu_cache_park(t.dpu, q), DP_PARKED);
+	TAILQ_INIT(&ready);
+	TAILQ_INIT(&again);
+	dpu_dcache_woken(t.dpu, &ready, &again);
+	ck_assert(TAILQ_EMPTY(&ready) && TAILQ_EMPTY(&again));
+	held_wait(1);
+	held_answer(NULL);
+	/* The load is over: the read is served from it, loaded once. */
+	dpu_dcache_woken(t.dpu, &ready, &again);
+	ck_assert_ptr_eq(TAILQ_FIRST(&ready), q);
+	ck_assert(TAILQ_EMPTY(&again));
+	ck_assert_int_eq(q->status, 0);
+	ck_assert(memcmp(q->buf, t.mem + 3 * CHUNK, CHUNK) == 0);
+	for (unsigned k = 0; k < 8 * MIB / KIB; k++)
+		ck_assert_uint_le(t.fetched[k], 1);
+	ck_assert_int_eq(dyn_status("waits", NULL), 1);
+	read_req_free(q);
+	t.hold = false;
+	held_answer(NULL);
+	cache_settle();
+	cache_teardown();
+}
+END_TEST
+
+START_TEST(test_dynamic_write_during_a_waited_load_forwards_the_read)
+{
+	struct dpu_reqq ready, again;
+	struct dpu_hit hit;
+	struct dpu_reqq loads;
+	struct dpu_req *q;
+	uint8_t *before;
+
+	cache_setup("dynamic_cache = on\nprefetch_depth = 8", 8 * MIB);
+	t.hold = true;
+	for (unsigned i = 0; i < 3; i++)
+		ck_assert(!host_read_or_forward((uint64_t)i * CHUNK, CHUNK));
+	held_wait(1);
+	TAILQ_INIT(&loads);
+	ck_assert(!dpu_cache_lookup(t.dpu, t.m, 3 * CHUNK, CHUNK, &hit,
+	    &loads));
+	ck_assert(hit.wait);
+	q = read_req(3 * CHUNK, CHUNK);
+	ck_assert_int_eq(dpu_cache_park(t.dpu, q), DP_PARKED);
+	held_wait(1);
+	/* A write lands while the load is out; the load brings older bytes. */
+	before = malloc(t.size);
+	ck_assert_ptr_nonnull(before);
+	memcpy(before, t.mem, t.size);
+	host_write(3 * CHUNK + KIB, 2 * KIB, 0x3c);
+	held_answer(before);
+	free(before);
+	/* The waiting read goes to the memory node; nothing stale is served. */
+	TAILQ_INIT(&ready);
+	TAILQ_INIT(&again);
+	dpu_dcache_woken(t.dpu, &ready, &again);
+	ck_assert(TAILQ_EMPTY(&ready));
+	ck_assert_ptr_eq(TAILQ_FIRST(&again), q);
+	read_req_free(q);
+	t.hold = false;
+	held_answer(NULL);
+	cache_settle();
+	host_read_settled(3 * CHUNK, CHUNK); /* checks the bytes if served */
+	cache_teardown();
+}
+END_TEST
+
+START_TEST(test_dynamic_forwarded_read_older_than_a_write_is_not_kept)
+{
+	uint8_t *old;
+	uint64_t wseq;
+
+	cache_setup("dynamic_cache = on\nprefetch_depth = 8", 8 * MIB);
+	ck_assert(!host_read(ENTRY, CHUNK));
+	wseq = t.m->writes;
+	old = malloc(CHUNK);
+	ck_assert_ptr_nonnull(old);
+	memcpy(old, t.mem + ENTRY, CHUNK);
+	/* The write is acknowledged before the READ's older answer. */
+	host_write(ENTRY, 4 * KIB, 0x99);
+	host_forwarded(ENTRY, CHUNK, wseq, old);
+	free(old);
+	ck_assert_int_eq(dyn_status("insert_bytes", NULL), 0);
+	ck_assert(!host_read_settled(ENTRY, CHUNK));
+	/* A READ issued after the write is kept, with the written bytes. */
+	host_forwarded(ENTRY, CHUNK, t.m->writes, NULL);
+	ck_assert(host_read_settled(ENTRY, CHUNK));
+	cache_teardown();
+}
+END_TEST
+
+START_TEST(test_dynamic_eviction_takes_spent_entries_before_prefetched_ones)
+{
+	unsigned hits = 0;
+
+	/*
+	 * 16 entries: 8 of bytes the host has had (forwarded reads, apart:
+	 * not a run, nothing loaded for them).
+	 */
+	cache_setup("dynamic_cache = on\nprefetch_depth = 8", 8 * MIB);
+	for (unsigned i = 0; i < 8; i++)
+		host_read_or_forward((uint64_t)(32 + 2 * i) * ENTRY, ENTRY);
+	/* A run at 4 MiB: its prefetch loads entries ahead of it. */
+	for (unsigned i = 0; i < 12; i++)
+		host_read_or_forward(4 * MIB + (uint64_t)i * CHUNK, CHUNK);
+	/* Eight more forwarded reads need slots: the spent entries go. */
+	for (unsigned i = 0; i < 8; i++)
+		host_read_or_forward((uint64_t)(96 + 2 * i) * ENTRY, ENTRY);
+	ck_assert_int_gt(dyn_status("evictions", NULL), 0);
+	/* What was loaded ahead of the run is still there: it hits. */
+	for (unsigned i = 12; i < 24; i++)
+		hits += host_read_settled(4 * MIB + (uint64_t)i * CHUNK, CHUNK);
+	ck_assert_uint_eq(hits, 12);
+	ck_assert_int_eq(dyn_status("prefetches_wasted", NULL), 0);
+	cache_teardown();
+}
+END_TEST
+
+START_TEST(test_dynamic_read_half_cached_forwards_only_its_missing_part)
+{
+	struct dpu_reqq loads;
+	struct dpu_hit hit;
+	struct dpu_req *q;
+
+	cache_setup("dynamic_cache = on\nprefetch_depth = 0", 8 * MIB);
+	/* Entry 0 is cached (a forwarded read's bytes); entry 1 is not. */
+	host_forwarded(0, ENTRY, t.m->writes, NULL);
+	TAILQ_INIT(&loads);
+	ck_assert(!dpu_cache_lookup(t.dpu, t.m, ENTRY - CHUNK, 2 * CHUNK,
+	    &hit, &loads));
+	ck_assert(hit.wait);
+	q = read_req(ENTRY - CHUNK, 2 * CHUNK);
+	ck_assert_int_eq(dpu_cache_park(t.dpu, q), DP_FORWARD);
+	/* Only the chunk in entry 1 goes to the memory node. */
+	ck_assert_uint_eq(q->sub_off, CHUNK);
+	ck_assert_uint_eq(q->sub_len, CHUNK);
+	ck_assert(memcmp(q->buf, t.mem + ENTRY - CHUNK, CHUNK) == 0);
+	ck_assert_int_eq(dyn_status("partial_misses", NULL), 1);
+	/*
+	 * A write lands before the memory node's answer: the part copied
+	 * from the cache may be older, so the answer is not kept.
+	 */
+	host_write(ENTRY - CHUNK, KIB, 0x42);
+	memcpy(q->buf + q->sub_off, t.mem + q->off + q->sub_off, q->sub_len);
+	q->status = 0;
+	dpu_cache_read_done(t.dpu, q);
+	ck_assert_int_eq(dyn_status("insert_bytes", NULL), ENTRY);
+	ck_assert(!host_read_settled(ENTRY, CHUNK));
+	ck_assert(host_read_settled(ENTRY - CHUNK, CHUNK));
+	read_req_free(q);
+	cache_settle();
+	cache_teardown();
+}
+END_TEST
+
+START_TEST(test_dynamic_cache_leaves_a_region_advised_static_alone)
+{
+	struct dpu_reqq loads;
+
+	/* Advised static, too big for static_size: not copied... */
+	cache_setup("dynamic_cache = on\nprefetch_depth = 8\nstatic_size = 1M",
+	    2 * MIB);
+	TAILQ_INIT(&loads);
+	ck_assert_int_eq(dpu_cache_advise(t.dpu, t.m, FAM_ADVICE_STATIC,
+	    &loads), -ENOSPC);
+	/* ...and a run through it is neither looked up, loaded nor kept. */
+	for (unsigned i = 0; i < 16; i++)
+		ck_assert(!host_read_or_forward((uint64_t)i * CHUNK, CHUNK));
+	ck_assert_uint_eq(atomic_load(&t.loads), 0);
+	ck_assert_int_eq(dyn_status("lookup_bytes", NULL), 0);
+	ck_assert_int_eq(dyn_status("insert_bytes", NULL), 0);
 	cache_teardown();
 }
 END_TEST
@@ -849,8 +1205,15 @@ dpu_cache_suite(void)
 	tcase_add_test(dy, test_dynamic_sequential_trace_hits_after_its_prefetch);
 	tcase_add_test(dy, test_dynamic_random_trace_does_not_prefetch_endlessly);
 	tcase_add_test(dy, test_dynamic_eviction_keeps_the_cache_within_its_entries);
-	tcase_add_test(dy, test_dynamic_read_spanning_two_entries_is_forwarded);
+	tcase_add_test(dy, test_dynamic_read_spanning_two_valid_entries_is_served);
 	tcase_add_test(dy, test_dynamic_entries_take_acknowledged_writes);
+	tcase_add_test(dy, test_dynamic_forwarded_bytes_are_kept_and_never_loaded_again);
+	tcase_add_test(dy, test_dynamic_read_waits_for_the_load_of_its_bytes);
+	tcase_add_test(dy, test_dynamic_write_during_a_waited_load_forwards_the_read);
+	tcase_add_test(dy, test_dynamic_forwarded_read_older_than_a_write_is_not_kept);
+	tcase_add_test(dy, test_dynamic_eviction_takes_spent_entries_before_prefetched_ones);
+	tcase_add_test(dy, test_dynamic_read_half_cached_forwards_only_its_missing_part);
+	tcase_add_test(dy, test_dynamic_cache_leaves_a_region_advised_static_alone);
 	tcase_add_test(dy, test_adaptive_turns_off_below_bw_ratio_and_on_after_probe);
 	tcase_add_test(dy, test_cache_set_off_empties_the_dynamic_cache);
 	tcase_add_test(re, test_real_static_copy_loads_from_the_memory_node);
