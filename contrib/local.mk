@@ -3,7 +3,7 @@
 # memory comes from malloc, so under libfamshim.so it is fabric-attached);
 # never sanitized, since they run under the shim.
 noinst_PROGRAMS += contrib/graph/graph contrib/graph/graph-fam \
-	contrib/bench/faultbench contrib/bench/fetchbench
+	contrib/bench/faultbench contrib/bench/fetchbench contrib/bench/evictbench
 
 GRAPH_SOURCES = contrib/graph/graph.c contrib/graph/graph.h \
 	contrib/graph/graph-apps.c contrib/graph/graph-gen.c contrib/graph/graph-io.c
@@ -22,6 +22,10 @@ contrib_graph_graph_fam_LDADD = src/libfamd-client.la
 contrib_bench_faultbench_CFLAGS = -std=gnu11 -O2 $(WARN_CFLAGS) -pthread
 contrib_bench_faultbench_LDFLAGS = -pthread
 contrib_bench_faultbench_LDADD =
+# evictbench: the kernel's cost of installing and evicting a chunk, each
+# way famd can (host.install; punch, MADV_REMOVE, batched punch).
+contrib_bench_evictbench_CFLAGS = -std=gnu11 -O2 $(WARN_CFLAGS)
+contrib_bench_evictbench_LDADD =
 # fetchbench: the transport's chunk fetch (contrib/bench/rxe-fetch-bench.sh
 # runs it in the guest).
 contrib_bench_fetchbench_LDADD = src/libfamdcore.la $(DEP_LIBS)

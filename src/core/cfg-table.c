@@ -13,6 +13,7 @@ static const char *const log_levels[] = { "err", "warning", "notice", "info",
 	"debug", NULL };
 static const char *const transports[] = { "tcp", "verbs", NULL };
 static const char *const evictions[] = { "clock", "fifo", NULL };
+static const char *const installs[] = { "copy", "continue", NULL };
 static const char *const paths[] = { "direct", "dpu", NULL };
 static const char *const fallbacks[] = { "none", "direct", NULL };
 static const char *const dynamics[] = { "off", "on", "adaptive", NULL };
@@ -560,6 +561,18 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		    "kernel: famd sends the thread SIGBUS, and ends the session "
 		    "of a thread that faults 16 times in a row on such a page (a "
 		    "SIGBUS handler that returns).",
+	},
+	[CFG_HOST_INSTALL] = {
+		.section = "host", .name = "install", .type = CFG_T_ENUM,
+		.choices = installs, .def = "copy", .roles = HOST,
+		.help = "How a chunk read from a memory node reaches the "
+		    "program: copy (received into a staging buffer and copied "
+		    "in with UFFDIO_COPY) or continue (received straight into "
+		    "the arena's memfd through famd's own mapping and mapped "
+		    "with UFFDIO_CONTINUE: each byte copied once, but famd "
+		    "maps and unmaps every page too, which costs more CPU than "
+		    "the copy on a paravirtualised MMU; needs Linux 6.4 and "
+		    "transport = tcp, else famd copies).",
 	},
 	[CFG_VERBS_QPS_PER_PEER] = {
 		.section = "verbs", .name = "qps_per_peer", .type = CFG_T_INT,

@@ -135,6 +135,7 @@ enum cfg_key {
 	CFG_HOST_MAX_SESSIONS,
 	CFG_HOST_UFFD_DEVICE_GROUP,
 	CFG_HOST_UFFD_POISON,
+	CFG_HOST_INSTALL,
 	CFG_VERBS_QPS_PER_PEER,
 	CFG_VERBS_INJECT_ERROR_PPM,
 	CFG_NKEYS,
@@ -169,6 +170,11 @@ enum cfg_transport {
 enum cfg_eviction {
 	CFG_EVICTION_CLOCK,
 	CFG_EVICTION_FIFO,
+};
+
+enum cfg_install {
+	CFG_INSTALL_COPY,
+	CFG_INSTALL_CONTINUE,
 };
 
 enum cfg_path {

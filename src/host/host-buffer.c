@@ -190,8 +190,8 @@ host_frame_put(struct host *h, uint32_t frame)
 }
 
 /* Punches n chunks of r from c out of its memfd (and the page tables). */
-static void
-chunks_punch(struct host *h, struct region *r, uint64_t c, uint64_t n)
+void
+host_chunks_punch(struct host *h, struct region *r, uint64_t c, uint64_t n)
 {
 	if (fallocate(r->ar->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 	    (off_t)(r->off + (c << h->chunk_shift)),
@@ -206,7 +206,7 @@ static void
 punch_flush(struct host *h)
 {
 	if (h->punch_n > 0)
-		chunks_punch(h, h->punch_r, h->punch_first, h->punch_n);
+		host_chunks_punch(h, h->punch_r, h->punch_first, h->punch_n);
 	h->punch_n = 0;
 	h->punch_r = NULL;
 }
@@ -221,7 +221,7 @@ static void
 chunk_punch(struct host *h, struct region *r, uint64_t c)
 {
 	if (!h->punch_batch) {
-		chunks_punch(h, r, c, 1);
+		host_chunks_punch(h, r, c, 1);
 		return;
 	}
 	if (h->punch_n > 0 && h->punch_r == r &&
@@ -508,13 +508,13 @@ host_chunks_discard(struct host *h, struct region *r, uint64_t first,
 			ch->state = CH_ABSENT;
 			run++;
 		} else if (run > 0) {
-			chunks_punch(h, r, c - run, run);
+			host_chunks_punch(h, r, c - run, run);
 			run = 0;
 		}
 		ch->flags = 0;
 	}
 	if (run > 0)
-		chunks_punch(h, r, first + n - run, run);
+		host_chunks_punch(h, r, first + n - run, run);
 	h->stats.discards += n;
 	return 0;
 }

@@ -4,7 +4,9 @@
  * fetches that serve them.
  *
  * Owns: the fetch queues (demand, read-ahead, parked), the reads in flight
- * (h->inflight), read-ahead windows, installs (UFFDIO_COPY), SIGBUS for a
+ * (h->inflight), read-ahead windows, installs (UFFDIO_COPY from a staging
+ * slot, or, with install = continue over tcp, UFFDIO_CONTINUE of the pages
+ * the read filled in the arena's memfd through famd's mapping), SIGBUS for a
  * fault that cannot be served (never wrong data), and h->wake, the
  * deferred wake-up lower layers activate (host_wake).
  * A fetch: queued -> frame reserved -> read out (or zero-filled) ->
@@ -13,8 +15,14 @@
  *   chunk's missing pages poisoned, or a signal; host_sigbus).
  * Fetches of chunks that follow each other on one memory node go out as
  * one read (up to FETCH_RUN_BYTES), routed once, and go in with one
- * UFFDIO_COPY when adjacent in the program; each chunk succeeds or fails
- * on its own. A read the dpu failed gets a new deadline to go direct.
+ * UFFDIO_COPY (or UFFDIO_CONTINUE) when adjacent in the program; each chunk
+ * succeeds or fails on its own. A read the dpu failed gets a new deadline
+ * to go direct.
+ * Read into the arena (fetch.direct): the chunk's pages are in the memfd
+ * before they are mapped, so a touch meanwhile is a minor fault, which
+ * waits on the fetch like a missing one; a read that fails punches what it
+ * left there; a region freed while such reads are out keeps its arena
+ * space until they are over (region.filling, keep_space).
  * Locks: none; everything runs on the control loop.
  */
 #include "config.h"
@@ -23,6 +31,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -35,6 +44,9 @@
 #define PAGE            4096u
 #define FETCH_RUN_BYTES (1u << 20) /* most bytes read at once */
 #define HOST_SIGBUS_REPEATS 16 /* SIGBUS for one page in a row, at most */
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
 
 _Static_assert(FETCH_RUN_BYTES <= FAM_RW_MAX, "a run is one READ");
 
@@ -43,6 +55,37 @@ static uint64_t
 chunk_uaddr(const struct host *h, const struct region *r, uint64_t c)
 {
 	return r->ar->uaddr + r->off + (c << h->chunk_shift);
+}
+
+/* Returns famd's own mapping of chunk c of r (in its arena's memfd). */
+static uint8_t *
+chunk_local(const struct host *h, const struct region *r, uint64_t c)
+{
+	return r->ar->local + r->off + (c << h->chunk_shift);
+}
+
+/*
+ * Chooses how chunks are installed (install = continue where the kernel
+ * and the transport allow it); adds the features that needs to *need.
+ */
+static void
+uffd_probe_install(struct host *h, uint64_t have, uint64_t *need)
+{
+	if (cfg_int(h->d->cfg, CFG_HOST_INSTALL) != CFG_INSTALL_CONTINUE)
+		return;
+	if (cfg_int(h->d->cfg, CFG_TRANSPORT) != CFG_TRANSPORT_TCP) {
+		log_info("install = continue: verbs reads land in registered "
+		    "staging buffers; chunks are copied in (UFFDIO_COPY)");
+		return;
+	}
+	if (!(have & UFFD_FEATURE_MINOR_SHMEM) || !uffd_continue_wp_works()) {
+		log_info("install = continue: this kernel cannot map shmem "
+		    "pages write-protected with UFFDIO_CONTINUE (Linux 6.4); "
+		    "chunks are copied in (UFFDIO_COPY)");
+		return;
+	}
+	*need |= UFFD_FEATURE_MINOR_SHMEM;
+	h->cont_ok = true;
 }
 
 /* Probes the kernel's userfaultfd and chooses the features famd asks for. */
@@ -68,6 +111,7 @@ host_uffd_probe(struct host *h, char **cause)
 		need |= UFFD_FEATURE_POISON;
 		h->poison_ok = true;
 	}
+	uffd_probe_install(h, have, &need);
 	h->uffd_features = need;
 	h->wp_ok = true;
 	log_info("userfaultfd: kernel features %#llx; using %#llx",
@@ -217,6 +261,31 @@ queue_push(struct fetch **head, struct fetch **tail, struct fetch *f)
 	*tail = f;
 }
 
+/*
+ * Installs len bytes of f's read, from chunk f->chunk on (adjacent in the
+ * program): maps the pages the read filled (direct), or copies them in.
+ */
+static int
+fetch_install(struct host *h, const struct fetch *f, uint64_t len)
+{
+	struct region *r = f->r;
+
+	if (f->direct)
+		return uffd_continue(r->cl->uffd, chunk_uaddr(h, r, f->chunk),
+		    len, true);
+	return uffd_copy(r->cl->uffd, chunk_uaddr(h, r, f->chunk),
+	    f->zero ? h->zero : f->staging, len, true);
+}
+
+/* Drops what a read into the arena left of f's chunk (it is not served). */
+static void
+fetch_unfill(struct host *h, struct fetch *f)
+{
+	if (f->direct && f->r->ar != NULL)
+		host_chunks_punch(h, f->r, f->chunk, 1);
+	f->direct = false;
+}
+
 /* Finishes a fetch: installs the chunk or fails its waiters. */
 static void
 fetch_complete(struct host *h, struct fetch *f, int status)
@@ -231,12 +300,8 @@ fetch_complete(struct host *h, struct fetch *f, int status)
 		status = -ESRCH;
 		goto out;
 	}
-	if (status == 0 && !f->installed) {
-		const void *src = f->zero ? h->zero : f->staging;
-
-		status = uffd_copy(cl->uffd, chunk_uaddr(h, r, f->chunk), src,
-		    h->chunk, true);
-	}
+	if (status == 0 && !f->installed)
+		status = fetch_install(h, f, h->chunk);
 	if (status == 0) {
 		ch->state = CH_RESIDENT;
 		ch->frame = (uint32_t)f->frame;
@@ -269,6 +334,7 @@ fetch_complete(struct host *h, struct fetch *f, int status)
 		goto out;
 	}
 	/* Not served: the chunk stays absent; waiting threads get SIGBUS. */
+	fetch_unfill(h, f);
 	ch->state = CH_ABSENT;
 	ch->fetch = NULL;
 	if (f->frame >= 0)
@@ -334,6 +400,7 @@ fetch_run_failed(struct host *h, struct fetch *f, int status)
 		f->run = NULL;
 		f->nrun = 0;
 		f->staging = NULL;
+		fetch_unfill(h, f);
 		if (fetch_may_park(h, f, status))
 			queue_push(&h->parked, &h->parked_tail, f);
 		else
@@ -346,20 +413,18 @@ fetch_run_failed(struct host *h, struct fetch *f, int status)
  * Installs a read of several chunks adjacent in the program (one stripe):
  * first the chunks threads wait for, each on its own, so that those
  * threads wake before the rest is copied; then the others, a span of
- * adjacent ones per UFFDIO_COPY. A chunk whose copy failed is tried again
- * on its own by fetch_complete() (pages already in place are skipped).
+ * adjacent ones per UFFDIO_COPY (or UFFDIO_CONTINUE). A chunk whose install
+ * failed is tried again on its own by fetch_complete() (pages already in
+ * place are skipped).
  */
 static void
 fetch_install_run(struct host *h, struct fetch *f)
 {
-	struct region *r = f->r;
 	struct fetch *span = NULL, *g;
 	unsigned nspan = 0;
 
 	for (g = f; g != NULL; g = g->run)
-		if (g->nwaiters > 0 && uffd_copy(r->cl->uffd,
-		    chunk_uaddr(h, r, g->chunk), g->staging, h->chunk,
-		    true) == 0) {
+		if (g->nwaiters > 0 && fetch_install(h, g, h->chunk) == 0) {
 			g->installed = true;
 			g->done_ns = mono_ns();
 		}
@@ -370,9 +435,8 @@ fetch_install_run(struct host *h, struct fetch *f)
 				span = g;
 			continue;
 		}
-		if (nspan > 0 && uffd_copy(r->cl->uffd,
-		    chunk_uaddr(h, r, span->chunk), span->staging,
-		    (uint64_t)nspan << h->chunk_shift, true) == 0)
+		if (nspan > 0 && fetch_install(h, span,
+		    (uint64_t)nspan << h->chunk_shift) == 0)
 			for (unsigned i = 0; i < nspan; i++, span = span->run) {
 				span->installed = true;
 				span->done_ns = mono_ns();
@@ -394,10 +458,12 @@ fetch_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 	struct fetch *f = ctx, *next;
 	struct region *r = f->r;
 	struct host *h = r->cl->h;
-	uint8_t *staging = f->staging;
+	uint8_t *staging = f->direct ? NULL : f->staging;
 	unsigned n = f->nrun;
 	uint64_t now = mono_ns();
 
+	if (f->direct)
+		r->filling--;
 	for (struct fetch *g = f; g != NULL; g = g->run)
 		g->reply_ns = now;
 	h->inflight -= n;
@@ -407,7 +473,8 @@ fetch_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 		f->s = NULL;
 	}
 	if (status < 0) {
-		host_staging_put(h, staging, n);
+		if (staging != NULL)
+			host_staging_put(h, staging, n);
 		fetch_run_failed(h, f, status);
 		host_fetch_kick(h);
 		return;
@@ -425,7 +492,8 @@ fetch_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 		}
 		fetch_complete(h, f, 0);
 	}
-	host_staging_put(h, staging, n);
+	if (staging != NULL)
+		host_staging_put(h, staging, n);
 	host_fetch_kick(h);
 }
 
@@ -548,6 +616,48 @@ fetch_unrouted(struct host *h, struct fetch *f, bool demand, int rc)
 }
 
 /*
+ * Tells whether f's read may go straight into its arena (install =
+ * continue): a chunk of the memory nodes, not a fork's copy of another
+ * region's, in an arena the program has mapped.
+ */
+static bool
+fetch_direct_ok(const struct host *h, const struct fetch *f)
+{
+	const struct arena *ar = f->r->ar;
+
+	return h->cont_ok && f->src == NULL && !f->zero && ar != NULL &&
+	    ar->local != NULL && ar->uaddr != 0;
+}
+
+/*
+ * Gives f's read of *n chunks its destination: the chunks' pages in the
+ * arena when they follow each other there, allocated and mapped in famd
+ * now (MADV_POPULATE_WRITE: one call, not a page fault per page, and an
+ * allocation failure is an error here, not a SIGBUS in famd mid-receive),
+ * or else staging slots (*n may shrink). Returns whether the read goes
+ * into the arena.
+ */
+static bool
+fetch_dest(struct host *h, struct fetch *f, unsigned *n)
+{
+	/* a run of a striped region: its chunks are apart in the arena */
+	if (fetch_direct_ok(h, f) && (*n == 1 || f->r->nstripes == 1)) {
+		uint8_t *dst = chunk_local(h, f->r, f->chunk);
+
+		if (madvise(dst, (size_t)*n << h->chunk_shift,
+		    MADV_POPULATE_WRITE) == 0) {
+			f->staging = dst;
+			return true;
+		}
+		log_rl(LOG_INFO, "pid %ld: cannot allocate chunks in its arena "
+		    "(%s): reading into staging buffers", (long)f->r->cl->pid,
+		    strerror(errno));
+	}
+	f->staging = host_staging_get(h, n);
+	return false;
+}
+
+/*
  * Sends the read of f, the head of its queue, and of the fetches after it
  * that continue it on the same memory node (one read, one route), or
  * parks or fails f when its stripe cannot be reached now.
@@ -564,7 +674,7 @@ fetch_send(struct host *h, struct fetch *f, bool demand, bool urgent,
 	uint64_t off = host_stripe_offset(h, f->r, f->chunk, &si);
 	struct stripe *s = &f->r->stripes[si];
 	uint32_t len;
-	bool via_dpu;
+	bool via_dpu, direct;
 	int rc = host_route(h, s, !urgent, &conn, &mr, &remote);
 
 	if (rc < 0) {
@@ -575,7 +685,7 @@ fetch_send(struct host *h, struct fetch *f, bool demand, bool urgent,
 	len = host_stripe_len(h, s, off);
 	n = len == h->chunk ? fetch_run_len(h, f, off, via_dpu,
 	    max - h->inflight) : 1;
-	f->staging = host_staging_get(h, &n);
+	direct = fetch_dest(h, f, &n);
 	/* f and the n - 1 fetches after it in its queue: one read. */
 	for (unsigned i = 0; i < n; i++) {
 		struct fetch *g = demand ?
@@ -583,6 +693,7 @@ fetch_send(struct host *h, struct fetch *f, bool demand, bool urgent,
 		    queue_pop(&h->prefetchq, &h->prefetchq_tail);
 
 		g->staging = f->staging + ((size_t)i << h->chunk_shift);
+		g->direct = direct;
 		g->via_dpu = via_dpu;
 		last->run = g == f ? NULL : g;
 		last = g;
@@ -594,13 +705,17 @@ fetch_send(struct host *h, struct fetch *f, bool demand, bool urgent,
 		memset(f->staging + len, 0, h->chunk - len);
 	for (struct fetch *g = f; g != NULL; g = g->run)
 		g->sent_ns = mono_ns();
+	f->r->filling += direct;
 	rc = fam_conn_readf(conn, remote, off,
 	    (uint32_t)(((uint64_t)(n - 1) << h->chunk_shift) + len),
-	    f->staging, mr, urgent ? 0 : FAM_F_BACKGROUND, fetch_done, f);
+	    f->staging, direct ? NULL : mr, urgent ? 0 : FAM_F_BACKGROUND,
+	    fetch_done, f);
 	if (rc < 0) {
+		f->r->filling -= direct;
 		f->s = NULL;
 		host_route_done(h, s);
-		host_staging_put(h, f->staging, n);
+		if (!direct)
+			host_staging_put(h, f->staging, n);
 		fetch_run_failed(h, f, rc);
 		return;
 	}
@@ -861,6 +976,35 @@ prefetch(struct host *h, struct region *r, uint64_t c)
 	}
 }
 
+/*
+ * A minor fault on a resident chunk (install = continue): the page is in
+ * the memfd but the program's mapping lost it (it was zapped, say by
+ * MADV_DONTNEED without the shim): maps it again, write-protected unless
+ * the chunk's protection is lifted.
+ */
+static void
+fault_remap(struct host *h, struct region *r, uint64_t c, uint64_t addr,
+    pid_t tid)
+{
+	struct chunk *ch = &r->chunks[c];
+	uint64_t page = addr & ~(uint64_t)(PAGE - 1);
+	unsigned si;
+	uint64_t off = host_stripe_offset(h, r, c, &si);
+	uint64_t held = host_stripe_len(h, &r->stripes[si], off);
+	bool wp = ch->state == CH_EVICTING || !(ch->flags & CH_UNPROT) ||
+	    page - chunk_uaddr(h, r, c) >= held;
+	int rc = uffd_continue(r->cl->uffd, page, PAGE, wp);
+
+	if (rc < 0 && rc != -ESRCH) {
+		char why[128];
+
+		snprintf(why, sizeof why, "cannot map chunk %llu of region "
+		    "%llu again: %s", (unsigned long long)c,
+		    (unsigned long long)r->handle, strerror(-rc));
+		host_sigbus(h, r->cl, tid, addr, 0, why);
+	}
+}
+
 /* Serves one fault message. */
 static void
 fault(struct host_client *cl, uint64_t addr, uint64_t flags, pid_t tid)
@@ -957,7 +1101,10 @@ fault(struct host_client *cl, uint64_t addr, uint64_t flags, pid_t tid)
 	case CH_RESIDENT:
 	case CH_EVICTING:
 		h->stats.faults_stale++;
-		uffd_wake(cl->uffd, addr & ~(uint64_t)(PAGE - 1), PAGE);
+		if (flags & UFFD_PAGEFAULT_FLAG_MINOR)
+			fault_remap(h, r, c, addr, tid);
+		else
+			uffd_wake(cl->uffd, addr & ~(uint64_t)(PAGE - 1), PAGE);
 		return;
 	default:
 		break;
@@ -970,6 +1117,9 @@ fault(struct host_client *cl, uint64_t addr, uint64_t flags, pid_t tid)
 		    "data is gone");
 		return;
 	}
+	/* An absent chunk's page in the memfd is nobody's data: out it goes. */
+	if (flags & UFFD_PAGEFAULT_FLAG_MINOR)
+		host_chunks_punch(h, r, c, 1);
 	fetch_start(h, r, c, false, tid);
 	prefetch(h, r, c);
 }

@@ -167,6 +167,25 @@ static void region_free_remote(struct host *h, struct region *r);
 static bool arena_drop_unmapped(struct host_client *cl, struct arena *ar);
 
 /*
+ * Punches a freed region's arena space and gives it back for reuse (when
+ * it is freed, or once the reads into it in flight then are over).
+ */
+static void
+region_give_space(struct host *h, struct region *r)
+{
+	if (fallocate(r->ar->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+	    (off_t)r->off, (off_t)r->size) < 0)
+		log_rl(LOG_WARNING, "session pid %ld: punching a freed region: "
+		    "%s", (long)r->cl->pid, strerror(errno));
+	if (host_extent_give(&r->ar->free, r->off >> h->chunk_shift,
+	    r->size >> h->chunk_shift) < 0)
+		log_err("out of memory returning arena space; it is leaked");
+	r->keep_space = false;
+	if (arena_drop_unmapped(r->cl, r->ar))
+		r->ar = NULL;
+}
+
+/*
  * Frees a region struct once nothing is in flight for it, and only then
  * its stripes on the memory nodes, so that no read or write of it (on
  * either connection) can arrive after the free.
@@ -176,6 +195,8 @@ region_destroy(struct region *r)
 {
 	struct host_client *cl = r->cl;
 
+	if (r->keep_space)
+		region_give_space(cl->h, r);
 	region_free_remote(cl->h, r);
 	free(r->chunks);
 	free(r->shared);
@@ -231,18 +252,15 @@ host_region_free(struct region *r)
 	r->dying = true;
 	if (r->ar != NULL) {
 		host_region_drop_chunks(h, r);
-		if (fallocate(r->ar->memfd, FALLOC_FL_PUNCH_HOLE |
-		    FALLOC_FL_KEEP_SIZE, (off_t)r->off, (off_t)r->size) < 0)
-			log_rl(LOG_WARNING, "session pid %ld: punching a freed "
-			    "region: %s",
-			    (long)cl->pid, strerror(errno));
 		host_arena_del_region(r->ar, r);
-		if (host_extent_give(&r->ar->free, r->off >> h->chunk_shift,
-		    r->size >> h->chunk_shift) < 0)
-			log_err("out of memory returning arena space; it is "
-			    "leaked");
-		if (arena_drop_unmapped(cl, r->ar))
-			r->ar = NULL;
+		/*
+		 * A read into the arena still out would land in whatever
+		 * region got the space next: it waits for the last of them.
+		 */
+		if (r->filling > 0)
+			r->keep_space = true;
+		else
+			region_give_space(h, r);
 	}
 	if (r->listed) {
 		for (pp = &cl->regions; *pp != NULL; pp = &(*pp)->next)
@@ -916,7 +934,7 @@ session_map(struct host_client *cl)
 		return session_fail(cl, ENOENT);
 	if (fam_smsg_check_map(addr, ar->size) != 0)
 		return session_fail(cl, EINVAL);
-	rc = uffd_register(cl->uffd, addr, ar->size, h->wp_ok);
+	rc = uffd_register(cl->uffd, addr, ar->size, h->wp_ok, h->cont_ok);
 	if (rc < 0) {
 		log_rl(LOG_WARNING, "session pid %ld: cannot register arena "
 		    "%u at %#llx: "

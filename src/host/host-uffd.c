@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * host-uffd.c - userfaultfd wrappers: feature probing, registration, installs
- * that cope with partly present ranges, wake-ups and write protection.
+ * (UFFDIO_COPY of a buffer, UFFDIO_CONTINUE of pages already in the
+ * arena's memfd) that cope with partly present ranges, wake-ups and write
+ * protection.
  */
 #include "config.h"
 
@@ -9,6 +11,7 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -17,15 +20,10 @@
 
 #define PAGE 4096u
 
-/*
- * Returns the features the running kernel offers, from a throw-away
- * userfaultfd asked for none (asking for one the kernel lacks would fail
- * the whole handshake). Returns 0 with *cause when there is no userfaultfd.
- */
-uint64_t
-uffd_kernel_features(char **cause)
+/* Opens a userfaultfd of famd's own (-1 with errno when there is none). */
+static int
+uffd_open(void)
 {
-	struct uffdio_api api = { .api = UFFD_API, .features = 0 };
 	int fd;
 
 	fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
@@ -41,6 +39,20 @@ uffd_kernel_features(char **cause)
 			close(dev);
 		}
 	}
+	return fd;
+}
+
+/*
+ * Returns the features the running kernel offers, from a throw-away
+ * userfaultfd asked for none (asking for one the kernel lacks would fail
+ * the whole handshake). Returns 0 with *cause when there is no userfaultfd.
+ */
+uint64_t
+uffd_kernel_features(char **cause)
+{
+	struct uffdio_api api = { .api = UFFD_API, .features = 0 };
+	int fd = uffd_open();
+
 	if (fd < 0) {
 		*cause = xasprintf("userfaultfd: %s", strerror(errno));
 		return 0;
@@ -65,19 +77,70 @@ uffd_api(int uffd, uint64_t features)
 	return 0;
 }
 
-/* Registers [addr, addr + len) for missing (and write-protect) faults. */
+/*
+ * Tells whether this kernel maps shmem pages already in the page cache
+ * write-protected with UFFDIO_CONTINUE (minor faults of shmem, Linux 5.13;
+ * UFFDIO_CONTINUE_MODE_WP, Linux 6.4), tried on a page of a memfd of
+ * famd's own, mapped twice: filled through one mapping, installed in the
+ * other.
+ */
+bool
+uffd_continue_wp_works(void)
+{
+	struct uffdio_api api = {
+		.api = UFFD_API,
+		.features = UFFD_FEATURE_MINOR_SHMEM |
+		    UFFD_FEATURE_WP_HUGETLBFS_SHMEM,
+	};
+	uint8_t *fill = MAP_FAILED, *user = MAP_FAILED;
+	bool ok = false;
+	int fd = -1, uffd = uffd_open();
+
+	if (uffd < 0 || ioctl(uffd, UFFDIO_API, &api) < 0)
+		goto out;
+	fd = memfd_create("famd-probe", MFD_CLOEXEC);
+	if (fd < 0 || ftruncate(fd, PAGE) < 0)
+		goto out;
+	fill = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	user = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (fill == MAP_FAILED || user == MAP_FAILED ||
+	    uffd_register(uffd, (uint64_t)(uintptr_t)user, PAGE, true,
+	    true) < 0)
+		goto out;
+	fill[0] = 1;
+	ok = uffd_continue(uffd, (uint64_t)(uintptr_t)user, PAGE, true) == 0;
+out:
+	if (user != MAP_FAILED)
+		munmap(user, PAGE);
+	if (fill != MAP_FAILED)
+		munmap(fill, PAGE);
+	if (fd >= 0)
+		close(fd);
+	if (uffd >= 0)
+		close(uffd);
+	return ok;
+}
+
+/*
+ * Registers [addr, addr + len) for missing faults, write-protect faults
+ * (wp), and minor faults (minor: a page in the memfd's page cache that the
+ * program has not mapped).
+ */
 int
-uffd_register(int uffd, uint64_t addr, uint64_t len, bool wp)
+uffd_register(int uffd, uint64_t addr, uint64_t len, bool wp, bool minor)
 {
 	struct uffdio_register reg = {
 		.range = { .start = addr, .len = len },
 		.mode = UFFDIO_REGISTER_MODE_MISSING |
-		    (wp ? UFFDIO_REGISTER_MODE_WP : 0),
+		    (wp ? UFFDIO_REGISTER_MODE_WP : 0) |
+		    (minor ? UFFDIO_REGISTER_MODE_MINOR : 0),
 	};
 
 	if (ioctl(uffd, UFFDIO_REGISTER, &reg) < 0)
 		return -errno;
 	if (!(reg.ioctls & ((uint64_t)1 << _UFFDIO_COPY)))
+		return -EOPNOTSUPP;
+	if (minor && !(reg.ioctls & ((uint64_t)1 << _UFFDIO_CONTINUE)))
 		return -EOPNOTSUPP;
 	return 0;
 }
@@ -129,6 +192,56 @@ uffd_copy(int uffd, uint64_t dst, const void *src, uint64_t len, bool wp)
 			/* The program's address space changed: retry. */
 			continue;
 		}
+		return -errno;
+	}
+	if (skipped)
+		return uffd_wake(uffd, dst, len);
+	return 0;
+}
+
+/*
+ * Maps the pages of [dst, dst + len), which famd filled in the arena's
+ * memfd, into the program, write-protected when wp; as uffd_copy(): pages
+ * already mapped are skipped, a range that spans mappings goes a page at a
+ * time, threads waiting anywhere in the range are woken. Returns 0 or
+ * -errno (EFAULT: a page is not in the memfd).
+ */
+int
+uffd_continue(int uffd, uint64_t dst, uint64_t len, bool wp)
+{
+	uint64_t done = 0;
+	bool skipped = false, pagewise = false;
+	unsigned retries = 0;
+
+	while (done < len) {
+		struct uffdio_continue cont = {
+			.range = {
+				.start = dst + done,
+				.len = pagewise ? PAGE : len - done,
+			},
+			.mode = wp ? UFFDIO_CONTINUE_MODE_WP : 0,
+		};
+
+		if (ioctl(uffd, UFFDIO_CONTINUE, &cont) == 0) {
+			done += cont.range.len;
+			continue;
+		}
+		if (errno == EAGAIN && cont.mapped > 0) {
+			done += (uint64_t)cont.mapped;
+			continue;
+		}
+		if (errno == EEXIST || (errno == EAGAIN &&
+		    cont.mapped == -EEXIST) || (errno == ENOENT && pagewise)) {
+			done += PAGE;
+			skipped = true;
+			continue;
+		}
+		if (errno == ENOENT && !pagewise) {
+			pagewise = true; /* the range spans mappings */
+			continue;
+		}
+		if (errno == EAGAIN && ++retries < 1000)
+			continue; /* the program's address space changed */
 		return -errno;
 	}
 	if (skipped)

@@ -31,14 +31,20 @@ struct uffdio_poison {
 #define _UFFDIO_POISON 0x08
 #define UFFDIO_POISON _IOWR(UFFDIO, _UFFDIO_POISON, struct uffdio_poison)
 #endif
+#ifndef UFFDIO_CONTINUE_MODE_WP
+/* Linux 6.4: UFFDIO_CONTINUE maps the pages write-protected. */
+#define UFFDIO_CONTINUE_MODE_WP ((__u64)1 << 1)
+#endif
 #ifndef USERFAULTFD_IOC_NEW
 #define USERFAULTFD_IOC_NEW _IO(0xAA, 0x00)
 #endif
 
 uint64_t uffd_kernel_features(char **cause);
 int uffd_api(int uffd, uint64_t features);
-int uffd_register(int uffd, uint64_t addr, uint64_t len, bool wp);
+bool uffd_continue_wp_works(void);
+int uffd_register(int uffd, uint64_t addr, uint64_t len, bool wp, bool minor);
 int uffd_copy(int uffd, uint64_t dst, const void *src, uint64_t len, bool wp);
+int uffd_continue(int uffd, uint64_t dst, uint64_t len, bool wp);
 int uffd_wake(int uffd, uint64_t addr, uint64_t len);
 int uffd_protect(int uffd, uint64_t addr, uint64_t len, bool wp);
 int uffd_poison(int uffd, uint64_t addr, uint64_t len);

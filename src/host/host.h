@@ -136,6 +136,9 @@ struct region {
 	bool dying;       /* freed; waits for its in-flight operations */
 	bool lost;        /* its data on a memory node is gone */
 	unsigned busy;    /* fetches and write-backs in flight */
+	unsigned filling; /* reads in flight into its arena's memory */
+	bool keep_space;  /* freed while filling: its arena space is given
+	                   * back when the last read is over */
 	unsigned nstripes;
 	struct stripe stripes[HOST_MAX_NODES];
 	struct chunk *chunks;
@@ -240,9 +243,11 @@ struct fetch {
 	bool zero;         /* never written: zero-filled locally */
 	bool counted_wait;
 	bool installed;    /* put in place by its read's one UFFDIO_COPY */
+	bool direct;       /* read into the arena itself (install = continue) */
 	bool via_dpu;      /* its read went out through the dpu */
 	bool retried;      /* given a new deadline after the dpu failed */
-	uint8_t *staging;  /* its data, in its read's staging slots */
+	uint8_t *staging;  /* its data, in its read's staging slots, or in the
+	                    * arena (direct) */
 	unsigned nrun;     /* the first fetch of a read: chunks read (>= 1) */
 	struct fetch *run; /* the next chunk of the same read */
 	uint64_t start_ns; /* queued */
@@ -308,6 +313,8 @@ struct host {
 	uint64_t uffd_features;
 	bool wp_ok;
 	bool poison_ok;          /* UFFDIO_POISON (Linux 6.6) */
+	bool cont_ok;            /* install = continue: chunks are read into
+	                          * the arenas and mapped with UFFDIO_CONTINUE */
 	/* memory nodes */
 	struct mnode nodes[HOST_MAX_NODES];
 	unsigned nnodes;
@@ -451,6 +458,8 @@ void host_frame_put(struct host *h, uint32_t frame);
 void host_evict_background(struct host *h);
 bool host_evict_for_room(struct host *h);
 void host_region_drop_chunks(struct host *h, struct region *r);
+void host_chunks_punch(struct host *h, struct region *r, uint64_t c,
+    uint64_t n);
 int host_chunks_discard(struct host *h, struct region *r, uint64_t first,
     uint64_t n);
 uint64_t host_stripe_offset(const struct host *h, const struct region *r,

@@ -11,8 +11,10 @@
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "host/host.h"
+#include "host/host-uffd.h"
 #include "unit.h"
 
 #define CHUNK  (64u << 10)
@@ -87,6 +89,23 @@ static void
 setup(void)
 {
 	ck_assert_int_eq(unit_famds_start(&u, NULL), 0);
+	ck_assert_int_eq(unit_prog_open(&prog, u.base, u.session), 0);
+}
+
+/* As setup(), with chunks read into the arena (install = continue). */
+static void
+setup_continue(void)
+{
+	ck_assert_int_eq(unit_famds_start(&u, "install = continue\n"), 0);
+	ck_assert_int_eq(unit_prog_open(&prog, u.base, u.session), 0);
+}
+
+/* As setup_continue(), reading ahead (runs of chunks in one read). */
+static void
+setup_continue_prefetch(void)
+{
+	ck_assert_int_eq(unit_famds_start(&u,
+	    "install = continue\nprefetch = 16\n"), 0);
 	ck_assert_int_eq(unit_prog_open(&prog, u.base, u.session), 0);
 }
 
@@ -234,6 +253,97 @@ START_TEST(test_refault_of_evicted_chunk_is_one_read_for_all_its_pages)
 }
 END_TEST
 
+START_TEST(test_continue_install_is_used_where_the_kernel_has_it)
+{
+	struct host *h = unit_famds_host(&u);
+
+	/* Linux 6.4 and later: UFFDIO_CONTINUE maps write-protected. */
+	ck_assert(h->cont_ok == uffd_continue_wp_works());
+	ck_assert(!h->cont_ok ||
+	    (h->uffd_features & UFFD_FEATURE_MINOR_SHMEM));
+}
+END_TEST
+
+START_TEST(test_chunks_read_into_the_arena_keep_every_write)
+{
+	struct host *h = unit_famds_host(&u);
+	struct work w = { .len = 64 * CHUNK, .seed = 0xc0de, .write = true };
+	uint8_t *p;
+	uint64_t handle, wb;
+
+	/* 4 MiB through a buffer of 1 MiB, twice: written, read, written. */
+	ck_assert_int_eq(unit_prog_alloc(&prog, 64 * CHUNK, &p, &handle), 0);
+	w.p = p;
+	ck_assert(!run_work(&w));
+	w.write = false;
+	ck_assert(!run_work(&w));
+	ck_assert_uint_eq(w.wrong, 0);
+	/* chunks read in and written again must be written back again */
+	wb = h->stats.writebacks;
+	w.seed = 0xc0de2;
+	w.write = true;
+	ck_assert(!run_work(&w));
+	w.write = false;
+	w.read = 0;
+	ck_assert(!run_work(&w));
+	ck_assert_uint_eq(w.read, 64 * CHUNK);
+	ck_assert_uint_eq(w.wrong, 0);
+	ck_assert_uint_gt(h->stats.writebacks, wb);
+	ck_assert_uint_gt(h->stats.fetches, 0);
+	ck_assert_uint_eq(h->stats.fetch_errors, 0);
+	ck_assert_uint_eq(h->stats.sigbus, 0);
+}
+END_TEST
+
+START_TEST(test_page_zapped_from_the_program_is_mapped_again_with_its_data)
+{
+	struct host *h = unit_famds_host(&u);
+	struct work w = { .len = 64 * CHUNK, .seed = 0x2a9, .write = true };
+	struct work one = { .len = CHUNK, .seed = 0x2a9 };
+	struct region *r;
+	uint8_t *p;
+	uint64_t handle, stale;
+
+	ck_assert_int_eq(unit_prog_alloc(&prog, 64 * CHUNK, &p, &handle), 0);
+	w.p = p;
+	ck_assert(!run_work(&w));
+	one.p = p;
+	ck_assert(!run_work(&one)); /* chunk 0: read back in */
+	r = the_region();
+	ck_assert_uint_eq(r->chunks[0].state, CH_RESIDENT);
+	/* the program drops its mapping of it; the memfd keeps the pages */
+	ck_assert_int_eq(madvise(p, CHUNK, MADV_DONTNEED), 0);
+	stale = h->stats.faults_stale;
+	one.read = 0;
+	ck_assert(!run_work(&one));
+	ck_assert_uint_eq(one.read, CHUNK);
+	ck_assert_uint_eq(one.wrong, 0);
+	ck_assert_uint_eq(h->stats.sigbus, 0);
+	if (h->cont_ok)
+		ck_assert_uint_gt(h->stats.faults_stale, stale);
+}
+END_TEST
+
+START_TEST(test_read_ahead_runs_into_the_arena_arrive_whole)
+{
+	struct host *h = unit_famds_host(&u);
+	struct work w = { .len = 64 * CHUNK, .seed = 0x5e9, .write = true };
+	uint8_t *p;
+	uint64_t handle;
+
+	ck_assert_int_eq(unit_prog_alloc(&prog, 64 * CHUNK, &p, &handle), 0);
+	w.p = p;
+	ck_assert(!run_work(&w));
+	w.write = false;
+	ck_assert(!run_work(&w));
+	ck_assert_uint_eq(w.read, 64 * CHUNK);
+	ck_assert_uint_eq(w.wrong, 0);
+	ck_assert_uint_gt(h->stats.prefetches, 0);
+	ck_assert_uint_gt(h->stats.reads_coalesced, 0);
+	ck_assert_uint_eq(h->stats.sigbus, 0);
+}
+END_TEST
+
 /* A lower layer's news: asks the fault service for a kick. */
 static void
 ask_kick_cb(evutil_socket_t fd, short what, void *arg)
@@ -276,6 +386,23 @@ host_fault_suite(void)
 	    test_freed_page_touched_twice_is_one_fault_message_when_poisoned);
 	tcase_add_test(t, test_refault_of_evicted_chunk_is_one_read_for_all_its_pages);
 	tcase_add_test(t, test_wake_asked_in_a_callback_runs_in_the_same_iteration);
+	tcase_add_test(t, test_page_zapped_from_the_program_is_mapped_again_with_its_data);
+	suite_add_tcase(s, t);
+	/* the same, with chunks read into the arena (UFFDIO_CONTINUE) */
+	t = tcase_create("continue");
+	tcase_add_checked_fixture(t, setup_continue, teardown);
+	tcase_set_timeout(t, 60);
+	tcase_add_test(t, test_continue_install_is_used_where_the_kernel_has_it);
+	tcase_add_test(t, test_evicted_dirty_chunk_survives_refault);
+	tcase_add_test(t, test_chunks_read_into_the_arena_keep_every_write);
+	tcase_add_test(t, test_fault_with_memory_node_gone_gets_sigbus_not_bytes);
+	tcase_add_test(t, test_refault_of_evicted_chunk_is_one_read_for_all_its_pages);
+	tcase_add_test(t, test_page_zapped_from_the_program_is_mapped_again_with_its_data);
+	suite_add_tcase(s, t);
+	t = tcase_create("continue_prefetch");
+	tcase_add_checked_fixture(t, setup_continue_prefetch, teardown);
+	tcase_set_timeout(t, 60);
+	tcase_add_test(t, test_read_ahead_runs_into_the_arena_arrive_whole);
 	suite_add_tcase(s, t);
 	return s;
 }
