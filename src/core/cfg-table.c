@@ -515,28 +515,36 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 	},
 	[CFG_HOST_UID_MAX_ARENAS] = {
 		.section = "host", .name = "uid_max_arenas", .type = CFG_T_INT,
-		.min = 1, .max = 1 << 16, .def = "64", .reloadable = true,
+		.min = 1, .max = 1 << 16, .def = "512", .reloadable = true,
 		.roles = HOST,
 		.help = "Most arenas (memfds of arena_size bytes, or of one large "
 		    "region, each as much address space in famd) the programs of "
 		    "one user may hold at once on this host; an allocation that "
 		    "needs one more is refused with EDQUOT. A session holds at "
-		    "most one arena it has not mapped yet (EBUSY).",
+		    "most one arena it has not mapped yet (EBUSY). A forked "
+		    "child holds a copy of each of its parent's arenas, so a "
+		    "pool of N workers needs N times the parent's; at the "
+		    "default arena_size, 512 arenas are 32 TiB of famd's 128 TiB "
+		    "of address space.",
 	},
 	[CFG_HOST_UID_MAX_SESSIONS] = {
 		.section = "host", .name = "uid_max_sessions", .type = CFG_T_INT,
-		.min = 1, .max = 1 << 16, .def = "64", .reloadable = true,
+		.min = 1, .max = 1 << 16, .def = "512", .reloadable = true,
 		.roles = HOST,
 		.help = "Most sessions (programs connected to session_socket) of "
 		    "one user at once; a connection beyond it is closed at once "
-		    "and counted (sessions_refused).",
+		    "and counted (sessions_refused). Every process using "
+		    "fabric-attached memory has one, a forked child too: a "
+		    "child refused one cannot read what it inherited (SIGBUS).",
 	},
 	[CFG_HOST_MAX_SESSIONS] = {
 		.section = "host", .name = "max_sessions", .type = CFG_T_INT,
-		.min = 1, .max = 1 << 16, .def = "256", .reloadable = true,
+		.min = 1, .max = 1 << 16, .def = "4096", .reloadable = true,
 		.roles = HOST,
 		.help = "Most sessions of all users at once; a connection beyond "
-		    "it is closed at once and counted (sessions_refused).",
+		    "it is closed at once and counted (sessions_refused). Each "
+		    "holds four or more of famd's descriptors: famd raises its "
+		    "own limit (RLIMIT_NOFILE) to the hard one at start.",
 	},
 	[CFG_HOST_UFFD_DEVICE_GROUP] = {
 		.section = "host", .name = "uffd_device_group",

@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -176,10 +177,6 @@ famd_parse_opts(int argc, char **argv, struct famd_opts *o)
 }
 
 /*
- * Runs the daemon from a loaded configuration: the control loop, its
- * signals, the admin socket and the role, until a stop. Returns the exit code.
- */
-/*
  * path made absolute against the working directory: famd changes to / when
  * it detaches, and a reload reads the file again from there.
  */
@@ -195,6 +192,25 @@ famd_abs_path(const char *path)
 	return buf;
 }
 
+/*
+ * Raises the soft limit on descriptors to the hard one: every session of
+ * a host (max_sessions) and every peer of a memory node holds some.
+ */
+static void
+famd_raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		(void)setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+/*
+ * Runs the daemon from a loaded configuration: the control loop, its
+ * signals, the admin socket and the role, until a stop. Returns the exit code.
+ */
 static int
 famd_serve(const struct famd_opts *o)
 {
@@ -215,6 +231,7 @@ famd_serve(const struct famd_opts *o)
 	if (!o->foreground)
 		famd_daemonize();
 	signal(SIGPIPE, SIG_IGN);
+	famd_raise_nofile();
 
 	if (evthread_use_pthreads() < 0)
 		fatalx("libevent: no pthreads support");
