@@ -177,6 +177,8 @@ region_destroy(struct region *r)
 	struct host_client *cl = r->cl;
 
 	region_free_remote(cl->h, r);
+	host_replica_free(r);
+	free(r->stripes);
 	free(r->chunks);
 	free(r->shared);
 	free(r->pending);
@@ -569,6 +571,8 @@ alloc_finish(struct host_client *cl)
 			err = uid_quota(h, cl->uid, r->size, cl->pid, r);
 		if (err == 0)
 			err = -region_place(cl, r, cl->req.c, &ar);
+		if (err == 0)
+			err = -host_replica_alloc(h, r);
 	}
 	if (err != 0) {
 		h->stats.alloc_errors++;
@@ -777,7 +781,7 @@ session_alloc(struct host_client *cl)
 	struct fam_smsg *m = &cl->req;
 	struct region *r;
 	uint8_t buf[FAM_REGION_CREATE_MIN + FAM_NAME_MAX + FAM_PATH_MAX];
-	unsigned nstripes;
+	unsigned nstripes, copies;
 	uint64_t chunks, size;
 	bool via_dpu = h->has_dpu && h->path == CFG_PATH_DPU &&
 	    host_dpu_usable(h);
@@ -794,14 +798,23 @@ session_alloc(struct host_client *cl)
 	/* A file lives whole on the first memory node; the rest is striped. */
 	nstripes = (m->b & FAM_S_ALLOC_FILE) ? 1 :
 	    (chunks < h->nnodes ? (unsigned)chunks : h->nnodes);
-	if (h->has_dpu && h->path == CFG_PATH_DPU && !via_dpu &&
+	copies = m->d != 0 ? (unsigned)m->d : h->copies;
+	if (m->b & FAM_S_ALLOC_FILE)
+		copies = 1;
+	if (copies > h->nnodes)
+		return session_fail(cl, EINVAL);
+	if (copies > 1)
+		via_dpu = false; /* the copies go direct, each to its node */
+	if (h->has_dpu && copies == 1 && h->path == CFG_PATH_DPU && !via_dpu &&
 	    h->fallback == CFG_FALLBACK_NONE)
 		return alloc_wait_dpu(cl, cl->waits_dpu);
 	waited = cl->waits_dpu;
 	cl->waits_dpu = false;
-	for (unsigned i = 0; i < nstripes && !via_dpu; i++)
-		if (h->nodes[i].state != MN_UP)
-			return session_fail(cl, EHOSTDOWN);
+	for (unsigned k = 0; k < copies && !via_dpu; k++)
+		for (unsigned i = 0; i < nstripes; i++)
+			if (h->nodes[host_replica_node(i, k, h->nnodes)].state !=
+			    MN_UP)
+				return session_fail(cl, EHOSTDOWN);
 	/* A file's size is known once a memory node has opened it. */
 	if (uid_quota(h, cl->uid, (m->b & FAM_S_ALLOC_FILE) ? 0 : size,
 	    cl->pid, NULL) != 0)
@@ -812,20 +825,30 @@ session_alloc(struct host_client *cl)
 		return session_fail(cl, ENOMEM);
 	r->flags = (uint32_t)m->b;
 	r->size = (m->b & FAM_S_ALLOC_FILE) ? 0 : size;
-	r->nstripes = nstripes;
+	r->width = nstripes;
+	r->ncopies = copies;
+	r->nstripes = nstripes * copies;
+	r->stripes = calloc(r->nstripes, sizeof *r->stripes);
+	if (r->stripes == NULL) {
+		r->nstripes = 0;
+		host_region_free(r);
+		return session_fail(cl, ENOMEM);
+	}
 	cl->pending_region = r;
 	cl->pending_err = 0;
 	cl->pending_calls = 0;
 	cl->busy = true;
-	for (unsigned i = 0; i < nstripes; i++) {
+	for (unsigned i = 0; i < r->nstripes; i++) {
 		struct fam_region_create rc = { 0 };
 		struct stripe *s = &r->stripes[i];
-		uint64_t n = chunks / nstripes + (i < chunks % nstripes);
+		unsigned col = i % nstripes;
+		uint64_t n = chunks / nstripes + (col < chunks % nstripes);
 		size_t len;
 		int rc2;
 
 		s->r = r;
-		s->node = &h->nodes[i];
+		s->node = &h->nodes[host_replica_node(col, i / nstripes,
+		    h->nnodes)];
 		s->instance = s->node->instance;
 		s->path = via_dpu ? SP_DPU : SP_DIRECT;
 		if (via_dpu && s->node->state == MN_UP)

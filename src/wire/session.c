@@ -78,7 +78,8 @@ fam_smsg_check_alloc(const struct fam_smsg *m, uint64_t arena_size)
 	if ((m->b & ~(uint64_t)FAM_S_ALLOC_ALL) != 0 ||
 	    (m->c & (m->c - 1)) != 0 || m->c > arena_size ||
 	    !file != (m->len == 0) ||
-	    ((m->b & FAM_S_ALLOC_SHARED) && !file))
+	    ((m->b & FAM_S_ALLOC_SHARED) && !file) ||
+	    m->d > FAM_SESSION_MAX_COPIES)
 		return EINVAL;
 	if (!file && m->a == 0)
 		return EINVAL;
