@@ -9,7 +9,8 @@
 # OTHER node is killed, with the program stopped meanwhile so that nothing
 # it writes can mend what the rebuild missed: it goes on, every byte right,
 # reading what only the rebuild put there. Over two memory nodes and over
-# three (each chunk on its stripe's node and the next).
+# three (each chunk on its stripe's node and the next); and asked for by
+# the program itself (FAM_REDUNDANCY) on a host without redundancy.
 . "$(dirname "$0")/lib.sh"
 require_cmd jq
 
@@ -135,6 +136,51 @@ start_memory() {
 	MEMPIDS+=("$MEM_PID")
 }
 
+# replicate:N needs N memory nodes: file:line, exit 78; a typo too.
+cat >"$T/bad.conf" <<'CONF'
+[famd]
+role = host
+[host]
+memory_nodes = 127.0.0.1:1, 127.0.0.1:2
+redundancy = replicate:3
+CONF
+"$FAMD" -t -c "$T/bad.conf" 2>"$T/err.txt"
+rc=$?
+[ "$rc" -eq 78 ] || fail "replicate:3 over two nodes: exit $rc, expected 78"
+grep -q "$T/bad.conf:5: \[host\] redundancy = replicate:3 needs at least 3 memory_nodes; 2 given" "$T/err.txt" ||
+	fail "no file:line: $(cat "$T/err.txt")"
+"$FAMD" -t -c "$T/bad.conf" -o host.redundancy=mirror 2>"$T/err.txt"
+[ $? -eq 78 ] && grep -q "redundancy = mirror: want none or replicate:N" "$T/err.txt" ||
+	fail "redundancy = mirror: $(cat "$T/err.txt")"
+"$FAMD" -t -c "$T/bad.conf" -o host.redundancy=replicate:2 >/dev/null ||
+	fail "replicate:2 over two nodes refused"
+pass "replicate:3 over two memory nodes, or a mode famd does not know, is a config error (file:line, 78)"
+
 run_case 2 "$(scaled 16M)"
 MEMPIDS=()
 run_case 3 256M
+
+# A program asks for replicate:2 itself (FAM_REDUNDANCY) on a host whose
+# redundancy is none: its region survives a memory node killed.
+MEMPIDS=()
+start_memory pa
+a=$MEM_ADDR
+start_memory pb
+start_host hostp "$buffer" "$a, $MEM_ADDR"
+red hostp '.mode == "none" and .regions == 0' ||
+	fail "status: $(ctl hostp status -j | jq -c .redundancy)"
+FAM_REDUNDANCY=replicate:2 LD_PRELOAD=$SHIM "$FAMTEST" -f -s "$size" passes >"$T/p.out" 2>&1 &
+ft=$!
+wait_until 60 passes_past 1 && kill -0 "$ft" || fail "no pass: $(tail -3 "$T/p.out")"
+red hostp '.regions == 1' || fail "not replicated: $(ctl hostp status -j | jq -c .redundancy)"
+FAM_REDUNDANCY=replicate:3 FAM_STRICT=1 LD_PRELOAD=$SHIM "$FAMTEST" -f -s "$size" seq \
+	>"$T/strict.out" 2>&1 && fail "replicate:3 over two nodes served: $(cat "$T/strict.out")"
+grep -q "Invalid argument" "$T/strict.out" || fail "replicate:3: $(cat "$T/strict.out")"
+kill -KILL "${MEMPIDS[0]}"
+p=$(npasses)
+wait_until 60 passes_past $((p + 2)) && kill -0 "$ft" ||
+	fail "famtest after the kill: $(tail -3 "$T/p.out")"
+kill -USR1 "$ft"
+wait "$ft" || fail "famtest: $(tail -5 "$T/p.out")"
+counter_is hostp sigbus 0 || fail "SIGBUS: $(ctl hostp status -j | jq -c .counters)"
+pass "FAM_REDUNDANCY=replicate:2 on a host without redundancy: a node killed, every byte right; replicate:3 refused"
