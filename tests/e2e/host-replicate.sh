@@ -124,6 +124,9 @@ run_case() {
 	red "$host" '.failovers > 0' ||
 		fail "no read went to a second copy: $(ctl "$host" status -j | jq -c .redundancy)"
 	pass "$n nodes: then ${names[1]} killed: famtest reads every byte right from the rebuilt copies ($(tail -1 "$T/p.out"))"
+	# The copies made again are freed with the region.
+	wait_until 10 sh -c "[ \$(\"$FAMCTL\" -s \"$(sock "${names[0]}r")\" status -j | jq .counters.regions) = 0 ]" ||
+		fail "regions left on ${names[0]}r: $(ctl "${names[0]}r" status -j | jq -c .counters.regions)"
 	stop_famd "$HOST_PID" || fail "host exit"
 }
 
@@ -176,6 +179,27 @@ red hostp '.regions == 1' || fail "not replicated: $(ctl hostp status -j | jq -c
 FAM_REDUNDANCY=replicate:3 FAM_STRICT=1 LD_PRELOAD=$SHIM "$FAMTEST" -f -s "$size" seq \
 	>"$T/strict.out" 2>&1 && fail "replicate:3 over two nodes served: $(cat "$T/strict.out")"
 grep -q "Invalid argument" "$T/strict.out" || fail "replicate:3: $(cat "$T/strict.out")"
+# pa stalls (SIGSTOP) past op_timeout: the host drops it and goes on with
+# pb; pa back, its session resumed, the chunks it missed are rebuilt.
+kill -STOP "${MEMPIDS[0]}"
+p=$(npasses)
+wait_until 60 passes_past $((p + 2)) && kill -0 "$ft" ||
+	fail "famtest with pa stalled: $(tail -3 "$T/p.out")"
+red hostp '.state == "degraded"' ||
+	fail "not degraded with pa stalled: $(ctl hostp status -j | jq -c .redundancy)"
+kill -CONT "${MEMPIDS[0]}"
+wait_until 30 host_nodes_up hostp || fail "pa not back: $(ctl hostp status -j | jq -c .peers)"
+wait_until 60 red hostp '.state == "healthy" and .chunks_to_rebuild == 0 and .chunks_rebuilt > 0' ||
+	fail "pa not rebuilt: $(ctl hostp status -j | jq -c .redundancy)"
+grep -q "memory node ${a} ([^)]*) reconnected; session resumed" "$T/hostp.log" ||
+	fail "pa's session not resumed: $(grep "$a" "$T/hostp.log" | tail -3)"
+counter_is hostp sigbus 0 || fail "SIGBUS: $(ctl hostp status -j | jq -c .counters)"
+pass "a memory node stalled past op_timeout: famtest goes on, no SIGBUS; back, what it missed is rebuilt"
+
+# fork, copy on write, of replicated regions: the copies are not
+# replicated, every byte right.
+FAM_REDUNDANCY=replicate:2 LD_PRELOAD=$SHIM "$FAMTEST" -f -s "$size" seq random fork cow cowfree \
+	>"$T/fork.out" 2>&1 || fail "famtest fork: $(tail -5 "$T/fork.out")"
 kill -KILL "${MEMPIDS[0]}"
 p=$(npasses)
 wait_until 60 passes_past $((p + 2)) && kill -0 "$ft" ||
@@ -183,4 +207,6 @@ wait_until 60 passes_past $((p + 2)) && kill -0 "$ft" ||
 kill -USR1 "$ft"
 wait "$ft" || fail "famtest: $(tail -5 "$T/p.out")"
 counter_is hostp sigbus 0 || fail "SIGBUS: $(ctl hostp status -j | jq -c .counters)"
-pass "FAM_REDUNDANCY=replicate:2 on a host without redundancy: a node killed, every byte right; replicate:3 refused"
+wait_until 10 sh -c "[ \$(\"$FAMCTL\" -s \"$(sock pb)\" status -j | jq .counters.regions) = 0 ]" ||
+	fail "regions left on pb: $(ctl pb status -j | jq -c .counters.regions)"
+pass "FAM_REDUNDANCY=replicate:2 on a host without redundancy: fork and copy on write right, a node killed, every byte right; replicate:3 refused"
