@@ -5,7 +5,8 @@
  * in, and the eviction that keeps room.
  *
  * Owns: frames (free list, hand, evict_gen), staging slots, write-backs in
- * flight (at most MAX_WRITEBACKS), the clean/dirty counts.
+ * flight (at most MAX_WRITEBACKS; one write per copy of the chunk, a copy
+ * it cannot reach marked stale), the clean/dirty counts.
  * Chunk states it moves: RESIDENT -> ABSENT (clean: punched at once),
  *   RESIDENT -> EVICTING -> ABSENT (dirty: write-protected, written back
  *   from famd's mapping, punched; written again meanwhile: stays RESIDENT,

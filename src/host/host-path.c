@@ -227,6 +227,8 @@ adopt_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 		/* A dying region is freed there once it is idle. */
 		h->stats.adoptions++;
 		s->owned = true;
+	} else if (status == -ENOENT && !r->dying && r->ncopies > 1) {
+		s->gone = true; /* its copy is made again (host-replica.c) */
 	} else if (!r->dying)
 		log_rl(LOG_INFO,
 		    "pid %ld: region %llu: cannot adopt it on memory node "

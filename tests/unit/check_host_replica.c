@@ -312,6 +312,30 @@ node0_down(void)
 	return h->nodes[0].state != MN_UP;
 }
 
+/* Tells whether the host saw node 1 go. */
+static bool
+node1_down(void)
+{
+	return h->nodes[1].state != MN_UP;
+}
+
+/*
+ * Takes memory node i out of the host's reach: its connection closed, its
+ * address a dead one; returns the old address.
+ */
+static char *
+node_unreachable(unsigned i)
+{
+	char *addr = h->nodes[i].addr;
+
+	h->nodes[i].addr = strdup("127.0.0.1:1");
+	ck_assert_ptr_nonnull(h->nodes[i].addr);
+	fam_conn_close(h->nodes[i].conn);
+	ck_assert(unit_run_until(base, i == 0 ? node0_down : node1_down,
+	    5000));
+	return addr;
+}
+
 START_TEST(test_reads_go_to_the_other_copy_when_a_node_is_out_of_reach)
 {
 	uint64_t behind;
@@ -319,12 +343,7 @@ START_TEST(test_reads_go_to_the_other_copy_when_a_node_is_out_of_reach)
 	start("");
 	ck_assert_uint_eq(pages(13, true), 0);
 	ck_assert_uint_eq(pages(13, false), 0);
-	/* node 0 out of reach: its connection gone, its address dead */
-	free(h->nodes[0].addr);
-	h->nodes[0].addr = strdup("127.0.0.1:1");
-	ck_assert_ptr_nonnull(h->nodes[0].addr);
-	fam_conn_close(h->nodes[0].conn);
-	ck_assert(unit_run_until(base, node0_down, 5000));
+	free(node_unreachable(0));
 	ck_assert_uint_eq(pages(13, false), 0);
 	ck_assert_uint_gt(h->stats.replica_failovers, 0);
 	ck_assert_uint_eq(pages(14, true), 0);
@@ -333,6 +352,30 @@ START_TEST(test_reads_go_to_the_other_copy_when_a_node_is_out_of_reach)
 	ck_assert_int_eq(host_replica_state(h, region(), &behind),
 	    HOST_RED_DEGRADED);
 	ck_assert_uint_gt(behind, 0); /* the write-backs it missed */
+}
+END_TEST
+
+START_TEST(test_copy_whose_session_ended_is_made_again_and_rebuilt)
+{
+	char *addr;
+	uint64_t made;
+
+	start("");
+	ck_assert_uint_eq(pages(15, true), 0);
+	ck_assert_uint_eq(pages(16, true), 0);
+	/* session_grace = 0: node 0's regions go with our session there */
+	addr = node_unreachable(0);
+	ck_assert_uint_eq(pages(17, true), 0);
+	made = h->rb.recreated;
+	free(h->nodes[0].addr);
+	h->nodes[0].addr = addr; /* back: the same instance, a new session */
+	ck_assert(unit_run_until(base, both_up, 10000));
+	ck_assert(unit_run_until(base, healthy, 20000));
+	ck_assert_uint_gt(h->rb.recreated, made);
+	/* now only node 0's copies, made again and rebuilt, are left */
+	free(node_unreachable(1));
+	ck_assert_uint_eq(pages(17, false), 0);
+	ck_assert_uint_eq(h->stats.sigbus, 0);
 }
 END_TEST
 
@@ -356,6 +399,7 @@ host_replica_suite(void)
 	tcase_add_test(l, test_stale_copy_is_not_read_and_is_rebuilt);
 	tcase_add_test(l,
 	    test_reads_go_to_the_other_copy_when_a_node_is_out_of_reach);
+	tcase_add_test(l, test_copy_whose_session_ended_is_made_again_and_rebuilt);
 	suite_add_tcase(s, l);
 	return s;
 }
