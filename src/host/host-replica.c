@@ -263,6 +263,9 @@ rebuild_end(struct host *h, int status)
 		host_stale_clear(rb->dst, row);
 		rb->done++;
 		rb->bytes += h->chunk;
+	} else if (status == -ENOENT && rb->wrote && !r->dying) {
+		rb->dst->gone = true; /* its region is gone there: made again */
+		rb->dst->owned = false;
 	} else if (status < 0 && status != -ECANCELED && !r->dying) {
 		log_rl(LOG_INFO, "pid %ld: region %llu: rebuilding chunk %llu "
 		    "on memory node %s: %s; retrying", (long)r->cl->pid,
