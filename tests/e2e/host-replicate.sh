@@ -103,8 +103,10 @@ run_case() {
 		fail "$bytes bytes rebuilt in $took ms, faster than $rate/s"
 	grep -q "memory node ${addrs[0]} restarted: [0-9]* copies of replicated regions are gone there" \
 		"$T/$host.log" || fail "the lost copies are not logged"
+	# (over verbs the memory node's processor counts no byte written)
 	[ "$(counter "${names[0]}r" regions)" -ge 1 ] &&
-		[ "$(counter "${names[0]}r" bytes_written)" -gt 0 ] ||
+		{ [ "$TEST_TRANSPORT" = verbs ] ||
+			[ "$(counter "${names[0]}r" bytes_written)" -gt 0 ]; } ||
 		fail "the restarted node holds nothing: $(ctl "${names[0]}r" status -j | jq -c .counters)"
 	pass "$n nodes: ${names[0]} started again empty: its copies made again and rebuilt ($(ctl "$host" status -j | jq -c '.redundancy | [.chunks_rebuilt, .bytes_rebuilt]')), status healthy in $took ms at most $rate/s"
 
