@@ -70,8 +70,9 @@ modes=("$@")
 # host-memory-stalled; netem.sh puts the memory node in a namespace over
 # verbs).
 E2E_LOOPBACK="host-famtest host-killed host-readahead host-programs
-	host-memory-lost host-striping host-replicate host-client-exit
-	host-shared-file"
+	host-memory-lost host-striping host-client-exit host-shared-file"
+# (host-replicate, over verbs too, only when named: RXE_ONLY=e2e-host-replicate;
+# with it the loopback guest outlasts RXE_TEST_TIMEOUT)
 E2E_VETH="dpu-forward dpu-path dpu-aggregate dpu-static dpu-dynamic dpu-adaptive"
 # e2e_env NAME: the environment a test of tests/e2e gets in the guest, where
 # Soft-RoCE moves tens of MB/s: smaller data through the same buffers.
