@@ -193,10 +193,13 @@ stall_pa() {
 		{ kill -CONT "${MEMPIDS[0]}"; fail "famtest with pa stalled: $(tail -3 "$T/p.out")"; }
 	red hostp '.state == "degraded"' ||
 		{ kill -CONT "${MEMPIDS[0]}"; fail "not degraded with pa stalled: $(ctl hostp status -j | jq -c .redundancy)"; }
+	# famtest stopped: its write-backs cannot mend pa before the rebuild
+	kill -STOP "$ft"
 	kill -CONT "${MEMPIDS[0]}"
 	wait_until 30 host_nodes_up hostp || fail "pa not back: $(ctl hostp status -j | jq -c .peers)"
 	wait_until 60 red hostp '.state == "healthy" and .chunks_to_rebuild == 0 and .chunks_rebuilt > 0' ||
 		fail "pa not rebuilt: $(ctl hostp status -j | jq -c .redundancy)"
+	kill -CONT "$ft"
 	grep -q "memory node ${a} ([^)]*) reconnected; session resumed" "$T/hostp.log" ||
 		fail "pa's session not resumed: $(grep "$a" "$T/hostp.log" | tail -3)"
 	counter_is hostp sigbus 0 || fail "SIGBUS: $(ctl hostp status -j | jq -c .counters)"
