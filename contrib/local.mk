@@ -31,5 +31,6 @@ contrib_bench_evictbench_LDADD =
 contrib_bench_fetchbench_LDADD = src/libfamdcore.la $(DEP_LIBS)
 
 EXTRA_DIST += contrib/bench/famd-bench contrib/bench/dpu-bench \
+	contrib/bench/redundancy-bench \
 	contrib/graph/README.md contrib/eval/run-eval contrib/eval/testbed.sh \
 	contrib/eval/report

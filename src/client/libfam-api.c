@@ -18,6 +18,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/mman.h>
@@ -39,6 +40,31 @@ is_pow2(uint64_t v)
 }
 
 /* ---- regions -------------------------------------------------------- */
+
+/*
+ * Returns the copies FAM_REDUNDANCY asks for (wire/session.h, ALLOC's d):
+ * 1 for "none", N for "replicate:N" (2 to FAM_SESSION_MAX_COPIES), 0
+ * (famd's [host] redundancy) when it is unset or says anything else.
+ */
+static uint64_t
+alloc_copies(void)
+{
+	const char *v = getenv("FAM_REDUNDANCY");
+	uint64_t n = 0;
+
+	if (v == NULL)
+		return 0;
+	if (strcmp(v, "none") == 0)
+		return 1;
+	if (strncmp(v, "replicate:", 10) != 0 || v[10] == '\0')
+		return 0;
+	for (v += 10; *v != '\0'; v++) {
+		if (*v < '0' || *v > '9' || n > FAM_SESSION_MAX_COPIES)
+			return 0;
+		n = n * 10 + (uint64_t)(*v - '0');
+	}
+	return n >= 2 && n <= FAM_SESSION_MAX_COPIES ? n : 0;
+}
 
 /* Asks famd to release a region the caller did not keep. */
 static void
@@ -106,6 +132,7 @@ alloc_locked(size_t size, size_t align, unsigned flags, const char *path,
 	m.a = size;
 	m.b = flags;
 	m.c = align > libfam.chunk ? align : 0;
+	m.d = alloc_copies();
 	rc = session_call(FAM_S_ALLOC, &m, path, -1, &memfd);
 	if (rc < 0)
 		return rc;

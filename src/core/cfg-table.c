@@ -497,6 +497,33 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		    "to the dpu once it returns) or none (requests wait for "
 		    "the dpu, up to op_timeout).",
 	},
+	[CFG_HOST_REDUNDANCY] = {
+		.section = "host", .name = "redundancy", .type = CFG_T_STRING,
+		.min = 0, .max = 31, .def = "none", .roles = HOST,
+		.help = "How many memory nodes hold each chunk of a region: none "
+		    "(one, as striped; a memory node lost is its chunks lost: "
+		    "SIGBUS where they are touched, never wrong data) or "
+		    "replicate:N (N from 2 to the number of memory_nodes: each "
+		    "chunk on N distinct memory nodes, its stripe's node and the "
+		    "next N - 1). replicate:N survives N - 1 memory nodes lost at "
+		    "once (faults are served from a remaining copy, and a node "
+		    "that comes back, or restarts empty, is rebuilt from the "
+		    "others at rebuild_rate); it costs N times the write-back "
+		    "bytes on the wire and N times the memory-node capacity. "
+		    "Reads go to one copy. A program may ask for another mode "
+		    "with the environment variable FAM_REDUNDANCY (the same "
+		    "syntax). Files mapped with fam_map and the copies a fork "
+		    "makes are not replicated.",
+	},
+	[CFG_HOST_REBUILD_RATE] = {
+		.section = "host", .name = "rebuild_rate", .type = CFG_T_SIZE,
+		.min = 4096, .max = (int64_t)1 << 40, .def = "64M",
+		.reloadable = true, .roles = HOST,
+		.help = "Bytes per second at most that the host copies in the "
+		    "background to bring a replica up to date again (a memory "
+		    "node that came back or restarted empty). famctl status "
+		    "shows the redundancy state and the rebuild's progress.",
+	},
 	[CFG_HOST_UID_MAX_BYTES] = {
 		.section = "host", .name = "uid_max_bytes", .type = CFG_T_SIZE,
 		.min = 0, .max = (int64_t)1 << 50, .def = "0",

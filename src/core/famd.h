@@ -128,6 +128,8 @@ enum cfg_key {
 	CFG_HOST_DPU,
 	CFG_HOST_PATH,
 	CFG_HOST_FALLBACK,
+	CFG_HOST_REDUNDANCY,
+	CFG_HOST_REBUILD_RATE,
 	CFG_HOST_UID_MAX_BYTES,
 	CFG_HOST_UID_MAX_REGIONS,
 	CFG_HOST_UID_MAX_ARENAS,
@@ -216,6 +218,7 @@ bool cfg_equal(enum cfg_key key, const struct cfg_value *a,
     const struct cfg_value *b);
 void cfg_write_example(FILE *f, enum famd_role role);
 void cfg_write_man_keys(FILE *f);
+int cfg_redundancy_parse(const char *text, unsigned *copies);
 
 /* ---- notify.c ----------------------------------------------------------- */
 

@@ -5,7 +5,8 @@
  * in, and the eviction that keeps room.
  *
  * Owns: frames (free list, hand, evict_gen), staging slots, write-backs in
- * flight (at most MAX_WRITEBACKS), the clean/dirty counts.
+ * flight (at most MAX_WRITEBACKS; one write per copy of the chunk, a copy
+ * it cannot reach marked stale), the clean/dirty counts.
  * Chunk states it moves: RESIDENT -> ABSENT (clean: punched at once),
  *   RESIDENT -> EVICTING -> ABSENT (dirty: write-protected, written back
  *   from famd's mapping, punched; written again meanwhile: stays RESIDENT,
@@ -30,10 +31,24 @@
 
 #define MAX_WRITEBACKS 64
 
+struct writeback;
+
+/* A write-back's write to one copy of its chunk. */
+struct wb_copy {
+	struct writeback *wb;
+	struct stripe *s;
+	struct fam_conn *conn;
+	const struct fam_remote *remote;
+};
+
+/* A chunk's write-back: one write per copy that can take it. */
 struct writeback {
 	struct region *r;
-	struct stripe *s;
 	uint64_t chunk;
+	unsigned out;  /* writes in flight */
+	unsigned ok;   /* copies that acknowledged */
+	int err;       /* the first write's error */
+	struct wb_copy copy[];
 };
 
 /* Returns the stripe (in *stripe) and byte offset in it of chunk c. */
@@ -41,8 +56,8 @@ uint64_t
 host_stripe_offset(const struct host *h, const struct region *r, uint64_t c,
     unsigned *stripe)
 {
-	*stripe = (unsigned)(c % r->nstripes);
-	return (c / r->nstripes) << h->chunk_shift;
+	*stripe = (unsigned)(c % r->width);
+	return (c / r->width) << h->chunk_shift;
 }
 
 /*
@@ -257,16 +272,31 @@ chunk_evict(struct host *h, struct region *r, uint64_t c)
 	r->resident--;
 }
 
-/* Completion of a write-back. */
+/* Completion of a write-back's write to one copy; the last ends it. */
 static void
 writeback_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 {
-	struct writeback *wb = ctx;
+	struct wb_copy *wc = ctx;
+	struct writeback *wb = wc->wb;
 	struct region *r = wb->r;
 	struct host *h = r->cl->h;
 	struct chunk *ch = &r->chunks[wb->chunk];
+	uint64_t row = wb->chunk / r->width;
 
-	host_route_done(h, wb->s);
+	host_route_done(h, wc->s);
+	if (status == 0) {
+		wb->ok++;
+		h->stats.writeback_bytes += host_stripe_len(h, wc->s,
+		    row << h->chunk_shift);
+		host_stale_clear(wc->s, row); /* it has the latest now */
+	} else {
+		if (wb->err == 0)
+			wb->err = status;
+		host_stale_set(wc->s, row);
+	}
+	if (--wb->out > 0)
+		return;
+	status = wb->ok > 0 ? 0 : wb->err;
 	free(wb);
 	h->writebacks_inflight--;
 	r->busy--;
@@ -292,7 +322,6 @@ writeback_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 		return;
 	}
 	h->stats.writebacks++;
-	h->stats.writeback_bytes += h->chunk;
 	ch->flags |= CH_REMOTE;
 	ch->state = CH_RESIDENT;
 	if (ch->flags & CH_DIRTY) {
@@ -306,27 +335,70 @@ writeback_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 }
 
 /*
- * Starts writing back dirty chunk c of r: write-protects it first, so a
- * write during the write-back is seen and keeps the chunk.
+ * Routes the write-back of chunk c to each copy that can take it now, into
+ * wb; a copy that cannot (its node away, its region gone) falls behind
+ * (stale) once the write-back goes. Returns the copies routed.
+ */
+static unsigned
+writeback_route(struct host *h, struct region *r, uint64_t c,
+    struct writeback *wb)
+{
+	unsigned col = (unsigned)(c % r->width), n = 0;
+
+	for (unsigned k = 0; k < r->ncopies; k++) {
+		struct wb_copy *wc = &wb->copy[n];
+		struct fam_mr *mr; /* the staging buffers': not the source */
+
+		wc->s = &r->stripes[k * r->width + col];
+		if (wc->s->gone || host_route(h, wc->s, true, &wc->conn, &mr,
+		    &wc->remote) < 0)
+			continue;
+		wc->wb = wb;
+		n++;
+	}
+	return n;
+}
+
+/* Marks behind each copy of chunk c that the write-back did not route. */
+static void
+writeback_skipped(struct host *h, struct region *r, uint64_t c,
+    const struct writeback *wb, unsigned n)
+{
+	unsigned col = (unsigned)(c % r->width);
+
+	for (unsigned k = 0; k < r->ncopies; k++) {
+		struct stripe *s = &r->stripes[k * r->width + col];
+		bool routed = false;
+
+		for (unsigned i = 0; i < n; i++)
+			routed |= wb->copy[i].s == s;
+		if (!routed && !host_stale_test(s, c / r->width)) {
+			host_stale_set(s, c / r->width);
+			h->stats.replica_stale++;
+		}
+	}
+	if (h->rb.busy && h->rb.r == r && h->rb.chunk == c)
+		h->rb.spoiled = true; /* its copy may land after ours */
+}
+
+/*
+ * Starts writing back dirty chunk c of r, to each copy: write-protects it
+ * first, so a write during the write-back is seen and keeps the chunk.
  */
 static int
 writeback_start(struct host *h, struct region *r, uint64_t c)
 {
 	struct chunk *ch = &r->chunks[c];
 	struct writeback *wb;
-	struct stripe *s;
-	struct fam_conn *conn;
-	struct fam_mr *mr; /* the staging buffers': not where this comes from */
-	const struct fam_remote *remote;
-	unsigned si;
+	unsigned si, n, sent = 0;
 	uint64_t off = host_stripe_offset(h, r, c, &si);
-	int rc;
+	int rc = 0;
 
-	s = &r->stripes[si];
-	wb = malloc(sizeof *wb);
+	wb = calloc(1, sizeof *wb + r->ncopies * sizeof wb->copy[0]);
 	if (wb == NULL)
 		return -ENOMEM;
-	if (host_route(h, s, true, &conn, &mr, &remote) < 0) {
+	n = writeback_route(h, r, c, wb);
+	if (n == 0) {
 		free(wb);
 		return -EHOSTDOWN;
 	}
@@ -334,33 +406,48 @@ writeback_start(struct host *h, struct region *r, uint64_t c)
 		rc = uffd_protect(r->cl->uffd, r->ar->uaddr + r->off +
 		    (c << h->chunk_shift), h->chunk, true);
 		if (rc < 0 && rc != -ESRCH) {
-			host_route_done(h, s);
+			for (unsigned i = 0; i < n; i++)
+				host_route_done(h, wb->copy[i].s);
 			free(wb);
 			return rc;
 		}
 		ch->flags &= ~CH_UNPROT;
 	}
+	writeback_skipped(h, r, c, wb, n);
 	ch->flags &= ~CH_DIRTY;
 	r->dirty--;
 	h->dirty--;
 	ch->state = CH_EVICTING;
 	wb->r = r;
-	wb->s = s;
 	wb->chunk = c;
-	rc = fam_conn_writef(conn, remote, off, host_stripe_len(h, s, off),
-	    r->ar->local + r->off + (c << h->chunk_shift), NULL,
-	    FAM_F_BACKGROUND, writeback_done, wb);
-	if (rc < 0) {
-		host_route_done(h, s);
-		ch->state = CH_RESIDENT;
-		ch->flags |= CH_DIRTY;
-		r->dirty++;
-		h->dirty++;
-		free(wb);
-		return rc;
-	}
+	wb->out = n;
 	r->busy++;
 	h->writebacks_inflight++;
+	for (unsigned i = 0; i < n; i++) {
+		struct wb_copy *wc = &wb->copy[i];
+
+		rc = fam_conn_writef(wc->conn, wc->remote, off,
+		    host_stripe_len(h, wc->s, off), r->ar->local + r->off +
+		    (c << h->chunk_shift), NULL, FAM_F_BACKGROUND,
+		    writeback_done, wc);
+		if (rc == 0) {
+			sent++;
+			continue;
+		}
+		if (sent == 0 && i + 1 == n) {
+			/* none went: as if never started */
+			host_route_done(h, wc->s);
+			r->busy--;
+			h->writebacks_inflight--;
+			ch->state = CH_RESIDENT;
+			ch->flags |= CH_DIRTY;
+			r->dirty++;
+			h->dirty++;
+			free(wb);
+			return rc;
+		}
+		writeback_done(wc, rc, NULL, 0);
+	}
 	return 0;
 }
 

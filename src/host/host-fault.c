@@ -373,12 +373,16 @@ out:
  * when the host may go around the dpu (fallback = direct).
  */
 static bool
-fetch_may_park(struct host *h, struct fetch *f, int status)
+fetch_may_park(struct host *h, struct fetch *f, struct stripe *s, int status)
 {
 	uint64_t limit = (uint64_t)cfg_int(h->d->cfg, CFG_OP_TIMEOUT) * 1000000u;
 
 	if (f->r->dying || f->r->lost || f->r->cl->dead)
 		return false;
+	if (host_replica_failover(h, s, f->chunk, status)) {
+		f->start_ns = mono_ns(); /* another copy has it: a new try */
+		return true;
+	}
 	if (f->via_dpu && !f->retried && h->fallback == CFG_FALLBACK_DIRECT &&
 	    (status == -ECONNRESET || status == -ETIMEDOUT ||
 	    status == -EHOSTDOWN || status == -ENOTCONN)) {
@@ -390,9 +394,13 @@ fetch_may_park(struct host *h, struct fetch *f, int status)
 	    status == -ENOTCONN) && mono_ns() - f->start_ns < limit;
 }
 
-/* Fails, or parks until its node returns, each chunk of a read. */
+/*
+ * Fails, or parks until its node returns (or for another copy), each chunk
+ * of a read from stripe s (NULL: none was read).
+ */
 static void
-fetch_run_failed(struct host *h, struct fetch *f, int status)
+fetch_run_failed(struct host *h, struct fetch *f, struct stripe *s,
+    int status)
 {
 	while (f != NULL) {
 		struct fetch *next = f->run;
@@ -401,7 +409,7 @@ fetch_run_failed(struct host *h, struct fetch *f, int status)
 		f->nrun = 0;
 		f->staging = NULL;
 		fetch_unfill(h, f);
-		if (fetch_may_park(h, f, status))
+		if (fetch_may_park(h, f, s, status))
 			queue_push(&h->parked, &h->parked_tail, f);
 		else
 			fetch_complete(h, f, status);
@@ -458,6 +466,7 @@ fetch_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 	struct fetch *f = ctx, *next;
 	struct region *r = f->r;
 	struct host *h = r->cl->h;
+	struct stripe *s = NULL;
 	uint8_t *staging = f->direct ? NULL : f->staging;
 	unsigned n = f->nrun;
 	uint64_t now = mono_ns();
@@ -470,16 +479,17 @@ fetch_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 	if (f->s != NULL) {
 		/* the read was routed once, for all its chunks */
 		host_route_done(h, f->s);
+		s = f->s;
 		f->s = NULL;
 	}
 	if (status < 0) {
 		if (staging != NULL)
 			host_staging_put(h, staging, n);
-		fetch_run_failed(h, f, status);
+		fetch_run_failed(h, f, s, status);
 		host_fetch_kick(h);
 		return;
 	}
-	if (n > 1 && r->nstripes == 1 && !r->dying && !r->cl->dead)
+	if (n > 1 && r->width == 1 && !r->dying && !r->cl->dead)
 		fetch_install_run(h, f);
 	for (; f != NULL; f = next) {
 		next = f->run;
@@ -501,15 +511,16 @@ fetch_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
  * Returns how many chunks to read with f, at most room (and at least 1):
  * f and the fetches queued right after it that continue it on the same
  * memory node, whole chunks each, given a frame here (without evicting).
- * f is at foff of its stripe. Through the dpu (via_dpu) a read does not
+ * f is at foff of its stripe s (the copy read, which must hold each of
+ * them up to date). Through the dpu (via_dpu) a read does not
  * cross a multiple of FETCH_RUN_BYTES of the region there: the dpu's
  * caches hold aligned pieces (the static copy's DPU_STATIC_PIECE, the
  * dynamic cache's cache_entry_size, 1 MiB by default) and forward a read
  * that spans two of them to the memory node, uncached.
  */
 static unsigned
-fetch_run_len(struct host *h, struct fetch *f, uint64_t foff, bool via_dpu,
-    unsigned room)
+fetch_run_len(struct host *h, struct fetch *f, const struct stripe *s,
+    uint64_t foff, bool via_dpu, unsigned room)
 {
 	unsigned limit = FETCH_RUN_BYTES >> h->chunk_shift, n = 1;
 	struct fetch *last = f;
@@ -524,7 +535,9 @@ fetch_run_len(struct host *h, struct fetch *f, uint64_t foff, bool via_dpu,
 		uint64_t off;
 
 		if (g->r != f->r || g->zero || g->src != NULL ||
-		    g->chunk != last->chunk + f->r->nstripes)
+		    g->chunk != last->chunk + f->r->width ||
+		    (f->r->ncopies > 1 && !host_replica_valid(s,
+		    g->chunk / f->r->width)))
 			break;
 		off = host_stripe_offset(h, g->r, g->chunk, &si);
 		if (host_stripe_len(h, &g->r->stripes[si], off) != h->chunk)
@@ -672,10 +685,11 @@ fetch_send(struct host *h, struct fetch *f, bool demand, bool urgent,
 	struct fetch *last = f;
 	unsigned si, n;
 	uint64_t off = host_stripe_offset(h, f->r, f->chunk, &si);
-	struct stripe *s = &f->r->stripes[si];
+	struct stripe *s;
 	uint32_t len;
 	bool via_dpu, direct;
-	int rc = host_route(h, s, !urgent, &conn, &mr, &remote);
+	int rc = host_chunk_route(h, f->r, f->chunk, !urgent, &s, &conn, &mr,
+	    &remote);
 
 	if (rc < 0) {
 		fetch_unrouted(h, f, demand, rc);
@@ -683,7 +697,7 @@ fetch_send(struct host *h, struct fetch *f, bool demand, bool urgent,
 	}
 	via_dpu = h->has_dpu && (conn == h->dpu.conn || conn == h->dpu.bg);
 	len = host_stripe_len(h, s, off);
-	n = len == h->chunk ? fetch_run_len(h, f, off, via_dpu,
+	n = len == h->chunk ? fetch_run_len(h, f, s, off, via_dpu,
 	    max - h->inflight) : 1;
 	direct = fetch_dest(h, f, &n);
 	/* f and the n - 1 fetches after it in its queue: one read. */
@@ -716,7 +730,7 @@ fetch_send(struct host *h, struct fetch *f, bool demand, bool urgent,
 		host_route_done(h, s);
 		if (!direct)
 			host_staging_put(h, f->staging, n);
-		fetch_run_failed(h, f, rc);
+		fetch_run_failed(h, f, s, rc);
 		return;
 	}
 	h->inflight += n;
@@ -739,7 +753,7 @@ fetch_send_src(struct host *h, struct fetch *f, bool demand, bool urgent)
 	struct fam_mr *mr;
 	unsigned si, n = 1;
 	uint64_t off = host_stripe_offset(h, src, f->chunk, &si);
-	struct stripe *s = &src->stripes[si];
+	struct stripe *s = NULL;
 	uint8_t *staging;
 	int rc;
 	bool from_node = src->dying || (sc->state != CH_RESIDENT &&
@@ -752,7 +766,8 @@ fetch_send_src(struct host *h, struct fetch *f, bool demand, bool urgent)
 			fetch_complete(h, f, 0);
 			return;
 		}
-		rc = host_route(h, s, !urgent, &conn, &mr, &remote);
+		rc = host_chunk_route(h, src, f->chunk, !urgent, &s, &conn,
+		    &mr, &remote);
 		if (rc < 0) {
 			fetch_unrouted(h, f, demand, rc);
 			return;
@@ -770,7 +785,7 @@ fetch_send_src(struct host *h, struct fetch *f, bool demand, bool urgent)
 			f->s = NULL;
 			host_route_done(h, s);
 			host_staging_put(h, f->staging, 1);
-			fetch_run_failed(h, f, rc);
+			fetch_run_failed(h, f, NULL, rc);
 			return;
 		}
 		h->inflight++;

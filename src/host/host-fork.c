@@ -439,8 +439,8 @@ own_read(struct fork_own *o, uint64_t c)
 		return -EAGAIN;
 	}
 	cc->staged = true;
-	cc->rs = &o->src->stripes[si];
-	rc = host_route(h, cc->rs, true, &conn, &mr, &remote);
+	rc = host_chunk_route(h, o->src, c, true, &cc->rs, &conn, &mr,
+	    &remote);
 	if (rc == -EAGAIN) {
 		host_staging_put(h, cc->buf, 1);
 		free(cc);
@@ -784,7 +784,10 @@ fork_region_new(struct region *src)
 	r->chunks = calloc(src->nchunks, sizeof *r->chunks);
 	r->shared = calloc(words, sizeof *r->shared);
 	r->pending = calloc(words, sizeof *r->pending);
-	if (r->chunks == NULL || r->shared == NULL || r->pending == NULL) {
+	r->stripes = calloc(src->width, sizeof *r->stripes);
+	if (r->chunks == NULL || r->shared == NULL || r->pending == NULL ||
+	    r->stripes == NULL) {
+		free(r->stripes);
 		free(r->chunks);
 		free(r->shared);
 		free(r->pending);
@@ -799,7 +802,10 @@ fork_region_new(struct region *src)
 	r->nchunks = src->nchunks;
 	r->advice = src->advice;
 	r->last_fault = UINT64_MAX;
-	r->nstripes = src->nstripes;
+	/* A copy is not replicated: one copy of each column, the first. */
+	r->width = src->width;
+	r->ncopies = 1;
+	r->nstripes = src->width;
 	return r;
 }
 
@@ -810,7 +816,7 @@ fork_region_create(struct host_fork *f, struct region *src,
 {
 	uint8_t buf[FAM_REGION_CREATE_MIN + FAM_NAME_MAX + FAM_PATH_MAX];
 
-	for (unsigned i = 0; i < src->nstripes; i++) {
+	for (unsigned i = 0; i < dst->nstripes; i++) {
 		struct fam_region_create rc = { 0 };
 		struct stripe *s = &dst->stripes[i];
 		struct fork_create *fc;

@@ -71,24 +71,41 @@ host_node_by_instance(struct host *h, uint64_t instance)
 	return NULL;
 }
 
-/* Marks every region with a stripe on n's old instance as lost. */
+/*
+ * n restarted: a stripe on its old instance is gone. A region with one
+ * copy is lost; a replicated one has a copy to make again (host-replica.c)
+ * and is lost only where no other copy is left.
+ */
 static void
 node_lost(struct host *h, struct mnode *n)
 {
-	uint64_t lost = 0;
+	uint64_t lost = 0, copies = 0;
 
 	for (struct host_client *cl = h->clients; cl != NULL; cl = cl->next)
 		for (struct region *r = cl->regions; r != NULL; r = r->next)
-			for (unsigned i = 0; i < r->nstripes; i++)
-				if (r->stripes[i].node == n && !r->lost &&
-				    r->stripes[i].instance != n->instance) {
+			for (unsigned i = 0; i < r->nstripes; i++) {
+				struct stripe *s = &r->stripes[i];
+
+				if (s->node != n || s->instance == n->instance ||
+				    r->lost || s->gone)
+					continue;
+				if (r->ncopies > 1) {
+					s->gone = true;
+					s->owned = false;
+					copies++;
+				} else {
 					r->lost = true;
 					lost++;
 				}
+			}
 	if (lost > 0)
 		log_err("memory node %s restarted: the data of %llu regions "
 		    "is gone; their programs get SIGBUS when they touch it",
 		    n->addr, (unsigned long long)lost);
+	if (copies > 0)
+		log_warn("memory node %s restarted: %llu copies of replicated "
+		    "regions are gone there; rebuilding them from the others",
+		    n->addr, (unsigned long long)copies);
 	host_wake(h, HOST_WAKE_UNPARK);
 }
 
@@ -220,12 +237,19 @@ stripe_relet(struct stripe *s, const void *arg)
 	s->leasing = false;
 }
 
-/* A stripe whose lease could not be renewed: its data is out of reach. */
+/*
+ * A stripe whose lease could not be renewed: its data is out of reach (a
+ * replicated region's copy is made again).
+ */
 static void
 stripe_unlet(struct stripe *s, const void *arg)
 {
 	s->leasing = false;
-	s->r->lost = true;
+	if (s->r->ncopies > 1) {
+		s->gone = true;
+		s->owned = false;
+	} else
+		s->r->lost = true;
 }
 
 /* The answer to a REGION_LEASE. */

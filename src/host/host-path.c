@@ -50,6 +50,8 @@ stripe_want(const struct host *h, const struct stripe *s)
 {
 	bool can_direct = s->node != NULL;
 
+	if (s->r->ncopies > 1)
+		return SP_DIRECT; /* each copy to its own node */
 	if (h->has_dpu && h->path == CFG_PATH_DPU) {
 		if (host_dpu_usable(h) && mono_ns() >= s->r->dpu_retry_ns)
 			return SP_DPU;
@@ -142,10 +144,11 @@ void
 host_region_discard(struct host *h, struct region *r, uint64_t first,
     uint64_t n)
 {
-	unsigned ns = r->nstripes;
+	unsigned ns = r->width;
 
-	for (unsigned i = 0; i < ns && n > 0; i++) {
-		struct stripe *s = &r->stripes[i];
+	for (unsigned j = 0; j < r->nstripes && n > 0; j++) {
+		struct stripe *s = &r->stripes[j];
+		unsigned i = j % ns; /* its column */
 		uint64_t c0 = first + (i + ns - first % ns) % ns, c1;
 		struct fam_region_discard d;
 		uint8_t buf[FAM_REGION_DISCARD_LEN];
@@ -224,6 +227,8 @@ adopt_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 		/* A dying region is freed there once it is idle. */
 		h->stats.adoptions++;
 		s->owned = true;
+	} else if (status == -ENOENT && !r->dying && r->ncopies > 1) {
+		s->gone = true; /* its copy is made again (host-replica.c) */
 	} else if (!r->dying)
 		log_rl(LOG_INFO,
 		    "pid %ld: region %llu: cannot adopt it on memory node "
@@ -241,7 +246,7 @@ void
 host_stripe_adopt(struct host *h, struct stripe *s)
 {
 	if (s->owned || s->adopting || s->switching || s->r->dying ||
-	    s->r->lost || !stripe_direct_ok(h, s) || s->key == 0)
+	    s->r->lost || s->gone || !stripe_direct_ok(h, s) || s->key == 0)
 		return;
 	if (stripe_send_adopt(s, s->node, 0, adopt_done) == 0)
 		s->adopting = true;
@@ -270,6 +275,9 @@ switch_direct_done(void *ctx, int status, const uint8_t *payload,
 				stripe_dpu_free(h, s);
 			}
 		}
+	} else if (status == -ENOENT && !r->dying && r->ncopies > 1) {
+		s->gone = true; /* its copy is made again (host-replica.c) */
+		s->owned = false;
 	} else if (status == -ENOENT && !r->dying) {
 		r->lost = true;
 		log_rl(LOG_ERR,
@@ -334,7 +342,8 @@ stripe_switch(struct host *h, struct stripe *s, int to)
 {
 	bool shared = (s->r->flags & FAM_S_ALLOC_SHARED) != 0;
 
-	if (s->switching || s->inflight > 0 || s->r->dying || s->r->lost)
+	if (s->switching || s->inflight > 0 || s->r->dying || s->r->lost ||
+	    s->gone)
 		return;
 	if (to == SP_DIRECT) {
 		if (!stripe_direct_ok(h, s) || s->adopting)

@@ -31,6 +31,7 @@ host_tick_cb(evutil_socket_t fd, short what, void *arg)
 	struct host *h = arg;
 
 	host_path_tick(h);
+	host_replica_tick(h);
 	host_session_retry(h);
 	host_session_orphans(h);
 	host_fork_tick(h);
@@ -106,10 +107,14 @@ role_host_start(struct famd *d)
 	if (host_buffer_init(h, (uint64_t)cfg_int(d->cfg, CFG_HOST_BUFFER_SIZE),
 	    &cause) < 0)
 		goto fail;
-	if (host_fault_init(h) < 0) {
+	if (host_fault_init(h) < 0 || host_replica_init(h) < 0) {
 		cause = xasprintf("out of memory");
 		goto fail;
 	}
+	/* cfg_check made sure it parses and the memory nodes suffice */
+	if (cfg_redundancy_parse(cfg_str(d->cfg, CFG_HOST_REDUNDANCY),
+	    &h->copies) < 0 || h->copies > h->nnodes)
+		h->copies = 1;
 	h->node_up = host_path_node_up;
 	if (host_session_open(h, &cause) < 0)
 		goto fail;
@@ -302,6 +307,7 @@ role_host_status(struct famd *d, json_t *st)
 	    CFG_EVICTION_CLOCK ? "clock" : "fifo",
 	    "numa_node", h->numa_node));
 	json_object_set_new(st, "path", host_path_json(h));
+	json_object_set_new(st, "redundancy", host_replica_json(h));
 	json_object_set_new(st, "programs", json_pack("{s:I,s:I,s:I}",
 	    "sessions", (json_int_t)clients, "regions", (json_int_t)regions,
 	    "bytes", (json_int_t)bytes));
@@ -412,6 +418,7 @@ role_host_stop(struct famd *d)
 	host_fetch_unpark(h);
 	host_fork_fini(h);
 	host_fault_fini(h);
+	host_replica_fini(h);
 	for (unsigned i = 0; i < h->nnodes; i++)
 		host_node_fini(&h->nodes[i]);
 	if (h->has_dpu)

@@ -198,6 +198,8 @@ region_destroy(struct region *r)
 	if (r->keep_space)
 		region_give_space(cl->h, r);
 	region_free_remote(cl->h, r);
+	host_replica_free(r);
+	free(r->stripes);
 	free(r->chunks);
 	free(r->shared);
 	free(r->pending);
@@ -289,45 +291,6 @@ host_client_put(struct host_client *cl)
 		arena_free(cl->h, ar);
 	}
 	free(cl);
-}
-
-/* Ends a session: frees its regions everywhere and closes its descriptors. */
-void
-host_client_release(struct host_client *cl)
-{
-	struct host *h = cl->h;
-	struct host_client **pp;
-
-	if (cl->dead)
-		return;
-	cl->dead = true;
-	host_fork_client_gone(cl);
-	log_rl(LOG_INFO, "session pid %ld ended: %llu regions, %llu bytes "
-	    "released",
-	    (long)cl->pid, (unsigned long long)cl->nregions,
-	    (unsigned long long)cl->bytes);
-	if (cl->pending_region != NULL)
-		host_region_free(cl->pending_region);
-	while (cl->regions != NULL)
-		host_region_free(cl->regions);
-	if (cl->sock_ev != NULL)
-		event_free(cl->sock_ev);
-	if (cl->uffd_ev != NULL)
-		event_free(cl->uffd_ev);
-	close(cl->fd);
-	if (cl->uffd >= 0)
-		close(cl->uffd);
-	if (cl->pending_fd >= 0)
-		close(cl->pending_fd);
-	if (cl->pidfd >= 0)
-		close(cl->pidfd);
-	cl->uffd = cl->pending_fd = cl->fd = cl->pidfd = -1;
-	for (pp = &h->clients; *pp != NULL; pp = &(*pp)->next)
-		if (*pp == cl) {
-			*pp = cl->next;
-			break;
-		}
-	host_client_put(cl);
 }
 
 /*
@@ -587,6 +550,8 @@ alloc_finish(struct host_client *cl)
 			err = uid_quota(h, cl->uid, r->size, cl->pid, r);
 		if (err == 0)
 			err = -region_place(cl, r, cl->req.c, &ar);
+		if (err == 0)
+			err = -host_replica_alloc(h, r);
 	}
 	if (err != 0) {
 		h->stats.alloc_errors++;
@@ -795,7 +760,7 @@ session_alloc(struct host_client *cl)
 	struct fam_smsg *m = &cl->req;
 	struct region *r;
 	uint8_t buf[FAM_REGION_CREATE_MIN + FAM_NAME_MAX + FAM_PATH_MAX];
-	unsigned nstripes;
+	unsigned nstripes, copies;
 	uint64_t chunks, size;
 	bool via_dpu = h->has_dpu && h->path == CFG_PATH_DPU &&
 	    host_dpu_usable(h);
@@ -812,14 +777,22 @@ session_alloc(struct host_client *cl)
 	/* A file lives whole on the first memory node; the rest is striped. */
 	nstripes = (m->b & FAM_S_ALLOC_FILE) ? 1 :
 	    (chunks < h->nnodes ? (unsigned)chunks : h->nnodes);
-	if (h->has_dpu && h->path == CFG_PATH_DPU && !via_dpu &&
+	copies = (m->b & FAM_S_ALLOC_FILE) ? 1 : m->d != 0 ? (unsigned)m->d :
+	    h->copies;
+	if (copies > h->nnodes)
+		return session_fail(cl, EINVAL);
+	if (copies > 1)
+		via_dpu = false; /* the copies go direct, each to its node */
+	if (h->has_dpu && copies == 1 && h->path == CFG_PATH_DPU && !via_dpu &&
 	    h->fallback == CFG_FALLBACK_NONE)
 		return alloc_wait_dpu(cl, cl->waits_dpu);
 	waited = cl->waits_dpu;
 	cl->waits_dpu = false;
-	for (unsigned i = 0; i < nstripes && !via_dpu; i++)
-		if (h->nodes[i].state != MN_UP)
-			return session_fail(cl, EHOSTDOWN);
+	for (unsigned k = 0; k < copies && !via_dpu; k++)
+		for (unsigned i = 0; i < nstripes; i++)
+			if (h->nodes[host_replica_node(i, k, h->nnodes)].state !=
+			    MN_UP)
+				return session_fail(cl, EHOSTDOWN);
 	/* A file's size is known once a memory node has opened it. */
 	if (uid_quota(h, cl->uid, (m->b & FAM_S_ALLOC_FILE) ? 0 : size,
 	    cl->pid, NULL) != 0)
@@ -830,27 +803,36 @@ session_alloc(struct host_client *cl)
 		return session_fail(cl, ENOMEM);
 	r->flags = (uint32_t)m->b;
 	r->size = (m->b & FAM_S_ALLOC_FILE) ? 0 : size;
-	r->nstripes = nstripes;
+	r->width = nstripes;
+	r->ncopies = copies;
+	r->nstripes = nstripes * copies;
+	r->stripes = calloc(r->nstripes, sizeof *r->stripes);
+	if (r->stripes == NULL) {
+		r->nstripes = 0;
+		host_region_free(r);
+		return session_fail(cl, ENOMEM);
+	}
 	cl->pending_region = r;
 	cl->pending_err = 0;
 	cl->pending_calls = 0;
 	cl->busy = true;
-	for (unsigned i = 0; i < nstripes; i++) {
+	for (unsigned i = 0; i < r->nstripes; i++) {
 		struct fam_region_create rc = { 0 };
 		struct stripe *s = &r->stripes[i];
-		uint64_t n = chunks / nstripes + (i < chunks % nstripes);
+		unsigned col = i % nstripes;
+		uint64_t n = chunks / nstripes + (col < chunks % nstripes);
 		size_t len;
 		int rc2;
 
 		s->r = r;
-		s->node = &h->nodes[i];
+		s->node = &h->nodes[host_replica_node(col, i / nstripes,
+		    h->nnodes)];
 		s->instance = s->node->instance;
 		s->path = via_dpu ? SP_DPU : SP_DIRECT;
 		if (via_dpu && s->node->state == MN_UP)
 			rc.place = s->node->instance;
 		rc.size = n << h->chunk_shift;
-		if (m->b & FAM_S_ALLOC_SPARSE)
-			rc.flags = FAM_RF_SPARSE;
+		rc.flags = (m->b & FAM_S_ALLOC_SPARSE) ? FAM_RF_SPARSE : 0;
 		if (m->b & FAM_S_ALLOC_FILE) {
 			rc.size = 0;
 			rc.flags = FAM_RF_FILE;

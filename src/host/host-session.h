@@ -24,7 +24,7 @@ void session_fork_done(struct host_client *cl, uint64_t token, int err);
 int session_fork(struct host_client *cl);
 int session_adopt(struct host_client *cl);
 
-/* host-session-orphan.c */
+/* host-session-end.c */
 bool session_orphan(struct host_client *cl);
 
 #endif /* FAM_HOST_SESSION_H */

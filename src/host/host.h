@@ -121,6 +121,12 @@ struct stripe {
 	unsigned inflight;        /* reads and writes out on `path` */
 	bool leasing;             /* a new lease is asked for (after a
 	                           * resume) */
+	/* replication (host-replica.c): a copy of a column of the region */
+	bool gone;                /* its region is gone from its node (the
+	                           * node restarted): to be made again */
+	bool creating;            /* ... and its REGION_CREATE is out */
+	uint64_t *stale;          /* a bit per row: this copy is behind */
+	uint64_t nstale;          /* rows with their bit set */
 };
 
 struct region {
@@ -139,8 +145,10 @@ struct region {
 	unsigned filling; /* reads in flight into its arena's memory */
 	bool keep_space;  /* freed while filling: its arena space is given
 	                   * back when the last read is over */
-	unsigned nstripes;
-	struct stripe stripes[HOST_MAX_NODES];
+	unsigned nstripes;        /* width * ncopies */
+	unsigned width;           /* stripes of one copy (columns) */
+	unsigned ncopies;         /* 1, or N of replicate:N */
+	struct stripe *stripes;   /* copy k of column i: [k * width + i] */
 	struct chunk *chunks;
 	uint64_t resident, dirty;
 	uint32_t advice;      /* FAM_ADVICE_* the program gave */
@@ -284,6 +292,8 @@ struct host_stats {
 	uint64_t ops_direct, ops_dpu;        /* reads and writes by path */
 	uint64_t path_switches, fences, handovers, adoptions;
 	uint64_t switch_errors;
+	uint64_t replica_failovers; /* reads served by a copy not the first */
+	uint64_t replica_stale;     /* copies of chunks found or left behind */
 	uint64_t lat_hist[32]; /* fault service time, log2 microseconds */
 	uint64_t lat_count;
 	uint64_t lat_sum_ns;   /* of the fault service times */
@@ -293,6 +303,26 @@ struct host_stats {
 	 * installed (UFFDIO_COPY and the wake-up).
 	 */
 	uint64_t bd_reads, bd_queue_ns, bd_wire_ns, bd_install_ns;
+};
+
+/*
+ * The background copy that brings stale copies of chunks up to date
+ * (host-replica.c): one chunk at a time, read from a copy that has it and
+ * written to the one that is behind, at rebuild_rate at most.
+ */
+struct host_rebuild {
+	uint8_t *buf;           /* one chunk */
+	struct region *r;       /* while busy: the chunk being copied */
+	uint64_t chunk;
+	struct stripe *src, *dst;
+	bool busy;
+	bool spoiled;           /* a write-back of that chunk began meanwhile */
+	bool wrote;             /* its write to dst went out */
+	uint64_t rate;          /* rebuild_rate, bytes/s */
+	uint64_t tokens;        /* bytes it may copy now */
+	uint64_t last_ns;       /* tokens were last added */
+	uint64_t done, bytes;   /* chunks and bytes copied so far */
+	uint64_t recreated;     /* copies' regions made again on a node */
 };
 
 struct host {
@@ -323,6 +353,8 @@ struct host {
 	bool has_dpu;
 	int path;                /* enum cfg_path: where requests should go */
 	int fallback;            /* enum cfg_fallback */
+	unsigned copies;         /* [host] redundancy: 1, or N (replicate:N) */
+	struct host_rebuild rb;
 	/* programs */
 	int listen_fd;
 	int session_lock;
@@ -383,6 +415,33 @@ host_wake(struct host *h, unsigned what)
 		event_active(h->wake, EV_READ, 0);
 }
 
+/* Returns true when copy s of a region is behind for row (replication). */
+static inline bool
+host_stale_test(const struct stripe *s, uint64_t row)
+{
+	return s->stale != NULL && (s->stale[row / 64] >> (row % 64) & 1);
+}
+
+/* Marks copy s behind for row (its data there is not the latest). */
+static inline void
+host_stale_set(struct stripe *s, uint64_t row)
+{
+	if (s->stale == NULL || host_stale_test(s, row))
+		return;
+	s->stale[row / 64] |= 1ull << (row % 64);
+	s->nstale++;
+}
+
+/* Marks copy s up to date for row. */
+static inline void
+host_stale_clear(struct stripe *s, uint64_t row)
+{
+	if (!host_stale_test(s, row))
+		return;
+	s->stale[row / 64] &= ~(1ull << (row % 64));
+	s->nstale--;
+}
+
 /* The layers, top down: each file calls only those below it. */
 
 /* host-role.c */
@@ -398,7 +457,7 @@ int host_client_new(struct host *h, int fd, const struct ucred *cred,
     int pidfd);
 void host_session_init(struct host *h);
 void host_client_release(struct host_client *cl);
-/* host-session-orphan.c: ends the orphans that exited or exec'd. */
+/* host-session-end.c: ends the orphans that exited or exec'd. */
 void host_session_orphans(struct host *h);
 void host_session_retry(struct host *h);
 void host_client_put(struct host_client *cl);
@@ -483,6 +542,31 @@ void host_region_advise(struct host *h, struct region *r);
 void host_region_discard(struct host *h, struct region *r, uint64_t first,
     uint64_t n);
 json_t *host_path_json(struct host *h);
+
+/* host-replica.c: beside the path, below the buffer */
+enum host_redundancy_state {
+	HOST_RED_HEALTHY,    /* every copy of every chunk up to date */
+	HOST_RED_REBUILDING, /* copies behind, on nodes that are up */
+	HOST_RED_DEGRADED,   /* copies behind or gone, on nodes that are not */
+};
+
+unsigned host_replica_node(unsigned col, unsigned k, unsigned nnodes);
+uint64_t host_replica_rows(const struct host *h, const struct region *r,
+    unsigned col);
+int host_replica_alloc(struct host *h, struct region *r);
+void host_replica_free(struct region *r);
+bool host_replica_valid(const struct stripe *s, uint64_t row);
+int host_chunk_route(struct host *h, struct region *r, uint64_t c,
+    bool background, struct stripe **sp, struct fam_conn **conn,
+    struct fam_mr **mr, const struct fam_remote **remote);
+bool host_replica_failover(struct host *h, struct stripe *s, uint64_t c,
+    int status);
+int host_replica_state(const struct host *h, const struct region *r,
+    uint64_t *behind);
+void host_replica_tick(struct host *h);
+int host_replica_init(struct host *h);
+void host_replica_fini(struct host *h);
+json_t *host_replica_json(struct host *h);
 
 /* host-node.c */
 int host_node_start(struct mnode *n);

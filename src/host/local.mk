@@ -11,9 +11,10 @@ src_libfamdcore_la_SOURCES += \
 	src/host/host-fork.c \
 	src/host/host-numa.c \
 	src/host/host-path.c \
+	src/host/host-replica.c \
 	src/host/host-listen.c \
 	src/host/host-session.h \
 	src/host/host-session.c \
 	src/host/host-session-copy.c \
-	src/host/host-session-orphan.c \
+	src/host/host-session-end.c \
 	src/host/host-uffd.c

@@ -79,7 +79,8 @@ fam_smsg_check_alloc(const struct fam_smsg *m, uint64_t arena_size)
 	    (m->c & (m->c - 1)) != 0 || m->c > arena_size ||
 	    !file != (m->len == 0) ||
 	    ((m->b & FAM_S_ALLOC_SHARED) && !file) ||
-	    ((m->b & FAM_S_ALLOC_SPARSE) && file))
+	    ((m->b & FAM_S_ALLOC_SPARSE) && file) ||
+	    m->d > FAM_SESSION_MAX_COPIES)
 		return EINVAL;
 	if (!file && m->a == 0)
 		return EINVAL;

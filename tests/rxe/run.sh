@@ -71,6 +71,8 @@ modes=("$@")
 # verbs).
 E2E_LOOPBACK="host-famtest host-killed host-readahead host-programs
 	host-memory-lost host-striping host-client-exit host-shared-file"
+# (host-replicate, over verbs too, only when named: RXE_ONLY=e2e-host-replicate;
+# with it the loopback guest outlasts RXE_TEST_TIMEOUT)
 E2E_VETH="dpu-forward dpu-path dpu-aggregate dpu-static dpu-dynamic dpu-adaptive"
 # e2e_env NAME: the environment a test of tests/e2e gets in the guest, where
 # Soft-RoCE moves tens of MB/s: smaller data through the same buffers.
@@ -83,8 +85,9 @@ e2e_env() {
 	# famtest, every test, over 8 MiB through a 2 MiB buffer (6 MiB
 	# through the dpu; dpu-path's passes over 8 MiB while it switches)
 	host-famtest | dpu-forward | dpu-path) echo FAMD_TEST_SCALE=32 ;;
-	# famlost's written half larger than the buffer (1M at the least)
-	host-memory-lost) echo FAMD_TEST_SCALE=8 ;;
+	# famlost's written half larger than the buffer (1M at the least);
+	# famtest's passes over three times the buffer (1M at the least)
+	host-memory-lost | host-replicate) echo FAMD_TEST_SCALE=8 ;;
 	# the graph at 1/32 of its size: through 16 chunks of buffer a larger
 	# one's build thrashes under emulation
 	host-programs) echo GRAPH_SCALE=13 ;;

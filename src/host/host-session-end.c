@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * host-session-orphan.c - sessions whose program closed the session socket
- * but runs on: a program that closes every descriptor it did not open
+ * host-session-end.c - how a session ends: released (its regions freed
+ * everywhere, its descriptors closed), or orphaned first. Orphans are
+ * sessions whose program closed the session socket but runs on: a program that closes every descriptor it did not open
  * (closefrom(3) in a child between fork and exec, a daemon detaching)
  * still has its arenas mapped, and the memory there is served through its
  * userfaultfd, which famd holds. Such a session is orphaned: no more
@@ -15,11 +16,53 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
 
 #include "host/host.h"
 #include "host/host-session.h"
 
 #define ORPHAN_CHECK_NS 1000000000ull /* how often an orphan is looked at */
+
+/* Ends a session: frees its regions everywhere and closes its descriptors. */
+void
+host_client_release(struct host_client *cl)
+{
+	struct host *h = cl->h;
+	struct host_client **pp;
+
+	if (cl->dead)
+		return;
+	cl->dead = true;
+	host_fork_client_gone(cl);
+	log_rl(LOG_INFO, "session pid %ld ended: %llu regions, %llu bytes "
+	    "released",
+	    (long)cl->pid, (unsigned long long)cl->nregions,
+	    (unsigned long long)cl->bytes);
+	if (cl->pending_region != NULL)
+		host_region_free(cl->pending_region);
+	while (cl->regions != NULL)
+		host_region_free(cl->regions);
+	if (cl->sock_ev != NULL)
+		event_free(cl->sock_ev);
+	if (cl->uffd_ev != NULL)
+		event_free(cl->uffd_ev);
+	close(cl->fd);
+	if (cl->uffd >= 0)
+		close(cl->uffd);
+	if (cl->pending_fd >= 0)
+		close(cl->pending_fd);
+	if (cl->pidfd >= 0)
+		close(cl->pidfd);
+	cl->uffd = cl->pending_fd = cl->fd = cl->pidfd = -1;
+	for (pp = &h->clients; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == cl) {
+			*pp = cl->next;
+			break;
+		}
+	host_client_put(cl);
+}
 
 /* Tells whether process pid maps one of cl's arenas (/proc/PID/maps). */
 static bool
