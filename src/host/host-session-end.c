@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * host-session-end.c - how a session ends: released (its regions freed
- * everywhere, its descriptors closed), or orphaned first. Orphans are
- * sessions whose program closed the session socket but runs on: a program that closes every descriptor it did not open
- * (closefrom(3) in a child between fork and exec, a daemon detaching)
- * still has its arenas mapped, and the memory there is served through its
- * userfaultfd, which famd holds. Such a session is orphaned: no more
- * requests, faults served as before, and it ends when the process exits
- * or no longer maps any of its arenas (it ran another program).
+ * everywhere, its descriptors closed), or orphaned first. A program that
+ * closes every descriptor it did not open (closefrom(3) in a child between
+ * fork and exec, a daemon detaching) still has its arenas mapped, and the
+ * memory there is served through its userfaultfd, which famd holds. Its
+ * session is orphaned: no more requests, faults served as before, ended
+ * when the process exits or no longer maps any of its arenas (it ran
+ * another program).
  * Owns nothing: the sessions are host-session.c's.
  */
 #include "config.h"
@@ -64,7 +64,7 @@ host_client_release(struct host_client *cl)
 	host_client_put(cl);
 }
 
-/* Tells whether process pid maps one of cl's arenas (/proc/PID/maps). */
+/* Tells whether process pid maps any part of cl's arenas (/proc/PID/maps). */
 static bool
 orphan_maps_arena(const struct host_client *cl)
 {
@@ -77,11 +77,15 @@ orphan_maps_arena(const struct host_client *cl)
 	if (f == NULL)
 		return true; /* cannot tell: until it exits */
 	while (!found && fgets(line, sizeof line, f) != NULL) {
-		uint64_t lo = strtoull(line, NULL, 16);
+		char *end;
+		uint64_t lo = strtoull(line, &end, 16);
+		uint64_t hi = *end == '-' ? strtoull(end + 1, NULL, 16) : lo;
 
+		/* Any part of an arena: the program may have split it. */
 		for (const struct arena *ar = cl->arenas; ar != NULL;
 		    ar = ar->next)
-			if (ar->uaddr != 0 && ar->uaddr == lo) {
+			if (ar->uaddr != 0 && lo < ar->uaddr + ar->size &&
+			    hi > ar->uaddr) {
 				found = true;
 				break;
 			}
