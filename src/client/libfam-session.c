@@ -531,7 +531,74 @@ session_lose(void)
 		    "; threads touching them will wait for ever", NULL);
 }
 
-/* Waits for the session socket to hang up, then declares the session lost. */
+/* An entry of getdents64(2). */
+struct libfam_dirent {
+	uint64_t d_ino;
+	int64_t d_off;
+	unsigned short d_reclen;
+	unsigned char d_type;
+	char d_name[];
+};
+
+/* Tells whether the thread tid of this process has ended (a zombie). */
+static bool
+thread_ended(const char *tid)
+{
+	char path[96] = "/proc/self/task/", st[512], *p;
+	ssize_t n;
+	int fd;
+
+	if (strlen(tid) > 40)
+		return false;
+	strcat(strcat(path, tid), "/stat");
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT;
+	n = read(fd, st, sizeof st - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	st[n] = '\0';
+	p = strrchr(st, ')');
+	return p != NULL && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+}
+
+/*
+ * Tells whether every other thread of this process has ended: the
+ * program's last thread called pthread_exit(), which ends the process
+ * (as exit(0)) when no thread is left, and the watchdog must not be the
+ * one thread that keeps it alive.
+ */
+static bool
+watchdog_alone(void)
+{
+	char buf[2048], self[21];
+	bool alone = true;
+	long n;
+	int dfd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (dfd < 0)
+		return false;
+	libfam_fmt_u64(self, (uint64_t)syscall(SYS_gettid));
+	while (alone && (n = syscall(SYS_getdents64, dfd, buf,
+	    sizeof buf)) > 0) {
+		for (long off = 0; off < n && alone;) {
+			struct libfam_dirent *d = (void *)(buf + off);
+
+			off += d->d_reclen;
+			if (d->d_name[0] == '.' || strcmp(d->d_name, self) == 0)
+				continue;
+			alone = thread_ended(d->d_name);
+		}
+	}
+	close(dfd);
+	return alone;
+}
+
+/*
+ * Waits for the session socket to hang up, then declares the session lost;
+ * once a second, looks whether the program's threads have all ended.
+ */
 static void *
 watchdog_main(void *arg)
 {
@@ -544,11 +611,13 @@ watchdog_main(void *arg)
 	if (pfd.fd < 0)
 		return NULL;
 	for (;;) {
-		int n = poll(&pfd, 1, -1);
+		int n = poll(&pfd, 1, 1000);
 		struct timespec ts = { .tv_nsec = 10000000 };
 
 		if (n > 0)
 			break;
+		if (n == 0 && watchdog_alone())
+			exit(0);
 		if (n < 0 && errno != EINTR)
 			nanosleep(&ts, NULL); /* ENOMEM: try again */
 	}

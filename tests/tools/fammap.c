@@ -37,6 +37,8 @@
  *             (SIGSEGV), the second reads as zeros, the rest is the
  *             parent's; the parent keeps everything; DOFORK and
  *             KEEPONFORK take the advice back
+ *   lastthread a forked child whose only thread ends with pthread_exit()
+ *             ends (status 0) while it holds fabric-attached memory
  *   closefds  every descriptor from 3 up closed, as a child about to exec
  *             does, and as a daemon does: in forked children that then
  *             run /bin/true, in ones that exit, and in this process; the
@@ -46,6 +48,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <setjmp.h>
@@ -574,6 +577,42 @@ test_forkadvice(void)
 	    n / MIB);
 }
 
+/* A child's last thread ends with pthread_exit(): the child ends. */
+static void
+test_lastthread(void)
+{
+	size_t n = opt_size;
+	uint8_t *base, *p = block("lastthread", &base);
+	int st = 0;
+	pid_t pid;
+
+	fill(p, 0, n, 96);
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		FAIL("lastthread: fork: %s", strerror(errno));
+	if (pid == 0) {
+		check("lastthread, in the child", p, 0, n, 96);
+		pthread_exit(NULL);
+	}
+	for (int i = 0; i < 200; i++) {
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			break;
+		usleep(50000);
+		if (i == 199) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+			FAIL("lastthread: the child lives on 10 s after its "
+			    "last thread called pthread_exit()");
+		}
+	}
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		FAIL("lastthread: the child ended with status %#x", st);
+	free(base);
+	printf("ok - lastthread: a child whose last thread called "
+	    "pthread_exit() ended with status 0\n");
+}
+
 /* Closes every descriptor from 3 up, as closefrom(3) does. */
 static void
 close_from_3(void)
@@ -656,6 +695,7 @@ static const struct {
 	{ "mremap", test_mremap },
 	{ "fixedfile", test_fixedfile },
 	{ "forkadvice", test_forkadvice },
+	{ "lastthread", test_lastthread },
 	{ "closefds", test_closefds },
 };
 
