@@ -12,6 +12,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,8 +75,8 @@ orphan_maps_arena(const struct host_client *cl)
 
 	snprintf(path, sizeof path, "/proc/%ld/maps", (long)cl->pid);
 	f = fopen(path, "re");
-	if (f == NULL)
-		return true; /* cannot tell: until it exits */
+	if (f == NULL) /* not ours to read: kept until it exits; else gone */
+		return errno == EACCES || errno == EPERM;
 	while (!found && fgets(line, sizeof line, f) != NULL) {
 		char *end;
 		uint64_t lo = strtoull(line, &end, 16);
