@@ -22,7 +22,6 @@
 #include "unit.h"
 
 #define CHUNK  (64u << 10)
-#define PAGE   4096u
 #define NCHUNK 48u /* 3 MiB through a 1 MiB buffer */
 
 static struct event_base *base;
@@ -108,43 +107,11 @@ START_TEST(test_unreplicated_stripe_has_no_stale_bits)
 }
 END_TEST
 
-/* Pages to write with a seed's pattern, or to check against it. */
-struct work {
-	volatile uint8_t *p;
-	uint64_t len, seed;
-	bool write;
-	uint64_t wrong;
-};
-
-/* Writes or checks the first word of every page. */
-static void
-touch(void *arg)
-{
-	struct work *w = arg;
-
-	for (uint64_t off = 0; off < w->len; off += PAGE) {
-		volatile uint64_t *q = (volatile uint64_t *)(w->p + off);
-		uint64_t want = (off * 0x9e3779b97f4a7c15ull) ^ w->seed;
-
-		if (w->write)
-			*q = want;
-		else if (*q != want)
-			w->wrong++;
-	}
-}
-
 /* Writes (or checks) the whole region with seed from a second thread. */
 static uint64_t
 pages(uint64_t seed, bool write)
 {
-	struct work w = { .p = mem, .len = NCHUNK * CHUNK, .seed = seed,
-		.write = write };
-	struct unit_touch t;
-
-	ck_assert_int_eq(unit_touch_start(&t, touch, &w), 0);
-	ck_assert(unit_touch_wait(base, &t, 60000));
-	ck_assert(!t.sigbus);
-	return w.wrong;
+	return unit_pages(base, mem, NCHUNK * CHUNK, seed, write);
 }
 
 /* Starts a memory role on a loopback port; returns its address. */

@@ -386,6 +386,46 @@ unit_touch_wait(struct event_base *base, struct unit_touch *t, int ms)
 	return true;
 }
 
+/* What unit_pages() gives its thread. */
+struct unit_pages_work {
+	volatile uint8_t *p;
+	uint64_t len, seed;
+	bool write;
+	uint64_t wrong;
+};
+
+/* Writes or checks the first word of every page. */
+static void
+unit_pages_touch(void *arg)
+{
+	struct unit_pages_work *w = arg;
+
+	for (uint64_t off = 0; off < w->len; off += 4096) {
+		volatile uint64_t *q = (volatile uint64_t *)(w->p + off);
+		uint64_t want = (off * 0x9e3779b97f4a7c15ull) ^ w->seed;
+
+		if (w->write)
+			*q = want;
+		else if (*q != want)
+			w->wrong++;
+	}
+}
+
+/* Writes (or checks) a pattern in [p, p + len) from a second thread. */
+uint64_t
+unit_pages(struct event_base *base, volatile uint8_t *p, uint64_t len,
+    uint64_t seed, bool write)
+{
+	struct unit_pages_work w = { .p = p, .len = len, .seed = seed,
+		.write = write };
+	struct unit_touch t;
+
+	if (unit_touch_start(&t, unit_pages_touch, &w) != 0 ||
+	    !unit_touch_wait(base, &t, 60000) || t.sigbus)
+		return UINT64_MAX;
+	return w.wrong;
+}
+
 /* Returns the in-process host role's state. */
 struct host *
 unit_famds_host(struct unit_famds *u)

@@ -74,6 +74,15 @@ int unit_touch_start(struct unit_touch *t, void (*fn)(void *), void *arg);
 bool unit_touch_wait(struct event_base *base, struct unit_touch *t, int ms);
 
 /*
+ * Writes (write) or checks the first word of every page of [p, p + len)
+ * with a pattern of seed, from a second thread while base serves the
+ * faults. Returns the words found wrong, or UINT64_MAX when the thread
+ * took SIGBUS or did not end within 60 s.
+ */
+uint64_t unit_pages(struct event_base *base, volatile uint8_t *p,
+    uint64_t len, uint64_t seed, bool write);
+
+/*
  * A memory role and a host role that uses it, both in this process on
  * loopback tcp: op_timeout 1s; buffer_size 1M of 64K chunks, prefetch off
  * unless host_keys (more lines of [host]) set them.
