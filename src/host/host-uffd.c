@@ -146,92 +146,70 @@ uffd_register(int uffd, uint64_t addr, uint64_t len, bool wp, bool minor)
 }
 
 /*
- * Installs len bytes from src at the program's dst, write-protected when
- * wp. Pages already present are skipped (EEXIST); a partial copy (EAGAIN)
- * goes on from where it stopped. A range the program split into several
- * mappings (madvise, mprotect, mlock or munmap of part of a block) fails
- * with ENOENT as a whole: it is then copied a page at a time, and a page
- * no registered mapping holds any more is skipped. Threads waiting
- * anywhere in the range are woken. Returns 0 or -errno (ESRCH: the
- * program is gone).
+ * One UFFDIO_COPY of n bytes from src to dst, or UFFDIO_CONTINUE of
+ * [dst, dst + n) when src is NULL. Returns the ioctl's result (errno set);
+ * *moved is the kernel's count of bytes done, or its -errno.
  */
-int
-uffd_copy(int uffd, uint64_t dst, const void *src, uint64_t len, bool wp)
+static int
+install_once(int uffd, uint64_t dst, const uint8_t *src, uint64_t n, bool wp,
+    int64_t *moved)
 {
-	uint64_t done = 0;
-	bool skipped = false, pagewise = false;
-	unsigned retries = 0;
+	int rc;
 
-	while (done < len) {
+	if (src != NULL) {
 		struct uffdio_copy cp = {
-			.dst = dst + done,
-			.src = (uint64_t)(uintptr_t)src + done,
-			.len = pagewise ? PAGE : len - done,
+			.dst = dst, .src = (uint64_t)(uintptr_t)src, .len = n,
 			.mode = wp ? UFFDIO_COPY_MODE_WP : 0,
 		};
 
-		if (ioctl(uffd, UFFDIO_COPY, &cp) == 0) {
-			done += cp.len;
-			continue;
-		}
-		if (errno == EAGAIN && cp.copy > 0) {
-			done += (uint64_t)cp.copy;
-			continue;
-		}
-		if (errno == EEXIST || (errno == EAGAIN && cp.copy == -EEXIST) ||
-		    (errno == ENOENT && pagewise)) {
-			done += PAGE;
-			skipped = true;
-			continue;
-		}
-		if (errno == ENOENT && !pagewise) {
-			pagewise = true; /* the range spans mappings */
-			continue;
-		}
-		if (errno == EAGAIN && ++retries < 1000) {
-			/* The program's address space changed: retry. */
-			continue;
-		}
-		return -errno;
+		rc = ioctl(uffd, UFFDIO_COPY, &cp);
+		*moved = cp.copy;
+	} else {
+		struct uffdio_continue ct = {
+			.range = { .start = dst, .len = n },
+			.mode = wp ? UFFDIO_CONTINUE_MODE_WP : 0,
+		};
+
+		rc = ioctl(uffd, UFFDIO_CONTINUE, &ct);
+		*moved = ct.mapped;
 	}
-	if (skipped)
-		return uffd_wake(uffd, dst, len);
-	return 0;
+	return rc;
 }
 
 /*
- * Maps the pages of [dst, dst + len), which famd filled in the arena's
- * memfd, into the program, write-protected when wp; as uffd_copy(): pages
- * already mapped are skipped, a range that spans mappings goes a page at a
- * time, threads waiting anywhere in the range are woken. Returns 0 or
- * -errno (EFAULT: a page is not in the memfd).
+ * Installs [dst, dst + len): copied from src, or (src NULL) mapped from the
+ * arena's memfd, where famd filled it; write-protected when wp. Pages
+ * already present are skipped (EEXIST); a partial install (EAGAIN) goes on
+ * from where it stopped. A range the program split into several mappings
+ * (madvise, mprotect, mlock or munmap of part of a block) fails with
+ * ENOENT as a whole: it then goes a page at a time, and a page no
+ * registered mapping holds any more is skipped. Threads waiting anywhere
+ * in the range are woken. Returns 0 or -errno (ESRCH: the program is gone;
+ * EFAULT: a page is not in the memfd).
  */
-int
-uffd_continue(int uffd, uint64_t dst, uint64_t len, bool wp)
+static int
+uffd_install(int uffd, uint64_t dst, const uint8_t *src, uint64_t len,
+    bool wp)
 {
 	uint64_t done = 0;
 	bool skipped = false, pagewise = false;
 	unsigned retries = 0;
 
 	while (done < len) {
-		struct uffdio_continue cont = {
-			.range = {
-				.start = dst + done,
-				.len = pagewise ? PAGE : len - done,
-			},
-			.mode = wp ? UFFDIO_CONTINUE_MODE_WP : 0,
-		};
+		uint64_t n = pagewise ? PAGE : len - done;
+		int64_t moved = 0;
 
-		if (ioctl(uffd, UFFDIO_CONTINUE, &cont) == 0) {
-			done += cont.range.len;
+		if (install_once(uffd, dst + done, src != NULL ? src + done :
+		    NULL, n, wp, &moved) == 0) {
+			done += n;
 			continue;
 		}
-		if (errno == EAGAIN && cont.mapped > 0) {
-			done += (uint64_t)cont.mapped;
+		if (errno == EAGAIN && moved > 0) {
+			done += (uint64_t)moved;
 			continue;
 		}
-		if (errno == EEXIST || (errno == EAGAIN &&
-		    cont.mapped == -EEXIST) || (errno == ENOENT && pagewise)) {
+		if (errno == EEXIST || (errno == EAGAIN && moved == -EEXIST) ||
+		    (errno == ENOENT && pagewise)) {
 			done += PAGE;
 			skipped = true;
 			continue;
@@ -247,6 +225,23 @@ uffd_continue(int uffd, uint64_t dst, uint64_t len, bool wp)
 	if (skipped)
 		return uffd_wake(uffd, dst, len);
 	return 0;
+}
+
+/* Installs len bytes from src at the program's dst (uffd_install). */
+int
+uffd_copy(int uffd, uint64_t dst, const void *src, uint64_t len, bool wp)
+{
+	return uffd_install(uffd, dst, src, len, wp);
+}
+
+/*
+ * Maps the pages of [dst, dst + len), which famd filled in the arena's
+ * memfd, into the program (uffd_install).
+ */
+int
+uffd_continue(int uffd, uint64_t dst, uint64_t len, bool wp)
+{
+	return uffd_install(uffd, dst, NULL, len, wp);
 }
 
 /* Wakes threads waiting on faults in [addr, addr + len). */
