@@ -10,7 +10,8 @@
  * dpu_mregion, which it lives as long as).
  * Piece states (enum dpu_piece_state, in dpu.h): EMPTY -> LOADING ->
  * LOADED; LOADING -> STALE when a write lands meanwhile (its load's data
- * is not used), then EMPTY again.
+ * is not used), then EMPTY again, and loaded by the next pass over the
+ * pieces (a pass that loaded something starts the next at once).
  * Locks: none; piece states and counts are atomics.
  *
  * Loads are requests of the back (DR_LOAD): this file makes them and its
@@ -169,8 +170,8 @@ dpu_static_load_done(struct dpu *dpu, struct dpu_req *q)
 	    memory_order_acquire);
 	uint64_t p = q->off / DPU_STATIC_PIECE;
 	struct dpu_req *next = NULL;
+	bool last = atomic_fetch_sub(&st->loads_out, 1) == 1;
 
-	atomic_fetch_sub(&st->loads_out, 1);
 	if (q->status == 0) {
 		uint8_t loading = DS_LOADING;
 
@@ -178,18 +179,36 @@ dpu_static_load_done(struct dpu *dpu, struct dpu_req *q)
 		    &loading, DS_LOADED, memory_order_acq_rel,
 		    memory_order_acquire)) {
 			atomic_fetch_add(&st->loaded, 1);
+			atomic_fetch_add(&st->pass_loaded, 1);
 			DPU_INC(dpu, static_loaded_bytes, q->len);
 		} else {
-			/*
-			 * Written meanwhile: empty again, loaded when the
-			 * loads start over (dpu_static_lookup()).
-			 */
+			/* Written meanwhile: empty again, for the next pass. */
 			atomic_store(&st->state[p], DS_EMPTY);
 		}
 		next = static_load_next(dpu, m, st);
 	} else {
 		atomic_store(&st->state[p], DS_EMPTY);
 		DPU_INC(dpu, static_load_errors, 1);
+		/*
+		 * A CRC mismatch is what a write landing while the memory
+		 * node sent the piece looks like (a torn read): the other
+		 * pieces go on, and the next pass loads this one again.
+		 * Other errors stop the loads until a read misses
+		 * (dpu_static_lookup()).
+		 */
+		if (q->status == -EBADMSG)
+			next = static_load_next(dpu, m, st);
+	}
+	/*
+	 * The last load of a pass that loaded something, with pieces left
+	 * (written while loading, or torn): another pass, at once. A pass
+	 * that loaded nothing ends the loads.
+	 */
+	if (next == NULL && last && (q->status == 0 ||
+	    q->status == -EBADMSG) && atomic_load(&st->loaded) < st->npieces &&
+	    atomic_exchange(&st->pass_loaded, 0) > 0) {
+		atomic_store(&st->next, 0);
+		next = static_load_next(dpu, m, st);
 	}
 	dpu_mregion_put(m);
 	free(q);

@@ -115,6 +115,7 @@ struct dpu_static {
 	_Atomic uint64_t next;        /* the next piece a loader claims */
 	_Atomic uint64_t loaded;      /* pieces loaded */
 	_Atomic unsigned loads_out;
+	_Atomic uint64_t pass_loaded; /* pieces loaded since the pass began */
 	uint64_t retry_ns;            /* front: loads failed; restart after */
 };
 
