@@ -4,6 +4,7 @@
  * accesses, sequential or random.
  *
  *   faultbench [-m MODE] [-s SIZE] [-c CHUNK] [-p seq|rand] [-w] [-P FLUSH]
+ *              [-R]
  *
  * MODE:
  *   malloc   the memory comes from malloc(); run it under libfamshim.so to
@@ -26,7 +27,8 @@
  * chunk fetch from the memory node with no write-back in its way, and the
  * pattern is checked. Pages still resident after the last pass are
  * reported on stderr. With -w it then writes every page and reads everything back to
- * check.
+ * check. With -R the block is advised MADV_RANDOM first (its page-aligned
+ * part).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -191,13 +193,13 @@ main(int argc, char **argv)
 	const char *mode = "malloc", *pattern = "seq";
 	size_t size = 256u << 20, nchunks, *order;
 	uint64_t *lat, t0, t1, sum = 0;
-	bool check = false;
+	bool check = false, advise_random = false;
 	size_t flush = 0;
 	pthread_t thr;
 	uint8_t *p;
 	int ch;
 
-	while ((ch = getopt(argc, argv, "c:m:p:P:s:w")) != -1) {
+	while ((ch = getopt(argc, argv, "c:m:p:P:Rs:w")) != -1) {
 		switch (ch) {
 		case 'P': flush = parse_size(optarg); break;
 		case 'c': chunk = parse_size(optarg); break;
@@ -205,10 +207,11 @@ main(int argc, char **argv)
 		case 'p': pattern = optarg; break;
 		case 's': size = parse_size(optarg); break;
 		case 'w': check = true; break;
+		case 'R': advise_random = true; break;
 		default:
 			fprintf(stderr, "usage: faultbench [-m malloc|ceiling] "
 			    "[-s size] [-c chunk] [-p seq|rand] [-w] "
-			    "[-P flush]\n");
+			    "[-P flush] [-R]\n");
 			return 2;
 		}
 	}
@@ -225,6 +228,15 @@ main(int argc, char **argv)
 	if (p == NULL) {
 		perror("faultbench: allocation");
 		return 1;
+	}
+	if (advise_random) {
+		uintptr_t lo = ((uintptr_t)p + 4095) & ~(uintptr_t)4095;
+		uintptr_t hi = ((uintptr_t)p + size) & ~(uintptr_t)4095;
+
+		if (hi > lo && madvise((void *)lo, hi - lo, MADV_RANDOM) != 0) {
+			perror("faultbench: madvise");
+			return 1;
+		}
 	}
 	order = malloc(nchunks * sizeof *order);
 	lat = malloc(nchunks * sizeof *lat);

@@ -33,6 +33,8 @@ extern "C" {
 #define FAM_ADVISE_NORMAL 0 /* no particular use (the default) */
 #define FAM_ADVISE_STATIC 1 /* small and read often, at random: worth a whole
                              * copy near this node (a dpu's static cache) */
+#define FAM_ADVISE_RANDOM 2 /* read at random, each piece seldom: no
+                             * read-ahead, not worth a dpu's dynamic cache */
 
 /* fam_stat() flags. */
 #define FAM_STAT_FILE     0x1

@@ -380,28 +380,59 @@ libfam_stat(const void *ptr, struct fam_stat *st)
 	return 0;
 }
 
+/* Passes advice about the region holding ptr to famd; under the lock. */
+static int
+advise_locked(uintptr_t ptr, int advice)
+{
+	struct libfam_arena *a = arena_of(ptr);
+	struct fam_smsg m;
+
+	if (a == NULL)
+		return -EINVAL;
+	if (!arena_served(a))
+		return -ENOTCONN;
+	memset(&m, 0, sizeof m);
+	m.a = ptr;
+	m.b = (uint64_t)advice;
+	return session_call(FAM_S_ADVISE, &m, NULL, -1, NULL);
+}
+
 /* Passes advice about the region holding ptr to famd. */
 static int
 libfam_advise(const void *ptr, int advice)
 {
-	struct libfam_arena *a = arena_of((uintptr_t)ptr);
-	struct fam_smsg m;
 	int rc, cancel;
 
-	if (a == NULL || advice < FAM_ADVISE_NORMAL ||
-	    advice > FAM_ADVISE_STATIC)
+	if (advice < FAM_ADVISE_NORMAL || advice > FAM_ADVISE_RANDOM)
 		return -EINVAL;
-	memset(&m, 0, sizeof m);
 	cancel = libfam_lock();
-	if (!arena_served(a)) {
-		rc = -ENOTCONN;
-	} else {
-		m.a = (uintptr_t)ptr;
-		m.b = (uint64_t)advice;
-		rc = session_call(FAM_S_ADVISE, &m, NULL, -1, NULL);
-	}
+	rc = advise_locked((uintptr_t)ptr, advice);
 	libfam_unlock(cancel);
 	return rc;
+}
+
+/* An access hint for the regions [addr, addr + len) half covers at least. */
+void
+libfam_hint(void *addr, size_t len, int advice)
+{
+	uintptr_t start = (uintptr_t)addr, end = start + len;
+	int cancel;
+
+	if (len == 0 || end < start)
+		return;
+	cancel = libfam_lock();
+	for (size_t i = 0; i < libfam.region_cap; i++) {
+		const struct libfam_region *r = &libfam.regions[i];
+		uintptr_t lo, hi;
+
+		if (r->addr == 0)
+			continue;
+		lo = r->addr > start ? r->addr : start;
+		hi = r->addr + r->size < end ? r->addr + r->size : end;
+		if (hi > lo && (hi - lo) * 2 >= r->size)
+			(void)advise_locked(r->addr, advice);
+	}
+	libfam_unlock(cancel);
 }
 
 /*

@@ -55,6 +55,13 @@ int libfam_free(void *ptr);
  */
 int libfam_discard(void *addr, size_t len);
 
+/*
+ * An access hint (FAM_ADVISE_RANDOM or FAM_ADVISE_NORMAL) for the regions
+ * that [addr, addr + len) covers at least half of; famd keeps one advice
+ * per region. Best effort: a region famd cannot be told about is skipped.
+ */
+void libfam_hint(void *addr, size_t len, int advice);
+
 /* Tells whether ptr lies in an arena of this process; lock-free. */
 bool libfam_owns(const void *ptr);
 

@@ -55,6 +55,7 @@
 
 #include "client/libfam-internal.h"
 #include "client/shim.h"
+#include "famd-client/famd-client.h"
 #include "wire/session.h"
 
 #define SHIM_EXPORT __attribute__((visibility("default")))
@@ -757,6 +758,13 @@ madvise(void *addr, size_t len, int advice)
 		libfam_discard(addr, len);
 		shim_depth--;
 		return 0;
+	}
+	if (advice == MADV_RANDOM || advice == MADV_NORMAL ||
+	    advice == MADV_SEQUENTIAL) {
+		shim_depth++;
+		libfam_hint(addr, len, advice == MADV_RANDOM ?
+		    FAM_ADVISE_RANDOM : FAM_ADVISE_NORMAL);
+		shim_depth--;
 	}
 	pthread_mutex_lock(&map_lock);
 	kind = advice_take(advice, a, a + len);

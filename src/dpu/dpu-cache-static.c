@@ -144,13 +144,17 @@ dpu_cache_region_new(struct dpu *dpu, struct dpu_mregion *m,
 
 /*
  * A program's advice, through its host. STATIC caches the region whole
- * (the loads to start go onto loads); NORMAL is taken note of, and a copy
- * made stays until the region goes. Front.
+ * (the loads to start go onto loads); RANDOM keeps it out of the dynamic
+ * cache (what it holds of it goes); NORMAL lets it in again, and a static
+ * copy made stays until the region goes. Front.
  */
 int
 dpu_cache_advise(struct dpu *dpu, struct dpu_mregion *m, uint32_t advice,
     struct dpu_reqq *loads)
 {
+	atomic_store(&m->advised_random, advice == FAM_ADVICE_RANDOM);
+	if (advice == FAM_ADVICE_RANDOM)
+		dpu_dcache_purge(dpu, m);
 	if (advice != FAM_ADVICE_STATIC)
 		return 0;
 	atomic_store(&m->advised_static, true);

@@ -125,6 +125,10 @@ dpu_cache_lookup(struct dpu *dpu, struct dpu_mregion *m, uint64_t off,
 		return dpu_static_lookup(dpu, m, st, off, len, hit, loads);
 	if (atomic_load_explicit(&m->advised_static, memory_order_relaxed))
 		return false; /* the static cache's, even when it did not fit */
+	if (atomic_load_explicit(&m->advised_random, memory_order_relaxed)) {
+		DPU_INC(dpu, dyn_bypassed, 1);
+		return false; /* not worth an entry, nor a prefetch */
+	}
 	return dpu_dcache_lookup(dpu, m, off, len, hit);
 }
 
@@ -165,6 +169,8 @@ dpu_cache_read_done(struct dpu *dpu, struct dpu_req *q)
 {
 	if (atomic_load_explicit(&q->m->st, memory_order_acquire) == NULL &&
 	    !atomic_load_explicit(&q->m->advised_static,
+	    memory_order_relaxed) &&
+	    !atomic_load_explicit(&q->m->advised_random,
 	    memory_order_relaxed))
 		dpu_dcache_insert(dpu, q);
 }
@@ -260,6 +266,8 @@ dpu_cache_json(struct dpu *dpu)
 	    dyn_unserved_had_bytes),
 	    "evicted_unserved_unread_bytes", (json_int_t)DPU_GET(dpu,
 	    dyn_unserved_unread_bytes)));
+	json_object_set_new(json_object_get(j, "dynamic"), "bypassed",
+	    json_integer((json_int_t)DPU_GET(dpu, dyn_bypassed)));
 	json_object_set_new(json_object_get(j, "dynamic"), "adaptive",
 	    json_pack("{s:f,s:i,s:i,s:i,s:f,s:I,s:I,s:I,s:I}",
 	    "threshold", (double)dc->bw_ratio / 100.0,

@@ -250,6 +250,7 @@ struct dpu_mregion {
 	_Atomic(struct dpu_static *) st; /* its static copy, or NULL */
 	_Atomic bool advised_static;  /* advised static (copied or not): the
 	                               * dynamic cache leaves it alone */
+	_Atomic bool advised_random;  /* advised random: so does it */
 	bool listed;                  /* in the table */
 	_Atomic uint64_t writes;      /* writes acknowledged (counted by the
 	                               * back): a READ that saw one land is
@@ -408,6 +409,7 @@ struct dpu_counters {
 	_Atomic uint64_t dyn_unserved_unread_bytes; /* ... never read */
 	_Atomic uint64_t dyn_loads, dyn_load_bytes, dyn_load_errors;
 	_Atomic uint64_t dyn_evictions, dyn_full, dyn_write_updates;
+	_Atomic uint64_t dyn_bypassed; /* reads of regions advised random */
 	_Atomic uint64_t dyn_prefetch_used;   /* entries hit once loaded */
 	_Atomic uint64_t dyn_prefetch_wasted; /* dropped before any hit */
 	_Atomic uint64_t recent_pushed, recent_dropped;

@@ -957,7 +957,7 @@ prefetch(struct host *h, struct region *r, uint64_t c)
 	unsigned run = FETCH_RUN_BYTES >> h->chunk_shift;
 	uint64_t high = h->nframes * h->high_pct / 100, end;
 
-	if (max == 0)
+	if (max == 0 || r->advice == FAM_ADVICE_RANDOM)
 		return;
 	if (run > max / 2)
 		run = max / 2;

@@ -287,12 +287,15 @@ struct fam_region_adopt {
 /*
  * REGION_ADVISE request, 8 bytes: u32 region, u32 advice (FAM_ADVICE_*).
  * Response: empty. A memory node accepts and ignores it; a dpu caches a
- * region advised STATIC whole, and drops that copy on NORMAL.
+ * region advised STATIC whole (the copy stays until the region goes), and
+ * keeps a region advised RANDOM out of its dynamic cache (its reads are
+ * forwarded; NORMAL lets it in again).
  * Errors: ENOENT (unknown region), EINVAL (unknown advice).
  */
 #define FAM_ADVICE_NORMAL 0u
 #define FAM_ADVICE_STATIC 1u
-#define FAM_ADVICE_MAX    1u
+#define FAM_ADVICE_RANDOM 2u
+#define FAM_ADVICE_MAX    2u
 #define FAM_REGION_ADVISE_LEN 8u
 
 /*

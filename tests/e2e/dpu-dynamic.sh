@@ -5,7 +5,8 @@
 # sequential scan through a host hits the dpu and moves its memory-node
 # traffic from on-demand to background; random reads load nothing; a full
 # cache evicts, what was read before what was loaded and not read yet;
-# famtest writing and reading through it gets back every byte.
+# famtest writing and reading through it gets back every byte; a block
+# advised MADV_RANDOM is neither read ahead nor cached.
 . "$(dirname "$0")/lib.sh"
 require_cmd jq
 
@@ -63,6 +64,19 @@ ctl dpu status -j >"$T/st.json"
 jq -e '.cache.dynamic | .hit_rate < 0.3 and .loads < 100' "$T/st.json" >/dev/null ||
 	fail "random: $(jq -c .cache.dynamic "$T/st.json")"
 pass "random reads (pattern checked) start few loads: hit rate $(jq .cache.dynamic.hit_rate "$T/st.json"), $(jq .cache.dynamic.loads "$T/st.json") loads for $(($(mib 128M) * 1048576 / chunk)) reads"
+
+# A block advised MADV_RANDOM: the host reads nothing ahead of it, and the
+# dpu neither caches nor prefetches it (its reads are forwarded, counted).
+ctl dpu stats-reset >/dev/null
+ctl host stats-reset >/dev/null
+shim "$FAULTBENCH" -m malloc -s "$(scaled 128M)" -c "$chunk" -p seq -P "$(scaled 32M)" -R >"$T/adv.txt" 2>&1 ||
+	fail "a sequential scan of a block advised random: $(cat "$T/adv.txt")"
+ctl dpu status -j >"$T/st.json"
+jq -e '.cache.dynamic | .hits == 0 and .loads == 0 and .insert_bytes == 0 and .bypassed > 0' "$T/st.json" >/dev/null ||
+	fail "advised random, the dpu: $(jq -c .cache.dynamic "$T/st.json")"
+ctl host status -j | jq -e '.counters.prefetches == 0 and .counters.fetches > 0' >/dev/null ||
+	fail "advised random, the host read ahead: $(ctl host status -j | jq -c .counters)"
+pass "a block advised MADV_RANDOM (pattern checked): no read-ahead on the host, $(jq .cache.dynamic.bypassed "$T/st.json") reads past the dpu's dynamic cache, none loaded"
 
 # A second dpu and host: a cache of 16 entries.
 GRAPH=$top_builddir/contrib/graph/graph

@@ -16,7 +16,7 @@
  *                          take a handle on region ID (of the memory node
  *                          running instance INST, hex; 0: this one) with
  *                          its KEY (hex); it becomes the current region
- *   advise static|normal   REGION_ADVISE on the current region
+ *   advise static|random|normal   REGION_ADVISE on the current region
  *   write OFF LEN SEED     write pattern SEED (0: zeros) at OFF
  *   read OFF LEN SEED      read at OFF and check pattern SEED
  *   readfile OFF LEN FILE  read at OFF and compare with FILE at OFF
@@ -118,7 +118,7 @@ fc_usage(FILE *f)
 	    "FILE |\n"
 	    "       free [ID] | stats | expect ERRNO | hold [SECONDS] | "
 	    "rw SIZE [CHUNK [DEPTH]] |\n"
-	    "       adopt INSTANCE ID KEY [exclusive] | advise static|normal\n"
+	    "       adopt INSTANCE ID KEY [exclusive] | advise static|random|normal\n"
 	    "attacks: bad-magic bad-version truncated huge-length "
 	    "unknown-type bad-flags\n"
 	    "         before-hello bad-secret reserved-set bad-create "
@@ -489,7 +489,7 @@ fc_step_adopt(char **argv, int argc)
 	return used;
 }
 
-/* advise static|normal */
+/* advise static|random|normal */
 static int
 fc_step_advise(char **argv, int argc)
 {
@@ -498,9 +498,10 @@ fc_step_advise(char **argv, int argc)
 	int st;
 
 	if (argc < 1)
-		fc_fail("advise: static or normal");
+		fc_fail("advise: static, random or normal");
 	proto_put_region_advise(buf, fc.cur.region,
 	    strcmp(argv[0], "static") == 0 ? FAM_ADVICE_STATIC :
+	    strcmp(argv[0], "random") == 0 ? FAM_ADVICE_RANDOM :
 	    FAM_ADVICE_NORMAL);
 	st = fc_call(FAM_MSG_REGION_ADVISE, buf, sizeof buf, &call);
 	if (fc_check("advise", st))
