@@ -10,7 +10,10 @@
  *
  * A read continues a run when the recent list has a read that ended where
  * it starts, and one that ended where that one started (a sequential run,
- * from one thread or several). Its prefetch loads from the byte after its
+ * from one thread or several); "where" allows a gap up to half the later
+ * read, the chunks a host skips because it still holds them (a stride of
+ * reads with gaps as long as themselves is not a run). Its
+ * prefetch loads from the byte after its
  * end twice the run's length so far, at most prefetch_depth entries past
  * that byte's entry and half the cache: the granules neither valid,
  * loading nor being forwarded, off the critical path (handed to the back
@@ -95,20 +98,29 @@ dpu_recent_push(struct dpu *dpu, struct dpu_mregion *m, uint64_t off,
 	}
 }
 
-/* Returns the recent read of m that ended at off, or NULL. Under rlock. */
+/*
+ * Returns the recent read of m that ended at off, or at most gap bytes
+ * before it (the nearest), or NULL. Under rlock.
+ */
 static const struct dpu_recent *
 recent_ending_at(struct dpu_dcache *dc, const struct dpu_mregion *m,
-    uint64_t off)
+    uint64_t off, uint64_t gap)
 {
 	uint64_t lo = dc->head > DPU_RECENT ? dc->head - DPU_RECENT : 0;
+	const struct dpu_recent *best = NULL;
 
 	for (uint64_t i = lo; i < dc->head; i++) {
 		const struct dpu_recent *x = &dc->ring[i % DPU_RECENT];
+		uint64_t end = x->off + x->len;
 
-		if (x->m == m && x->len > 0 && x->off + x->len == off)
+		if (x->m != m || x->len == 0 || end > off || end + gap < off)
+			continue;
+		if (end == off)
 			return x;
+		if (best == NULL || end > best->off + best->len)
+			best = x;
 	}
-	return NULL;
+	return best;
 }
 
 /*
@@ -119,10 +131,11 @@ recent_ending_at(struct dpu_dcache *dc, const struct dpu_mregion *m,
 static bool
 recent_continues(struct dpu_dcache *dc, const struct dpu_recent *r)
 {
-	const struct dpu_recent *p = recent_ending_at(dc, r->m, r->off);
+	const struct dpu_recent *p = recent_ending_at(dc, r->m, r->off,
+	    r->len / 2);
 
 	return p != NULL && p->off >= p->len &&
-	    recent_ending_at(dc, r->m, p->off) != NULL;
+	    recent_ending_at(dc, r->m, p->off, p->len / 2) != NULL;
 }
 
 /*
@@ -133,13 +146,14 @@ static uint64_t
 recent_run_bytes(struct dpu_dcache *dc, const struct dpu_recent *r,
     uint64_t limit)
 {
-	uint64_t bytes = r->len, off = r->off;
+	uint64_t bytes = r->len, off = r->off, gap = r->len / 2;
 	const struct dpu_recent *p;
 
 	for (unsigned k = 0; k < DPU_RECENT && bytes < limit && off > 0 &&
-	    (p = recent_ending_at(dc, r->m, off)) != NULL; k++) {
+	    (p = recent_ending_at(dc, r->m, off, gap)) != NULL; k++) {
 		bytes += p->len;
 		off = p->off;
+		gap = p->len / 2;
 	}
 	return bytes;
 }
@@ -159,12 +173,15 @@ recent_streams(struct dpu_dcache *dc)
 		const struct dpu_recent *x = &dc->ring[i % DPU_RECENT];
 		bool continued = false;
 
-		if (x->len == 0 || recent_ending_at(dc, x->m, x->off) == NULL)
+		if (x->len == 0 ||
+		    recent_ending_at(dc, x->m, x->off, x->len / 2) == NULL)
 			continue;
 		for (uint64_t j = lo; j < dc->head && !continued; j++) {
 			const struct dpu_recent *y = &dc->ring[j % DPU_RECENT];
 
-			continued = y->m == x->m && y->off == x->off + x->len;
+			continued = y->m == x->m && y->len > 0 &&
+			    y->off >= x->off + x->len &&
+			    y->off <= x->off + x->len + y->len / 2;
 		}
 		n += !continued;
 	}
@@ -247,9 +264,10 @@ prefetch_main(void *arg)
 			return NULL;
 		}
 		/*
-		 * A run never loads more than half the cache ahead: deeper,
-		 * two runs' loads would evict each other's entries before
-		 * they are read. The runs going on are counted for status.
+		 * Each run going on gets its share of the cache: the entries
+		 * it loads ahead, the one it reads and the one it just left
+		 * (streams x (depth + 2) entries at most); deeper, runs' loads
+		 * would evict each other's entries before they are read.
 		 */
 		depth = atomic_load(&dc->depth);
 		dc->streams = recent_streams(dc);

@@ -395,6 +395,34 @@ START_TEST(test_dynamic_sequential_trace_hits_after_its_prefetch)
 }
 END_TEST
 
+START_TEST(test_dynamic_run_with_skipped_chunks_still_prefetches)
+{
+	unsigned hits = 0;
+
+	/*
+	 * A host reads a run in pieces of 4 chunks, skipping the chunk
+	 * between two pieces (it still holds it): still a run.
+	 */
+	cache_setup("dynamic_cache = on\nprefetch_depth = 8", 8 * MIB);
+	for (unsigned i = 0; i < 12; i++)
+		hits += host_read_settled((uint64_t)i * 5 * CHUNK, 4 * CHUNK);
+	ck_assert_uint_gt(atomic_load(&t.loads), 0);
+	ck_assert_uint_ge(hits, 8);
+	cache_teardown();
+}
+END_TEST
+
+START_TEST(test_dynamic_stride_is_not_a_run)
+{
+	/* Reads as far apart as they are long: a stride, not a run. */
+	cache_setup("dynamic_cache = on\nprefetch_depth = 8", 8 * MIB);
+	for (unsigned i = 0; i < 64; i++)
+		(void)host_read_settled((uint64_t)i * 2 * CHUNK, CHUNK);
+	ck_assert_uint_eq(atomic_load(&t.loads), 0);
+	cache_teardown();
+}
+END_TEST
+
 START_TEST(test_dynamic_random_trace_does_not_prefetch_endlessly)
 {
 	uint64_t s = 0x9e3779b97f4a7c15ull;
@@ -1203,6 +1231,8 @@ dpu_cache_suite(void)
 	tcase_add_test(st, test_static_write_during_a_load_never_leaves_older_data);
 	tcase_add_test(st, test_static_copy_refused_past_static_size);
 	tcase_add_test(dy, test_dynamic_sequential_trace_hits_after_its_prefetch);
+	tcase_add_test(dy, test_dynamic_run_with_skipped_chunks_still_prefetches);
+	tcase_add_test(dy, test_dynamic_stride_is_not_a_run);
 	tcase_add_test(dy, test_dynamic_random_trace_does_not_prefetch_endlessly);
 	tcase_add_test(dy, test_dynamic_eviction_keeps_the_cache_within_its_entries);
 	tcase_add_test(dy, test_dynamic_read_spanning_two_valid_entries_is_served);
