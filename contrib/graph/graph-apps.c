@@ -243,8 +243,8 @@ graph_app_bfs(const struct graph *g, uint32_t root)
 	double t, secs, tc;
 	bool ok;
 
-	graph_advise_static(parent);
-	graph_advise_static(level);
+	graph_advise_vertex(parent);
+	graph_advise_vertex(level);
 	graph_pause("start", "bfs");
 	t = graph_now();
 	count = bfs_compute(g, root, parent, level);
@@ -346,9 +346,9 @@ graph_app_pagerank(const struct graph *g, unsigned iters)
 	double *rank, delta, sum, t, secs, tc;
 	bool ok;
 
-	graph_advise_static(contrib);
-	graph_advise_static(a);
-	graph_advise_static(b);
+	graph_advise_vertex(contrib);
+	graph_advise_vertex(a);
+	graph_advise_vertex(b);
 	graph_pause("start", "pagerank");
 	t = graph_now();
 	rank = pagerank_compute(g, iters, a, b, contrib, &delta);
@@ -492,7 +492,7 @@ graph_app_cc(const struct graph *g)
 	unsigned rounds;
 	bool ok;
 
-	graph_advise_static(label);
+	graph_advise_vertex(label);
 	graph_pause("start", "cc");
 	t = graph_now();
 	rounds = cc_compute(g, label);
@@ -683,10 +683,10 @@ bc_state_init(struct bc_state *st, uint64_t n)
 	st->delta = graph_xmalloc(n * sizeof *st->delta);
 	st->queue = graph_xmalloc(n * sizeof *st->queue);
 	/* Each source reads all of them again. */
-	graph_advise_static(st->sigma);
-	graph_advise_static(st->dist);
-	graph_advise_static(st->delta);
-	graph_advise_static(st->queue);
+	graph_advise_vertex(st->sigma);
+	graph_advise_vertex(st->dist);
+	graph_advise_vertex(st->delta);
+	graph_advise_vertex(st->queue);
 	st->lvl_cap = 64;
 	st->lvl = graph_xmalloc(st->lvl_cap * sizeof *st->lvl);
 }
@@ -731,7 +731,7 @@ graph_app_bc(const struct graph *g, unsigned sources, uint64_t seed)
 	uint64_t bad = 0;
 	bool ok;
 
-	graph_advise_static(bc);
+	graph_advise_vertex(bc);
 	graph_pause("start", "bc");
 	t = graph_now();
 	ok = bc_compute(g, src, k, bc, &tc);
@@ -875,9 +875,9 @@ graph_app_radii(const struct graph *g, unsigned samples, uint64_t seed)
 	unsigned rounds;
 	bool ok;
 
-	graph_advise_static(vis);
-	graph_advise_static(next);
-	graph_advise_static(est);
+	graph_advise_vertex(vis);
+	graph_advise_vertex(next);
+	graph_advise_vertex(est);
 	graph_pause("start", "radii");
 	t = graph_now();
 	rounds = radii_compute(g, src, k, est, vis, next);

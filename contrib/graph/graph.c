@@ -23,7 +23,9 @@
  * against brute force on small graphs). Every result is checked, so a fast
  * wrong answer fails; -X spoils one result of each app before its check, to
  * show that the checks catch it. -A advises every vertex array a kernel
- * reads again static (fam_advise, when famd is there to hear it). -P stops the
+ * reads again static (fam_advise, when famd is there to hear it); -R
+ * advises them random instead (no read-ahead, kept out of a dpu's dynamic
+ * cache, which is then the edge data's alone). -P stops the
  * process (SIGSTOP) at the start and the end of each kernel, after a line
  * "pause start|end APP", for a harness to read counters and continue it.
  *
@@ -68,13 +70,18 @@ graph_pause(const char *what, const char *name)
  */
 extern int fam_advise(const void *ptr, int advice) __attribute__((weak));
 #define GRAPH_ADVISE_STATIC 1 /* FAM_ADVISE_STATIC */
+#define GRAPH_ADVISE_RANDOM 2 /* FAM_ADVISE_RANDOM */
+static int graph_advice = GRAPH_ADVISE_STATIC;
 
-/* Advises p static (a dpu's static cache) when asked to and famd hears. */
+/*
+ * Advises p, a vertex array, static (-A: a dpu's static cache) or random
+ * (-R) when asked to and famd hears.
+ */
 void
-graph_advise_static(const void *p)
+graph_advise_vertex(const void *p)
 {
 	if (graph_advise && fam_advise != NULL &&
-	    fam_advise(p, GRAPH_ADVISE_STATIC) < 0)
+	    fam_advise(p, graph_advice) < 0)
 		fprintf(stderr, "graph: fam_advise: %m\n");
 }
 
@@ -83,7 +90,7 @@ static int
 usage(void)
 {
 	fprintf(stderr,
-	    "usage: graph [-APX] [-s scale] [-e edgefactor] [-S seed]\n"
+	    "usage: graph [-APRX] [-s scale] [-e edgefactor] [-S seed]\n"
 	    "             [-f edgefile | -c prefix | -F prefix] [-w edgefile] "
 	    "[-W prefix]\n"
 	    "             [-i iters] [-r root] [-k sources] [-K samples] "
@@ -121,9 +128,13 @@ main(int argc, char **argv)
 	bool ok = true;
 	int ch;
 
-	while ((ch = getopt(argc, argv, "Ac:e:f:F:i:k:K:Pr:s:S:w:W:X")) != -1) {
+	while ((ch = getopt(argc, argv, "Ac:e:f:F:i:k:K:PRr:s:S:w:W:X")) != -1) {
 		switch (ch) {
 		case 'A': graph_advise = true; break;
+		case 'R':
+			graph_advise = true;
+			graph_advice = GRAPH_ADVISE_RANDOM;
+			break;
 		case 'P': pause_enabled = true; break;
 		case 'X': graph_corrupt = true; break;
 		case 'c': cprefix = optarg; break;
@@ -215,7 +226,7 @@ main(int argc, char **argv)
 		return 2;
 	if (wcsr != NULL && graph_write_csr(&g, wcsr) < 0)
 		return 2;
-	graph_advise_static(g.off);
+	graph_advise_vertex(g.off);
 	if (root == UINT64_MAX)
 		root = graph_max_degree_vertex(&g);
 	if (root >= g.n) {

@@ -51,7 +51,7 @@ extern bool graph_advise;
 void graph_pause(const char *what, const char *name);
 
 /* Advises p static (a dpu's static cache) when asked to and famd hears. */
-void graph_advise_static(const void *p);
+void graph_advise_vertex(const void *p);
 
 /* Seconds on the monotonic clock. */
 double graph_now(void);
