@@ -42,7 +42,7 @@ famds_of_eval >"$T/famds.txt" && fail "famds left running after SIGTERM: $(cat "
 pass "run-eval interrupted with SIGTERM (exit $rc): no namespace, link, cgroup, swap file or famd left"
 
 # The whole quick evaluation.
-all="local swap direct dpu aggr async static dynamic corun-direct corun-static"
+all="local swap direct dpu aggr async static dynamic adaptive opt corun-direct corun-static"
 "$EVAL" --quick --build "$top_builddir" --out "$T/out" --configs "$all" >"$T/run.log" 2>&1 ||
 	fail "run-eval --quick failed: $(tail -n 30 "$T/run.log")"
 csv=$T/out/results.csv
@@ -62,7 +62,7 @@ for conf in $all; do
 				grep -q 'node-local swap unavailable' "$csv" ||
 					fail "swap unavailable without a reason"
 				;;
-			dpu | aggr | async | static | dynamic | corun-static)
+			dpu | aggr | async | static | dynamic | adaptive | opt | corun-static)
 				[ "$has_dpu" = no ] || fail "$conf $app: unavailable, yet famd has the dpu role"
 				;;
 			*) fail "$conf $app: unavailable" ;;
