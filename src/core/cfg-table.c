@@ -256,7 +256,9 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		.min = 0, .max = (int64_t)1 << 40, .def = "256M",
 		.reloadable = true, .roles = DPU,
 		.help = "Most bytes of static copies held at once; a region that "
-		    "would go past it is not cached (and counted).",
+		    "would go past it gets a partial copy of the 1 MiB pieces "
+		    "read most in its first pass that fit, or none when not "
+		    "one piece fits (counted).",
 	},
 	[CFG_DPU_DYNAMIC_CACHE] = {
 		.section = "dpu", .name = "dynamic_cache", .type = CFG_T_ENUM,

@@ -12,6 +12,10 @@
  * LOADED; LOADING -> STALE when a write lands meanwhile (its load's data
  * is not used), then EMPTY again, and loaded by the next pass over the
  * pieces (a pass that loaded something starts the next at once).
+ * A region larger than the room left in static_size gets a partial copy:
+ * every piece SKIP, its reads counted per piece until they number as
+ * many as its pieces, then the most read pieces that fit become EMPTY
+ * (the others stay SKIP: their reads are forwarded).
  * Locks: none; piece states and counts are atomics.
  *
  * Loads are requests of the back (DR_LOAD): this file makes them and its
@@ -81,20 +85,36 @@ static_fill(struct dpu *dpu, struct dpu_mregion *m, struct dpu_static *st,
 	}
 }
 
-/* Makes a static copy of m and its first loads (onto loads). Front. */
+/* Frees what a static copy holds (its mapping and tables). */
+static void
+static_destroy(struct dpu_static *st)
+{
+	if (st->mem != NULL && st->mem != MAP_FAILED)
+		munmap(st->mem, st->size);
+	free(st->reads);
+	free(st->state);
+	free(st);
+}
+
+/*
+ * Makes a static copy of m and its first loads (onto loads): whole when
+ * it fits in what is left of static_size, else partial (pieces chosen by
+ * their reads, later) when a piece fits. Front.
+ */
 static int
 static_start(struct dpu *dpu, struct dpu_mregion *m, const char *why,
     struct dpu_reqq *loads)
 {
 	struct dpu_static *st;
 	uint64_t size = m->remote.size, used = atomic_load(&dpu->static_bytes);
-	char sz[32];
+	uint64_t room = used < dpu->static_size ? dpu->static_size - used : 0;
+	char sz[32], rs[32];
 
 	if (atomic_load(&m->st) != NULL)
 		return 0;
-	if (used + size > dpu->static_size) {
+	if (size > room && room < DPU_STATIC_PIECE) {
 		DPU_INC(dpu, static_rejected, 1);
-		log_info("dpu: region %" PRIu32 " on %s (%s): not cached whole: "
+		log_info("dpu: region %" PRIu32 " on %s (%s): not cached: "
 		    "%s would pass static_size", m->remote.region, m->node->addr,
 		    why, fmt_bytes(sz, sizeof sz, size));
 		return -ENOSPC;
@@ -104,24 +124,74 @@ static_start(struct dpu *dpu, struct dpu_mregion *m, const char *why,
 		return -ENOMEM;
 	st->size = size;
 	st->npieces = (size + DPU_STATIC_PIECE - 1) / DPU_STATIC_PIECE;
+	st->want = st->npieces;
+	st->charged = size;
 	st->state = calloc(st->npieces, sizeof *st->state);
 	st->mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE |
 	    MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (st->state == NULL || st->mem == MAP_FAILED) {
-		if (st->mem != MAP_FAILED)
-			munmap(st->mem, size);
-		free(st->state);
-		free(st);
+	if (size > room) {
+		st->want = room / DPU_STATIC_PIECE;
+		st->charged = st->want * DPU_STATIC_PIECE;
+		st->reads = calloc(st->npieces, sizeof *st->reads);
+	}
+	if (st->state == NULL || st->mem == MAP_FAILED ||
+	    (size > room && st->reads == NULL)) {
+		static_destroy(st);
 		return -ENOMEM;
 	}
-	atomic_fetch_add(&dpu->static_bytes, size);
+	atomic_fetch_add(&dpu->static_bytes, st->charged);
 	atomic_fetch_add(&dpu->static_regions, 1);
+	if (st->reads != NULL) {
+		for (uint64_t p = 0; p < st->npieces; p++)
+			atomic_store(&st->state[p], DS_SKIP);
+		DPU_INC(dpu, static_partial, 1);
+		log_info("dpu: region %" PRIu32 " on %s cached in part (%s): "
+		    "%s of %s, the pieces read most", m->remote.region,
+		    m->node->addr, why, fmt_bytes(rs, sizeof rs, st->charged),
+		    fmt_bytes(sz, sizeof sz, size));
+	} else
+		log_info("dpu: region %" PRIu32 " on %s cached whole (%s): %s",
+		    m->remote.region, m->node->addr, why,
+		    fmt_bytes(sz, sizeof sz, size));
 	atomic_store_explicit(&m->st, st, memory_order_release);
-	log_info("dpu: region %" PRIu32 " on %s cached whole (%s): %s",
-	    m->remote.region, m->node->addr, why, fmt_bytes(sz, sizeof sz,
-	    size));
 	static_fill(dpu, m, st, loads);
 	return 0;
+}
+
+/*
+ * A partial copy's reads are counted (as many as its pieces): its `want`
+ * most read pieces are to be loaded (onto loads), the rest stay SKIP.
+ * Front.
+ */
+static void
+static_choose(struct dpu *dpu, struct dpu_mregion *m, struct dpu_static *st,
+    struct dpu_reqq *loads)
+{
+	uint64_t chosen = 0;
+
+	for (; chosen < st->want; chosen++) {
+		uint64_t best = UINT64_MAX;
+		uint32_t most = 0;
+
+		for (uint64_t p = 0; p < st->npieces; p++) {
+			uint32_t n = atomic_load(&st->reads[p]);
+
+			if (atomic_load(&st->state[p]) == DS_SKIP &&
+			    (best == UINT64_MAX || n > most)) {
+				best = p;
+				most = n;
+			}
+		}
+		if (best == UINT64_MAX || most == 0)
+			break; /* pieces never read are not worth the room */
+		atomic_store(&st->state[best], DS_EMPTY);
+	}
+	log_info("dpu: region %" PRIu32 " on %s: %" PRIu64 " of its %" PRIu64
+	    " pieces chosen for its partial static copy, by their reads",
+	    m->remote.region, m->node->addr, chosen, st->npieces);
+	st->want = chosen;
+	atomic_store(&st->next, 0);
+	static_fill(dpu, m, st, loads);
 }
 
 /*
@@ -209,7 +279,7 @@ dpu_static_load_done(struct dpu *dpu, struct dpu_req *q)
 	 * that loaded nothing ends the loads.
 	 */
 	if (next == NULL && last && (q->status == 0 ||
-	    q->status == -EBADMSG) && atomic_load(&st->loaded) < st->npieces &&
+	    q->status == -EBADMSG) && atomic_load(&st->loaded) < st->want &&
 	    atomic_exchange(&st->pass_loaded, 0) > 0) {
 		atomic_store(&st->next, 0);
 		next = static_load_next(dpu, m, st);
@@ -251,8 +321,19 @@ dpu_static_lookup(struct dpu *dpu, struct dpu_mregion *m,
 {
 	if (!static_covers(st, off, len)) {
 		DPU_INC(dpu, static_misses, 1);
+		if (st->reads != NULL && atomic_load(&st->nreads) <
+		    st->npieces) {
+			/* A partial copy counts its reads, then chooses. */
+			for (uint64_t p = off / DPU_STATIC_PIECE; p <= (off +
+			    len - 1) / DPU_STATIC_PIECE && p < st->npieces; p++)
+				atomic_fetch_add(&st->reads[p], 1);
+			if (atomic_fetch_add(&st->nreads, 1) + 1 ==
+			    st->npieces)
+				static_choose(dpu, m, st, loads);
+			return false;
+		}
 		if (atomic_load(&st->loads_out) == 0 &&
-		    atomic_load(&st->loaded) < st->npieces &&
+		    atomic_load(&st->loaded) < st->want &&
 		    mono_ns() >= st->retry_ns) {
 			/* Loads stopped on an error: start them over. */
 			st->retry_ns = mono_ns() + STATIC_RETRY_NS;
@@ -269,15 +350,23 @@ dpu_static_lookup(struct dpu *dpu, struct dpu_mregion *m,
 	return true;
 }
 
-/* A write the memory node has, within st: the copy gets it too. Back. */
+/*
+ * A write the memory node has, within st: the copy gets it too (not the
+ * pieces a partial copy skips: they take no memory). Back.
+ */
 void
 dpu_static_write(struct dpu_static *st, const struct dpu_req *q)
 {
-	memcpy(st->mem + q->off, q->buf, q->len);
 	for (uint64_t p = q->off / DPU_STATIC_PIECE; p <= (q->off + q->len -
 	    1) / DPU_STATIC_PIECE; p++) {
+		uint64_t lo = p * DPU_STATIC_PIECE, hi = lo + DPU_STATIC_PIECE;
 		uint8_t loading = DS_LOADING;
 
+		if (atomic_load(&st->state[p]) == DS_SKIP)
+			continue;
+		lo = lo > q->off ? lo : q->off;
+		hi = hi < q->off + q->len ? hi : q->off + q->len;
+		memcpy(st->mem + lo, q->buf + (lo - q->off), hi - lo);
 		atomic_compare_exchange_strong(&st->state[p], &loading,
 		    DS_STALE);
 	}
@@ -287,10 +376,8 @@ dpu_static_write(struct dpu_static *st, const struct dpu_req *q)
 void
 dpu_static_free(struct dpu *dpu, struct dpu_static *st)
 {
-	atomic_fetch_sub(&dpu->static_bytes, st->size);
+	atomic_fetch_sub(&dpu->static_bytes, st->charged);
 	atomic_fetch_sub(&dpu->static_regions, 1);
-	munmap(st->mem, st->size);
-	free(st->state);
-	free(st);
+	static_destroy(st);
 }
 

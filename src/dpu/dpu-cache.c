@@ -214,7 +214,7 @@ dpu_cache_json(struct dpu *dpu)
 	pthread_mutex_lock(&dc->lock);
 	used = dc->nused;
 	pthread_mutex_unlock(&dc->lock);
-	j = json_pack("{s:{s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:I,s:I,s:I}}",
+	j = json_pack("{s:{s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:I,s:I,s:I,s:I}}",
 	    "static",
 	    "regions", (json_int_t)atomic_load(&dpu->static_regions),
 	    "size", (json_int_t)dpu->static_size,
@@ -226,6 +226,7 @@ dpu_cache_json(struct dpu *dpu)
 	    (double)(hits + misses) : 0.0,
 	    "hit_bytes", (json_int_t)DPU_GET(dpu, static_hit_bytes),
 	    "rejected", (json_int_t)DPU_GET(dpu, static_rejected),
+	    "partial", (json_int_t)DPU_GET(dpu, static_partial),
 	    "load_errors", (json_int_t)DPU_GET(dpu, static_load_errors));
 	json_object_set_new(j, "dynamic", json_pack("{s:s,s:b,s:I,s:I,s:i,s:i,"
 	    "s:i,s:i,s:I,s:I,s:f,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"

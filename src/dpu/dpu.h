@@ -102,6 +102,7 @@ enum dpu_piece_state {
 	DS_LOADING,
 	DS_LOADED,
 	DS_STALE,   /* written while loading: the load's data may be older */
+	DS_SKIP,    /* a partial copy's piece not (yet) chosen: never loaded */
 };
 
 #define DPU_STATIC_PIECE (1u << 20) /* bytes loaded at once */
@@ -117,6 +118,12 @@ struct dpu_static {
 	_Atomic unsigned loads_out;
 	_Atomic uint64_t pass_loaded; /* pieces loaded since the pass began */
 	uint64_t retry_ns;            /* front: loads failed; restart after */
+	uint64_t want;                /* pieces to load: npieces, or fewer
+	                               * for a partial copy */
+	uint64_t charged;             /* bytes of static_size it takes */
+	_Atomic uint32_t *reads;      /* a partial copy before its choice:
+	                               * reads per piece, else NULL */
+	_Atomic uint64_t nreads;      /* ... and their sum */
 };
 
 /*
@@ -396,7 +403,7 @@ struct dpu_counters {
 	_Atomic uint64_t mem_inflight_max;
 	_Atomic uint64_t static_loaded_bytes;
 	_Atomic uint64_t static_hits, static_hit_bytes, static_misses;
-	_Atomic uint64_t static_rejected, static_load_errors;
+	_Atomic uint64_t static_rejected, static_load_errors, static_partial;
 	_Atomic uint64_t dyn_hits, dyn_hit_bytes, dyn_misses, dyn_loading;
 	_Atomic uint64_t dyn_lookup_bytes;    /* bytes of reads looked up */
 	_Atomic uint64_t dyn_load_served_bytes; /* loaded, then served */

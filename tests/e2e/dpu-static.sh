@@ -63,11 +63,34 @@ if [ "$TEST_TRANSPORT" = verbs ]; then
 fi
 pass "REGION_ADVISE static: loaded, then served from the copy$how"
 
-"$FAMCLIENT" -q -n h3 "$DPU_ADDR" create "$(scaled 96M)" name=too-big write 0 1M 1 read 0 1M 1 free \
-	>"$T/c.txt" 2>&1 || fail "a region too big for the static cache: $(cat "$T/c.txt")"
+# A region larger than static_size: a partial copy, of the pieces its
+# first reads (as many as its 1 MiB pieces) touched most: here piece 1.
+big=$(mib 96M)
+reads=()
+for _ in $(seq "$big"); do reads+=(read 1M 64K 1); done
+hold_client "$T/c.txt" -n h3 "$DPU_ADDR" create "${big}M" name=too-big write 0 2M 1 "${reads[@]}" hold 30 \
+	read 1M 1M 1 read 1M 1M 1 read 0 1M 1 free
+partial_loaded() { snap && [ "$(st partial)" = 1 ] && [ "$(st loaded_bytes)" -ge $(((a + b + 1) << 20)) ]; }
+wait_until 10 partial_loaded || fail "no partial copy: $(jq -c .cache.static "$T/st.json")"
+[ "$(st cached_bytes)" -le $(($(mib 64M) << 20)) ] && [ "$(st rejected)" = 0 ] ||
+	fail "partial copy: $(jq -c .cache.static "$T/st.json")"
+hits=$(st hits) misses=$(st misses)
+kill -USR1 "$HOLD_PID"
+wait "$HOLD_PID" || fail "a region too big for the static cache: $(cat "$T/c.txt")"
 snap
-[ "$(st rejected)" = 1 ] || fail "not refused: $(jq -c .cache.static "$T/st.json")"
-pass "a region that would pass static_size is not cached (counted), and works as usual"
+[ "$(st hits)" = $((hits + 2)) ] && [ "$(st misses)" = $((misses + 1)) ] ||
+	fail "partial copy: piece 1 not served from it, or piece 0 was: $(jq -c .cache.static "$T/st.json")"
+pass "a region that would pass static_size gets a partial copy of the piece its first $big reads touched (counted): its reads hit, the others go to the memory node"
+
+daddr=$DPU_ADDR
+start_dpu dpu0 "$MEM_ADDR" -o dpu.static_regions=too-big -o dpu.static_size=512K -o dpu.dynamic_cache=off
+d0addr=$DPU_ADDR
+DPU_ADDR=$daddr
+"$FAMCLIENT" -q -n h4 "$d0addr" create "$(scaled 4M)" name=too-big write 0 1M 1 read 0 1M 1 free \
+	>"$T/d.txt" 2>&1 || fail "a region too big for any piece of the static cache: $(cat "$T/d.txt")"
+ctl dpu0 status -j | jq -e '.cache.static | .rejected == 1 and .regions == 0 and .cached_bytes == 0' >/dev/null ||
+	fail "not refused: $(ctl dpu0 status -j | jq -c .cache.static)"
+pass "with static_size under a piece, the region is not cached (counted), and works as usual"
 
 # PageRank through a host with an 8 MiB buffer, vertex array advised static
 # (graph -A, through libfamshim's fam_advise) or not; GRAPH_ITERS

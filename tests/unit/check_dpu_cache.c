@@ -366,13 +366,45 @@ START_TEST(test_static_copy_refused_past_static_size)
 {
 	struct dpu_reqq loads;
 
-	cache_setup("dynamic_cache = off\nstatic_size = 1M", 2 * MIB);
+	cache_setup("dynamic_cache = off\nstatic_size = 512K", 2 * MIB);
 	TAILQ_INIT(&loads);
 	ck_assert_int_eq(dpu_cache_advise(t.dpu, t.m, FAM_ADVICE_STATIC,
 	    &loads), -ENOSPC);
 	ck_assert(TAILQ_EMPTY(&loads));
 	ck_assert(!host_read(0, CHUNK));
 	ck_assert_uint_eq(atomic_load(&t.loads), 0);
+	cache_teardown();
+}
+END_TEST
+
+START_TEST(test_static_partial_copy_keeps_the_pieces_read_most)
+{
+	struct dpu_reqq loads;
+
+	/* Room for 2 of the region's 8 pieces. */
+	cache_setup("dynamic_cache = off\nstatic_size = 2M", 8 * MIB);
+	TAILQ_INIT(&loads);
+	ck_assert_int_eq(dpu_cache_advise(t.dpu, t.m, FAM_ADVICE_STATIC,
+	    &loads), 0);
+	ck_assert(TAILQ_EMPTY(&loads));
+	ck_assert_uint_eq(atomic_load(&t.dpu->static_bytes), 2 * MIB);
+	/* Its first 8 reads: pieces 5 and 2 most, piece 7 once. */
+	for (unsigned i = 0; i < 7; i++)
+		ck_assert(!host_read((i % 2 ? 5 : 2) * (uint64_t)MIB + i * CHUNK,
+		    CHUNK));
+	ck_assert_uint_eq(atomic_load(&t.loads), 0);
+	/* The eighth read chooses: pieces 2 and 5 are loaded, no other. */
+	ck_assert(!host_read(7 * (uint64_t)MIB, CHUNK));
+	ck_assert(host_read(2 * (uint64_t)MIB + 100 * KIB, CHUNK));
+	ck_assert(host_read(5 * (uint64_t)MIB, MIB));
+	ck_assert(!host_read(7 * (uint64_t)MIB, CHUNK));
+	ck_assert(!host_read(0, CHUNK));
+	ck_assert_uint_eq(atomic_load(&t.loads), 2);
+	/* A write to a piece it skips is not copied, and is never served. */
+	host_write(7 * (uint64_t)MIB, CHUNK, 0x3c);
+	ck_assert(!host_read(7 * (uint64_t)MIB, CHUNK));
+	host_write(5 * (uint64_t)MIB + CHUNK, CHUNK, 0xc3);
+	ck_assert(host_read(5 * (uint64_t)MIB, 4 * CHUNK));
 	cache_teardown();
 }
 END_TEST
@@ -812,7 +844,7 @@ START_TEST(test_dynamic_cache_leaves_a_region_advised_static_alone)
 	struct dpu_reqq loads;
 
 	/* Advised static, too big for static_size: not copied... */
-	cache_setup("dynamic_cache = on\nprefetch_depth = 8\nstatic_size = 1M",
+	cache_setup("dynamic_cache = on\nprefetch_depth = 8\nstatic_size = 512K",
 	    2 * MIB);
 	TAILQ_INIT(&loads);
 	ck_assert_int_eq(dpu_cache_advise(t.dpu, t.m, FAM_ADVICE_STATIC,
@@ -1230,6 +1262,7 @@ dpu_cache_suite(void)
 	tcase_add_test(st, test_static_copy_takes_acknowledged_writes);
 	tcase_add_test(st, test_static_write_during_a_load_never_leaves_older_data);
 	tcase_add_test(st, test_static_copy_refused_past_static_size);
+	tcase_add_test(st, test_static_partial_copy_keeps_the_pieces_read_most);
 	tcase_add_test(dy, test_dynamic_sequential_trace_hits_after_its_prefetch);
 	tcase_add_test(dy, test_dynamic_run_with_skipped_chunks_still_prefetches);
 	tcase_add_test(dy, test_dynamic_stride_is_not_a_run);
