@@ -290,7 +290,9 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		.help = "Bytes one dynamic cache entry holds: a power of two, at "
 		    "least the hosts' chunk_size; kept in 64 granules, each "
 		    "loaded, kept or served on its own. Larger entries mean "
-		    "fewer entries, and fewer runs served at once.",
+		    "fewer entries, and fewer runs served at once. Hosts learn "
+		    "it when they connect, and keep each read within an "
+		    "entry.",
 	},
 	[CFG_DPU_PREFETCH_DEPTH] = {
 		.section = "dpu", .name = "prefetch_depth", .type = CFG_T_INT,

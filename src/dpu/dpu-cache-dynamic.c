@@ -626,8 +626,10 @@ dpu_dcache_lookup(struct dpu *dpu, struct dpu_mregion *m, uint64_t off,
 		adaptive_switch(dpu, true, "probing its hit rate again");
 	}
 	DPU_INC(dpu, dyn_lookup_bytes, len);
-	if (((off + len - 1) ^ off) >> dc->entry_shift)
+	if (((off + len - 1) ^ off) >> dc->entry_shift) {
+		DPU_INC(dpu, dyn_spanning, 1);
 		copy = malloc(len);
+	}
 	pthread_mutex_lock(&dc->lock);
 	dc->clock++;
 	state = dcache_span(dc, m, off, len, p, &n, &wait);

@@ -269,6 +269,8 @@ dpu_cache_json(struct dpu *dpu)
 	    dyn_unserved_unread_bytes)));
 	json_object_set_new(json_object_get(j, "dynamic"), "bypassed",
 	    json_integer((json_int_t)DPU_GET(dpu, dyn_bypassed)));
+	json_object_set_new(json_object_get(j, "dynamic"), "spanning_reads",
+	    json_integer((json_int_t)DPU_GET(dpu, dyn_spanning)));
 	json_object_set_new(json_object_get(j, "dynamic"), "adaptive",
 	    json_pack("{s:f,s:i,s:i,s:i,s:f,s:I,s:I,s:I,s:I}",
 	    "threshold", (double)dc->bw_ratio / 100.0,

@@ -702,6 +702,10 @@ hconn_hello(struct fam_conn *c, const struct fam_hello *req,
 	}
 	resp->role = FAM_WIRE_ROLE_DPU;
 	resp->features = 0;
+	/* A host that asks learns the dynamic cache's entries, to cut at. */
+	if ((req->features & FAM_FEAT_PIECE) && dpu->dc.mode != CFG_DYNAMIC_OFF &&
+	    dpu->dc.entry_shift >= 12 && dpu->dc.entry_shift <= 30)
+		resp->piece_shift = (uint8_t)dpu->dc.entry_shift;
 	resp->session = s->token;
 	resp->instance = dpu->instance;
 	snprintf(resp->node, sizeof resp->node, "%s", dpu->node_name);

@@ -417,6 +417,7 @@ struct dpu_counters {
 	_Atomic uint64_t dyn_loads, dyn_load_bytes, dyn_load_errors;
 	_Atomic uint64_t dyn_evictions, dyn_full, dyn_write_updates;
 	_Atomic uint64_t dyn_bypassed; /* reads of regions advised random */
+	_Atomic uint64_t dyn_spanning; /* reads across an entry's end */
 	_Atomic uint64_t dyn_prefetch_used;   /* entries hit once loaded */
 	_Atomic uint64_t dyn_prefetch_wasted; /* dropped before any hit */
 	_Atomic uint64_t recent_pushed, recent_dropped;

@@ -512,11 +512,10 @@ fetch_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
  * f and the fetches queued right after it that continue it on the same
  * memory node, whole chunks each, given a frame here (without evicting).
  * f is at foff of its stripe s (the copy read, which must hold each of
- * them up to date). Through the dpu (via_dpu) a read does not
- * cross a multiple of FETCH_RUN_BYTES of the region there: the dpu's
- * caches hold aligned pieces (the static copy's DPU_STATIC_PIECE, the
- * dynamic cache's cache_entry_size, 1 MiB by default) and forward a read
- * that spans two of them to the memory node, uncached.
+ * them up to date). Through the dpu (via_dpu) a read does not cross a
+ * multiple of the piece size the dpu gave at hello (its dynamic cache's
+ * entries), or of FETCH_RUN_BYTES: its caches serve a read within one
+ * piece best.
  */
 static unsigned
 fetch_run_len(struct host *h, struct fetch *f, const struct stripe *s,
@@ -525,9 +524,17 @@ fetch_run_len(struct host *h, struct fetch *f, const struct stripe *s,
 	unsigned limit = FETCH_RUN_BYTES >> h->chunk_shift, n = 1;
 	struct fetch *last = f;
 
-	if (via_dpu)
-		limit -= (unsigned)((foff & (FETCH_RUN_BYTES - 1)) >>
+	if (via_dpu) {
+		uint64_t piece = FETCH_RUN_BYTES;
+
+		if (h->dpu.piece_shift != 0 &&
+		    (1ull << h->dpu.piece_shift) < piece)
+			piece = 1ull << h->dpu.piece_shift;
+		if (piece < h->chunk)
+			piece = h->chunk;
+		limit = (unsigned)((piece - (foff & (piece - 1))) >>
 		    h->chunk_shift);
+	}
 	if (limit > room)
 		limit = room;
 	for (struct fetch *g = f->next; g != NULL && n < limit; g = g->next) {

@@ -345,6 +345,7 @@ node_connected(struct fam_conn *c, const struct fam_hello_resp *resp,
 	snprintf(n->name, sizeof n->name, "%s", resp->node);
 	n->session = resp->session;
 	n->instance = resp->instance;
+	n->piece_shift = resp->piece_shift;
 	free(n->last_error);
 	n->last_error = NULL;
 	log_notice("%s %s (%s) %s", n->is_dpu ? "dpu" : "memory node", n->addr,
@@ -486,6 +487,7 @@ node_opts(struct mnode *n, struct fam_conn_opts *opts)
 	memset(opts, 0, sizeof *opts);
 	opts->kind = (enum fam_transport_kind)cfg_int(h->d->cfg, CFG_TRANSPORT);
 	opts->hello.role = FAM_WIRE_ROLE_HOST;
+	opts->hello.features = n->is_dpu ? FAM_FEAT_PIECE : 0;
 	opts->hello.resume = n->session;
 	snprintf(opts->hello.node, sizeof opts->hello.node, "%s", name);
 	memcpy(opts->secret, h->secret, sizeof opts->secret);
@@ -514,7 +516,7 @@ node_connect_bg(struct mnode *n)
 	    cfg_int(n->h->d->cfg, CFG_TRANSPORT) != CFG_TRANSPORT_TCP)
 		return;
 	node_opts(n, &opts);
-	opts.hello.features = FAM_FEAT_JOIN;
+	opts.hello.features |= FAM_FEAT_JOIN;
 	if (fam_connect(n->h->base, n->addr, &opts, &node_bg_handlers, n,
 	    &n->bg, &cause) < 0) {
 		log_debug("memory node %s: background connection: %s", n->addr,

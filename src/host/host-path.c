@@ -502,10 +502,12 @@ host_path_json(struct host *h)
 					direct++;
 				unowned += !s->owned;
 			}
-	return json_pack("{s:s,s:s,s:s,s:I,s:I,s:I,s:I}",
+	return json_pack("{s:s,s:s,s:s,s:I,s:I,s:I,s:I,s:I}",
 	    "path", h->path == CFG_PATH_DPU ? "dpu" : "direct",
 	    "fallback", h->fallback == CFG_FALLBACK_DIRECT ? "direct" : "none",
 	    "dpu", h->has_dpu ? h->dpu.addr : "",
+	    "dpu_piece_bytes", (json_int_t)(h->has_dpu &&
+	    h->dpu.piece_shift != 0 ? 1ull << h->dpu.piece_shift : 0),
 	    "stripes_direct", (json_int_t)direct,
 	    "stripes_dpu", (json_int_t)dpu,
 	    "stripes_switching", (json_int_t)switching,

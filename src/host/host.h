@@ -70,6 +70,8 @@ struct mnode {
 	struct fam_conn *conn;    /* faults and control */
 	struct fam_mr *mr;        /* the staging buffers, registered on conn */
 	struct fam_conn *bg;      /* read-ahead and write-back, once joined */
+	unsigned piece_shift;     /* a dpu's: its READs best within aligned
+	                           * pieces of 2^piece_shift bytes; or 0 */
 	struct fam_mr *bg_mr;     /* the staging buffers, registered on bg */
 	enum { MN_DOWN, MN_CONNECTING, MN_UP } state;
 	bool bg_up;

@@ -373,7 +373,8 @@ size_t
 proto_put_hello_resp(uint8_t *out, const struct fam_hello_resp *m)
 {
 	out[0] = m->role;
-	memset(out + 1, 0, 3);
+	out[1] = m->piece_shift;
+	memset(out + 2, 0, 2);
 	put_u32(out + 4, m->features);
 	put_u64(out + 8, m->session);
 	put_u64(out + 16, m->instance);
@@ -387,9 +388,11 @@ proto_get_hello_resp(const uint8_t *in, size_t len, struct fam_hello_resp *m)
 {
 	if (len != FAM_HELLO_RESP_LEN)
 		return -EPROTO;
-	if (!proto_role_ok(in[0]) || !is_zero(in + 1, 3))
+	if (!proto_role_ok(in[0]) || !is_zero(in + 2, 2) ||
+	    (in[1] != 0 && (in[1] < 12 || in[1] > 30)))
 		return -EPROTO;
 	m->role = in[0];
+	m->piece_shift = in[1];
 	m->features = get_u32(in + 4);
 	m->session = get_u64(in + 8);
 	m->instance = get_u64(in + 16);

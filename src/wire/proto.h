@@ -111,7 +111,12 @@ enum fam_role_wire {
  *   char node[64]       the server's node name
  * AUTH request, 32 bytes: u8 proof[32], the client's proof (below).
  * AUTH response, 120 bytes: u8 proof[32], the server's proof, then:
- *   u8  role, u8 reserved[3], u32 features
+ *   u8  role
+ *   u8  piece_shift     a dpu whose caches serve a READ within an aligned
+ *                       piece of 2^piece_shift bytes best (its dynamic
+ *                       cache's entries), to a client whose HELLO had
+ *                       FAM_FEAT_PIECE; else 0. 12..30 when set.
+ *   u8  reserved[2], u32 features
  *   u64 session         token naming this session (for resume)
  *   u64 instance        random per server start: a new value means the
  *                       server restarted and every old region is gone
@@ -151,6 +156,7 @@ struct fam_challenge {
 /* What the AUTH response carries after the server's proof. */
 struct fam_hello_resp {
 	uint8_t role;
+	uint8_t piece_shift;  /* 0, or 12..30 (FAM_FEAT_PIECE) */
 	uint32_t features;
 	uint64_t session;
 	uint64_t instance;
@@ -161,6 +167,8 @@ struct fam_hello_resp {
 #define FAM_FEAT_JOIN 0x1u /* join the live session `resume` as one more
                             * connection (e.g. for background traffic),
                             * instead of taking it over */
+#define FAM_FEAT_PIECE 0x2u /* the client cuts its READs at the piece size
+                            * the AUTH response gives (piece_shift) */
 #define FAM_SESSION_CONNS 4u /* most connections of one session */
 
 #define FAM_HELLO_LEN      112u

@@ -6,7 +6,8 @@
 # traffic from on-demand to background; random reads load nothing; a full
 # cache evicts, what was read before what was loaded and not read yet;
 # famtest writing and reading through it gets back every byte; a block
-# advised MADV_RANDOM is neither read ahead nor cached.
+# advised MADV_RANDOM is neither read ahead nor cached; a host learns the
+# entry size at hello and cuts its reads there.
 . "$(dirname "$0")/lib.sh"
 require_cmd jq
 
@@ -16,9 +17,8 @@ FAMTEST=$top_builddir/tests/tools/famtest
 # shrink with the data: as many of them as unscaled, since what is proved
 # depends on their number (the cache's 64 entries and prefetch depth, a
 # random scan's reads against the recent list of 128 that could make them
-# look like runs). The host then reads no chunks ahead (prefetch = 0): its
-# runs to the dpu keep within 1 MiB, not within the smaller entries, and a
-# read across two entries is forwarded uncached. The second host (famtest,
+# look like runs). The host then reads no chunks ahead (prefetch = 0), so
+# that each of its reads is one chunk, as unscaled. The second host (famtest,
 # PageRank: no such count of reads to keep) pages chunks of half an entry,
 # so that it reads an eighth as often (each read costs in the emulated
 # Soft-RoCE guest), still two a run for each entry. famtest's blocks and
@@ -134,3 +134,22 @@ jq -e '.cache.dynamic | .evictions > 100 and .hit_rate > 0.6
 	and .prefetches_wasted * 10 < .prefetches_used' "$T/st.json" >/dev/null ||
 	fail "PageRank through a small cache: $(jq -c '.cache.dynamic | del(.adaptive)' "$T/st.json")"
 pass "PageRank (scale $gscale) through a 16-entry cache: hit rate $(jq .cache.dynamic.hit_rate "$T/st.json"), $(jq .cache.dynamic.evictions "$T/st.json") evictions, prefetches used $(jq .cache.dynamic.prefetches_used "$T/st.json"), wasted $(jq .cache.dynamic.prefetches_wasted "$T/st.json")"
+
+# A dpu whose entries are smaller than the host's read runs (a quarter of
+# 1 MiB): the host learns their size at hello and cuts its reads there,
+# so that none spans two entries.
+small=$((entry / 4))
+start_dpu dpu3 "$MEM_ADDR" -o dpu.dynamic_cache=on -o dpu.cache_size="$(scaled 16M)" \
+	-o dpu.cache_entry_size="$small"
+start_host host3 "$(scaled 16M)" "$MEM_ADDR" -o host.dpu="$DPU_ADDR" -o host.path=dpu -o famd.op_timeout=10s \
+	-o host.chunk_size="$chunk" -o host.prefetch=16
+ctl host3 status -j | jq -e --argjson s "$small" '.path.dpu_piece_bytes == $s' >/dev/null ||
+	fail "the host did not learn the dpu's entry size: $(ctl host3 status -j | jq -c .path)"
+shim "$FAULTBENCH" -m malloc -s "$(scaled 32M)" -c "$chunk" -p seq \
+	-P "$(scaled 32M)" >"$T/cut.txt" 2>&1 || fail "a sequential scan through small entries: $(cat "$T/cut.txt")"
+ctl dpu3 status -j >"$T/st.json"
+jq -e '.cache.dynamic | .spanning_reads == 0 and .hits > 0' "$T/st.json" >/dev/null ||
+	fail "reads across entries: $(jq -c '.cache.dynamic | del(.adaptive)' "$T/st.json")"
+ctl host3 status -j | jq -e '.counters.prefetches > 0' >/dev/null ||
+	fail "the host read nothing ahead: $(ctl host3 status -j | jq -c .counters)"
+pass "entries of $((small >> 10)) KiB: the host learned their size at hello; its read-ahead crossed no entry ($(jq .cache.dynamic.hits "$T/st.json") hits)"

@@ -423,6 +423,26 @@ START_TEST(test_hello_resp_round_trip)
 }
 END_TEST
 
+START_TEST(test_hello_resp_piece_shift_in_range_only)
+{
+	struct fam_hello_resp m = { .role = FAM_WIRE_ROLE_DPU,
+		.piece_shift = 18, .session = 1, .instance = 2 }, out;
+	uint8_t buf[FAM_HELLO_RESP_LEN];
+
+	strcpy(m.node, "dpu0");
+	proto_put_hello_resp(buf, &m);
+	ck_assert_int_eq(proto_get_hello_resp(buf, sizeof buf, &out), 0);
+	ck_assert_uint_eq(out.piece_shift, 18);
+	buf[1] = 11;
+	ck_assert_int_eq(proto_get_hello_resp(buf, sizeof buf, &out), -EPROTO);
+	buf[1] = 31;
+	ck_assert_int_eq(proto_get_hello_resp(buf, sizeof buf, &out), -EPROTO);
+	buf[1] = 0;
+	ck_assert_int_eq(proto_get_hello_resp(buf, sizeof buf, &out), 0);
+	ck_assert_uint_eq(out.piece_shift, 0);
+}
+END_TEST
+
 START_TEST(test_region_create_round_trip)
 {
 	struct fam_region_create m = { .size = 1 << 20,
@@ -1140,6 +1160,7 @@ proto_suite(void)
 	tcase_add_test(t, test_hello_empty_node_rejected);
 	tcase_add_test(t, test_hello_node_name_not_utf8_rejected);
 	tcase_add_test(t, test_hello_resp_round_trip);
+	tcase_add_test(t, test_hello_resp_piece_shift_in_range_only);
 	tcase_add_test(t, test_region_create_round_trip);
 	tcase_add_test(t, test_region_create_longest_name_and_path_round_trip);
 	tcase_add_test(t, test_region_create_name_length_over_max_rejected);
