@@ -188,7 +188,7 @@ back_woken(struct dpu *dpu)
 		back_issue(dpu, q);
 		if (n->dirty && n->conn != NULL) {
 			n->dirty = false;
-			fam_conn_flush(n->conn);
+			dpu_node_flush(n);
 			DPU_INC(dpu, flushes, 1);
 		}
 	}
@@ -353,6 +353,7 @@ back_issue(struct dpu *dpu, struct dpu_req *q)
 	uint64_t instance = q->kind == DR_CALL ? q->instance : q->m->instance;
 	struct fam_remote r;
 	struct fam_mr *mr = NULL;
+	struct fam_conn *c;
 	int rc;
 
 	if (q->kind == DR_CALL && q->type == FAM_MSG_REGION_FREE) {
@@ -391,12 +392,17 @@ back_issue(struct dpu *dpu, struct dpu_req *q)
 	case DR_READ:
 	case DR_LOAD:
 		DPU_INC(dpu, mem_reads, 1);
+		/* A cache's load two-sided: on its own connection, if any. */
+		c = q->kind == DR_LOAD && !q->onesided && n->bg_up ? n->bg :
+		    n->conn;
+		if (c != n->conn)
+			DPU_INC(dpu, load_own_conn, 1);
 		if (q->sub_len != 0) /* the rest came from the cache */
-			rc = fam_conn_readf(n->conn, &r, q->off + q->sub_off,
+			rc = fam_conn_readf(c, &r, q->off + q->sub_off,
 			    q->sub_len, q->buf + q->sub_off, mr, q->flags,
 			    back_rw_done, q);
 		else
-			rc = fam_conn_readf(n->conn, &r, q->off, q->len, q->buf,
+			rc = fam_conn_readf(c, &r, q->off, q->len, q->buf,
 			    mr, q->flags, back_rw_done, q);
 		break;
 	case DR_WRITE:
@@ -451,7 +457,7 @@ back_run(struct dpu *dpu, struct dpu_reqq *list)
 		for (unsigned i = 0; i < dpu->nnodes; i++)
 			if (dpu->nodes[i].dirty && dpu->nodes[i].conn != NULL) {
 				dpu->nodes[i].dirty = false;
-				fam_conn_flush(dpu->nodes[i].conn);
+				dpu_node_flush(&dpu->nodes[i]);
 				DPU_INC(dpu, flushes, 1);
 			}
 	}
@@ -459,7 +465,7 @@ back_run(struct dpu *dpu, struct dpu_reqq *list)
 		if (dpu->nodes[i].dirty) {
 			dpu->nodes[i].dirty = false;
 			if (dpu->nodes[i].conn != NULL) {
-				fam_conn_flush(dpu->nodes[i].conn);
+				dpu_node_flush(&dpu->nodes[i]);
 				DPU_INC(dpu, flushes, 1);
 			}
 		}
@@ -925,8 +931,8 @@ dpu_forward_json(struct dpu *dpu)
 	json_t *hist = json_array();
 	uint64_t batches = DPU_GET(dpu, batches);
 	uint64_t fwd = DPU_GET(dpu, forwarded);
-
 	uint64_t doorbells, wrs;
+	json_t *j;
 
 	if (!dpu->async)
 		for (unsigned i = 0; i < dpu->nnodes; i++)
@@ -936,7 +942,7 @@ dpu_forward_json(struct dpu *dpu)
 	for (unsigned b = 0; b < DPU_BATCH_BUCKETS; b++)
 		json_array_append_new(hist, json_integer((json_int_t)
 		    DPU_GET(dpu, batch_hist[b])));
-	return json_pack("{s:b,s:b,s:i,s:I,s:I,s:I,s:f,s:o,s:I,s:I,s:I,s:I,"
+	j = json_pack("{s:b,s:b,s:i,s:I,s:I,s:I,s:f,s:o,s:I,s:I,s:I,s:I,"
 	    "s:I,s:I,s:f,s:{s:I,s:I,s:I,s:I,s:f,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
 	    "s:I},s:{s:I,s:I,s:I}}",
 	    "async", dpu->async,
@@ -976,6 +982,10 @@ dpu_forward_json(struct dpu *dpu)
 	    "reply_bytes_zero_copy", (json_int_t)DPU_GET(dpu,
 	    reply_bytes_zero_copy),
 	    "reply_bytes_copied", (json_int_t)DPU_GET(dpu, reply_bytes_copied));
+	json_object_set_new(json_object_get(j, "memory_link"),
+	    "loads_own_connection", json_integer((json_int_t)DPU_GET(dpu,
+	    load_own_conn)));
+	return j;
 }
 
 /* Refuses a READ or WRITE with status err (a positive errno). Front. */

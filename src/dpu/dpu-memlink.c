@@ -31,12 +31,23 @@
 
 
 static void node_connect(struct dpu_node *n);
+static void node_opts(struct dpu_node *n, struct fam_conn_opts *opts);
 
 /* Returns the state of a memory node as the front sees it. */
 int
 dpu_node_state(const struct dpu_node *n)
 {
 	return atomic_load_explicit(&n->state, memory_order_acquire);
+}
+
+/* Sends what was queued on n's connections (aggregation). Back. */
+void
+dpu_node_flush(struct dpu_node *n)
+{
+	if (n->conn != NULL)
+		fam_conn_flush(n->conn);
+	if (n->bg != NULL)
+		fam_conn_flush(n->bg);
 }
 
 /* Returns the instance of a memory node as the front sees it. */
@@ -110,6 +121,8 @@ dpu_node_free_region(struct dpu_node *n, uint64_t instance, uint32_t region)
 		node_defer_free(n, region);
 }
 
+static void node_connect_bg(struct dpu_node *n);
+
 /* The memory node accepted our hello. */
 static void
 node_connected(struct fam_conn *c, const struct fam_hello_resp *resp,
@@ -155,6 +168,73 @@ node_connected(struct fam_conn *c, const struct fam_hello_resp *resp,
 		for (unsigned i = 0; i < pending; i++)
 			dpu_node_free_region(n, resp->instance,
 			    n->pending_free[i]);
+	node_connect_bg(n);
+}
+
+/* The loads' connection joined our session. Back loop. */
+static void
+node_bg_connected(struct fam_conn *c, const struct fam_hello_resp *resp,
+    void *arg)
+{
+	struct dpu_node *n = arg;
+
+	(void)c;
+	if (resp->session != n->session) {
+		/* Not ours (the session ended meanwhile): not used. */
+		fam_conn_close(n->bg);
+		return;
+	}
+	n->bg_up = true;
+	log_info("dpu: memory node %s: loads on a connection of their own",
+	    n->addr);
+}
+
+/* The loads' connection is gone; loads go on conn. Back loop. */
+static void
+node_bg_closed(struct fam_conn *c, int err, void *arg)
+{
+	struct dpu_node *n = arg;
+	struct dpu *dpu = n->dpu;
+
+	(void)c;
+	(void)err;
+	n->bg = NULL;
+	n->bg_up = false;
+	if (dpu->back_stopping && dpu->async && dpu_nodes_closed(dpu))
+		event_base_loopexit(dpu->back_base, NULL);
+}
+
+static const struct fam_conn_handlers node_bg_handlers = {
+	.connected = node_bg_connected,
+	.closed = node_bg_closed,
+};
+
+/*
+ * Over tcp, with a dynamic cache, the cache's loads get a connection of
+ * their own, joined to the session of conn: a forwarded read of a host
+ * then shares the link with the loads instead of waiting behind them on
+ * one stream. Back loop.
+ */
+static void
+node_connect_bg(struct dpu_node *n)
+{
+	struct dpu *dpu = n->dpu;
+	struct fam_conn_opts opts;
+	char *cause = NULL;
+
+	if (n->bg != NULL || dpu->dc.mode == CFG_DYNAMIC_OFF ||
+	    cfg_int(dpu->d->cfg, CFG_TRANSPORT) != CFG_TRANSPORT_TCP)
+		return;
+	node_opts(n, &opts);
+	opts.hello.features = FAM_FEAT_JOIN;
+	if (fam_connect(dpu->back_base, n->addr, &opts, &node_bg_handlers, n,
+	    &n->bg, &cause) < 0) {
+		log_debug("dpu: memory node %s: loads' connection: %s",
+		    n->addr, cause);
+		free(cause);
+		n->bg = NULL;
+	}
+	explicit_bzero(opts.secret, sizeof opts.secret);
 }
 
 /* Retries the connection after the back-off. */
@@ -184,6 +264,8 @@ node_closed(struct fam_conn *c, int err, void *arg)
 	/* Released with the connection (transport.h). */
 	n->staging_mr = NULL;
 	n->conn = NULL;
+	if (n->bg != NULL)
+		fam_conn_close(n->bg); /* joined to the session conn had */
 	atomic_store_explicit(&n->state, DN_DOWN, memory_order_release);
 	pthread_mutex_lock(&dpu->stat_lock);
 	snprintf(n->last_error, sizeof n->last_error, "%s", why);
@@ -209,29 +291,39 @@ static const struct fam_conn_handlers node_handlers = {
 	.closed = node_closed,
 };
 
+/* Fills the options of a connection to memory node n. */
+static void
+node_opts(struct dpu_node *n, struct fam_conn_opts *opts)
+{
+	struct dpu *dpu = n->dpu;
+
+	memset(opts, 0, sizeof *opts);
+	opts->kind = (enum fam_transport_kind)cfg_int(dpu->d->cfg,
+	    CFG_TRANSPORT);
+	opts->hello.role = FAM_WIRE_ROLE_DPU;
+	opts->hello.resume = n->session;
+	snprintf(opts->hello.node, sizeof opts->hello.node, "%s",
+	    dpu->node_name);
+	memcpy(opts->secret, dpu->secret, sizeof opts->secret);
+	opts->tls = dpu->opts.tls;
+	opts->op_timeout_ms = dpu->op_timeout_ms;
+	opts->qps_per_peer = (unsigned)cfg_int(dpu->d->cfg,
+	    CFG_VERBS_QPS_PER_PEER);
+	opts->inject_error_ppm = (uint32_t)cfg_int(dpu->d->cfg,
+	    CFG_VERBS_INJECT_ERROR_PPM);
+	opts->max_outstanding = 1024;
+	opts->max_payload = FAM_PROTO_MAX_PAYLOAD;
+}
+
 /* Starts connecting to memory node n. Back loop. */
 static void
 node_connect(struct dpu_node *n)
 {
 	struct dpu *dpu = n->dpu;
-	struct fam_conn_opts opts = { 0 };
+	struct fam_conn_opts opts;
 	char *cause = NULL;
 
-	opts.kind = (enum fam_transport_kind)cfg_int(dpu->d->cfg,
-	    CFG_TRANSPORT);
-	opts.hello.role = FAM_WIRE_ROLE_DPU;
-	opts.hello.resume = n->session;
-	snprintf(opts.hello.node, sizeof opts.hello.node, "%s",
-	    dpu->node_name);
-	memcpy(opts.secret, dpu->secret, sizeof opts.secret);
-	opts.tls = dpu->opts.tls;
-	opts.op_timeout_ms = dpu->op_timeout_ms;
-	opts.qps_per_peer = (unsigned)cfg_int(dpu->d->cfg,
-	    CFG_VERBS_QPS_PER_PEER);
-	opts.inject_error_ppm = (uint32_t)cfg_int(dpu->d->cfg,
-	    CFG_VERBS_INJECT_ERROR_PPM);
-	opts.max_outstanding = 1024;
-	opts.max_payload = FAM_PROTO_MAX_PAYLOAD;
+	node_opts(n, &opts);
 	atomic_store_explicit(&n->state, DN_CONNECTING, memory_order_release);
 	if (fam_connect(dpu->back_base, n->addr, &opts, &node_handlers, n,
 	    &n->conn, &cause) < 0) {
@@ -281,6 +373,8 @@ dpu_nodes_close(struct dpu *dpu)
 			evtimer_del(n->retry);
 		if (n->conn != NULL)
 			fam_conn_close(n->conn);
+		if (n->bg != NULL)
+			fam_conn_close(n->bg);
 	}
 }
 
@@ -289,7 +383,7 @@ bool
 dpu_nodes_closed(struct dpu *dpu)
 {
 	for (unsigned i = 0; i < dpu->nnodes; i++)
-		if (dpu->nodes[i].conn != NULL)
+		if (dpu->nodes[i].conn != NULL || dpu->nodes[i].bg != NULL)
 			return false;
 	return true;
 }

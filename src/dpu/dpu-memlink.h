@@ -12,6 +12,7 @@
 int dpu_node_state(const struct dpu_node *n);
 uint64_t dpu_node_instance(const struct dpu_node *n);
 void dpu_node_stats_sync(struct dpu_node *n);
+void dpu_node_flush(struct dpu_node *n);
 void dpu_node_free_region(struct dpu_node *n, uint64_t instance,
     uint32_t region);
 struct dpu_node *dpu_node_place(struct dpu *dpu, uint64_t place);

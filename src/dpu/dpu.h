@@ -67,6 +67,10 @@ struct dpu_node {
 	unsigned index;
 	char *addr;
 	struct fam_conn *conn;
+	struct fam_conn *bg;          /* back: the caches' loads, joined to
+	                               * conn's session (tcp, with a dynamic
+	                               * cache), or NULL */
+	bool bg_up;                   /* back: bg joined */
 	_Atomic int state;            /* enum dpu_node_state */
 	_Atomic uint64_t instance;    /* of the memory famd; 0 before */
 	uint64_t session;             /* our token there, to resume */
@@ -424,6 +428,7 @@ struct dpu_counters {
 	/* the memory link over verbs */
 	_Atomic uint64_t mem_onesided, mem_twosided; /* forwarded READ/WRITE */
 	_Atomic uint64_t load_onesided, load_twosided; /* cache loads */
+	_Atomic uint64_t load_own_conn; /* ... on their own connection */
 	_Atomic uint64_t lease_renewals, lease_errors;
 	_Atomic uint64_t staging_registered, staging_bounced;
 	/* the host link over verbs: READ replies from staging */

@@ -55,6 +55,17 @@ jq -e '.cache.dynamic | .hit_rate > 0.6 and .loads > 0 and .evictions > 0
 	fail "sequential: $(jq -c .cache.dynamic "$T/st.json")"
 jq -e --argjson b $((50331648 / TEST_SCALE)) '.links.memory.ondemand_bytes < $b' "$T/st.json" >/dev/null ||
 	fail "sequential: on-demand memory-link bytes $(jq .links.memory "$T/st.json")"
+# Over tcp the loads have a connection of their own (forwarded reads do not
+# wait behind them on one stream).
+if [ "$TEST_TRANSPORT" = tcp ]; then
+	jq -e '.forwarding.memory_link.loads_own_connection == .forwarding.memory_link.loads_twosided
+		and .forwarding.memory_link.loads_twosided > 0' "$T/st.json" >/dev/null ||
+		fail "loads not on their own connection: $(jq -c .forwarding.memory_link "$T/st.json")"
+	# (the memory node's sessions: the dpu's, both connections, and the
+	# host's)
+	ctl mem status -j | jq -e '.peers | length == 2' >/dev/null ||
+		fail "the dpu's two connections are not one session: $(ctl mem status -j | jq -c .peers)"
+fi
 pass "a sequential scan of $(mib 128M) MiB (pattern checked) hits the dpu's $(mib 64M) MiB cache: hit rate $rate, on-demand memory-link bytes $(jq .links.memory.ondemand_bytes "$T/st.json"), prefetches used $(jq .cache.dynamic.prefetches_used "$T/st.json"), wasted $(jq .cache.dynamic.prefetches_wasted "$T/st.json")"
 
 ctl dpu stats-reset >/dev/null
