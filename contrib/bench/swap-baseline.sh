@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
+# shellcheck shell=bash
 # swap-baseline.sh - the swap baseline of famd-bench (sourced): a swap file
 # and a memory cgroup whose limit is the host buffer's size, made by the
 # bench and removed by sb_teardown, which the bench calls on every exit
