@@ -132,15 +132,19 @@ sb_pages() {
 }
 
 # sb_teardown: kills what runs in the cgroup, removes it, swaps off and
-# removes the swap file and its loop device. Safe to call more than once.
+# removes the swap file and its loop device. Safe to call more than once,
+# and under set -e (a process gone before its kill is no error).
 sb_teardown() {
 	local p
 	if [ -n "$SB_CG" ] && [ -d "$SB_CG" ]; then
-		for _ in $(seq 100); do
-			for p in $(cat "$SB_CG/cgroup.procs" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
+		# A program killed with much of its memory swapped out can take
+		# seconds to leave, on a loaded machine.
+		for _ in $(seq 600); do
+			for p in $(cat "$SB_CG/cgroup.procs" 2>/dev/null); do kill -KILL "$p" 2>/dev/null || true; done
 			rmdir "$SB_CG" 2>/dev/null && break
 			sleep 0.05
 		done
+		[ ! -d "$SB_CG" ] || echo "famd-bench: cannot remove the cgroup $SB_CG" >&2
 	fi
 	SB_CG=
 	if [ -n "$SB_SWAP" ] && grep -q "^$SB_SWAP " /proc/swaps; then
