@@ -30,7 +30,7 @@ contrib_bench_evictbench_LDADD =
 # runs it in the guest).
 contrib_bench_fetchbench_LDADD = src/libfamdcore.la $(DEP_LIBS)
 
-EXTRA_DIST += contrib/bench/famd-bench contrib/bench/dpu-bench \
+EXTRA_DIST += contrib/bench/famd-bench contrib/bench/swap-baseline.sh contrib/bench/dpu-bench \
 	contrib/bench/redundancy-bench \
 	contrib/graph/README.md contrib/eval/run-eval contrib/eval/testbed.sh \
 	contrib/eval/report

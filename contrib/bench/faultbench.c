@@ -3,8 +3,8 @@
  * faultbench.c - fault-service throughput and latency for chunk-sized
  * accesses, sequential or random.
  *
- *   faultbench [-m MODE] [-s SIZE] [-c CHUNK] [-p seq|rand] [-w] [-P FLUSH]
- *              [-R]
+ *   faultbench [-m MODE] [-s SIZE] [-c CHUNK] [-p seq|rand] [-t THREADS]
+ *              [-w] [-P FLUSH] [-R]
  *
  * MODE:
  *   malloc   the memory comes from malloc(); run it under libfamshim.so to
@@ -16,7 +16,10 @@
  *
  * The program touches each chunk once, one 8-byte read per 4 KiB page (so
  * the time is fault service, not memory bandwidth), in order or in a random
- * permutation, times the first touch of each chunk, and prints one line:
+ * permutation, times the first touch of each chunk, and prints one line
+ * (with -t THREADS, that many threads fault at once, thread k touching the
+ * k-th, (k+THREADS)-th, ... chunk of the order; the ceiling's handler has
+ * as many threads reading its userfaultfd):
  *   mode pattern bytes seconds GB/s chunks/s p50_us p99_us checksum
  * With -P FLUSH (malloc mode, under libfamshim.so with SIZE above the
  * host's buffer) every page of the block is first written with a pattern,
@@ -54,6 +57,7 @@ static int uffd = -1;
 static uint8_t *src;
 static uint64_t base;
 static volatile int stop;
+static unsigned nthreads = 1;
 
 static uint64_t
 now_ns(void)
@@ -119,7 +123,7 @@ handler(void *arg)
 	return NULL;
 }
 
-/* Maps size bytes served by the in-process handler. */
+/* Maps size bytes served by the in-process handler's nthreads threads. */
 static uint8_t *
 ceiling_map(size_t size, pthread_t *thr)
 {
@@ -158,7 +162,8 @@ ceiling_map(size_t size, pthread_t *thr)
 	src = aligned_alloc(PAGE, chunk);
 	for (size_t i = 0; i < chunk; i++)
 		src[i] = (uint8_t)i;
-	pthread_create(thr, NULL, handler, NULL);
+	for (unsigned i = 0; i < nthreads; i++)
+		pthread_create(&thr[i], NULL, handler, NULL);
 	return p;
 }
 
@@ -179,6 +184,47 @@ resident_pages(uint8_t *p, size_t size)
 	return left;
 }
 
+/* One thread's share of the timed pass: every nthreads-th chunk. */
+struct toucher {
+	pthread_t t;
+	unsigned id;
+	uint8_t *p;
+	const size_t *order;
+	size_t nchunks;
+	uint64_t *lat;
+	size_t flush;
+	uint64_t sum;
+	int bad;
+};
+
+/* Touches the thread's chunks once each, timing each first touch. */
+static void *
+touch(void *arg)
+{
+	struct toucher *w = arg;
+
+	for (size_t i = w->id; i < w->nchunks; i += nthreads) {
+		size_t c = w->order[i];
+		volatile uint64_t *q = (uint64_t *)(w->p + c * chunk);
+		uint64_t a = now_ns();
+
+		for (size_t off = 0; off < chunk / 8; off += PAGE / 8) {
+			uint64_t v = q[off];
+
+			if (w->flush > 0 && v != (c * chunk + off * 8) *
+			    0x9e3779b97f4a7c15ull) {
+				fprintf(stderr, "faultbench: wrong data at %zu\n",
+				    c * chunk + off * 8);
+				w->bad = 1;
+				return NULL;
+			}
+			w->sum += v;
+		}
+		w->lat[i] = now_ns() - a;
+	}
+	return NULL;
+}
+
 static int
 cmp_u64(const void *a, const void *b)
 {
@@ -195,30 +241,36 @@ main(int argc, char **argv)
 	uint64_t *lat, t0, t1, sum = 0;
 	bool check = false, advise_random = false;
 	size_t flush = 0;
-	pthread_t thr;
+	pthread_t thr[64];
+	struct toucher *w;
 	uint8_t *p;
 	int ch;
 
-	while ((ch = getopt(argc, argv, "c:m:p:P:Rs:w")) != -1) {
+	while ((ch = getopt(argc, argv, "c:m:p:P:Rs:t:w")) != -1) {
 		switch (ch) {
 		case 'P': flush = parse_size(optarg); break;
 		case 'c': chunk = parse_size(optarg); break;
 		case 'm': mode = optarg; break;
 		case 'p': pattern = optarg; break;
 		case 's': size = parse_size(optarg); break;
+		case 't': nthreads = (unsigned)atoi(optarg); break;
 		case 'w': check = true; break;
 		case 'R': advise_random = true; break;
 		default:
 			fprintf(stderr, "usage: faultbench [-m malloc|ceiling] "
-			    "[-s size] [-c chunk] [-p seq|rand] [-w] "
-			    "[-P flush] [-R]\n");
+			    "[-s size] [-c chunk] [-p seq|rand] [-t threads] "
+			    "[-w] [-P flush] [-R]\n");
 			return 2;
 		}
+	}
+	if (nthreads < 1 || nthreads > 64) {
+		fprintf(stderr, "faultbench: -t takes 1 to 64 threads\n");
+		return 2;
 	}
 	size = (size + chunk - 1) / chunk * chunk;
 	nchunks = size / chunk;
 	if (strcmp(mode, "ceiling") == 0)
-		p = ceiling_map(size, &thr);
+		p = ceiling_map(size, thr);
 	else if (strcmp(mode, "malloc") == 0)
 		p = malloc(size);
 	else {
@@ -273,23 +325,25 @@ main(int argc, char **argv)
 		}
 		free(f);
 	}
+	w = calloc(nthreads, sizeof *w);
+	if (w == NULL) {
+		perror("faultbench: allocation");
+		return 1;
+	}
 	t0 = now_ns();
-	for (size_t i = 0; i < nchunks; i++) {
-		volatile uint64_t *c = (uint64_t *)(p + order[i] * chunk);
-		uint64_t a = now_ns();
-
-		for (size_t off = 0; off < chunk / 8; off += PAGE / 8) {
-			uint64_t w = c[off];
-
-			if (flush > 0 && w != (order[i] * chunk + off * 8) *
-			    0x9e3779b97f4a7c15ull) {
-				fprintf(stderr, "faultbench: wrong data at %zu\n",
-				    order[i] * chunk + off * 8);
-				return 1;
-			}
-			sum += w;
+	for (unsigned i = 0; i < nthreads; i++) {
+		w[i] = (struct toucher){ .id = i, .p = p, .order = order,
+			.nchunks = nchunks, .lat = lat, .flush = flush };
+		if (pthread_create(&w[i].t, NULL, touch, &w[i]) != 0) {
+			perror("faultbench: pthread_create");
+			return 1;
 		}
-		lat[i] = now_ns() - a;
+	}
+	for (unsigned i = 0; i < nthreads; i++) {
+		pthread_join(w[i].t, NULL);
+		sum += w[i].sum;
+		if (w[i].bad)
+			return 1;
 	}
 	t1 = now_ns();
 	qsort(lat, nchunks, sizeof *lat, cmp_u64);
@@ -310,6 +364,7 @@ main(int argc, char **argv)
 	}
 	stop = 1;
 	if (strcmp(mode, "ceiling") == 0)
-		pthread_join(thr, NULL);
+		for (unsigned i = 0; i < nthreads; i++)
+			pthread_join(thr[i], NULL);
 	return 0;
 }
