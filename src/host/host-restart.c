@@ -41,6 +41,7 @@
 #define RESTART_GRACE_NS (60ull * 1000000000ull) /* a program's time to
                                                   * come back */
 #define RESTART_MAX_FILE (64ull << 20)
+#define RESTART_MAX_LINES 65536u /* journal lines before a snapshot */
 
 /* ---- writing ------------------------------------------------------- */
 
@@ -145,7 +146,35 @@ state_json(struct host *h)
 	    "nodes", nodes, "sessions", sessions);
 }
 
-/* Writes the state file (a temporary one, renamed over it). */
+/* Counts the sessions a snapshot names. */
+static uint64_t
+state_sessions(const struct host *h)
+{
+	uint64_t n = 0;
+
+	for (const struct host_client *cl = h->clients; cl != NULL;
+	    cl = cl->next)
+		n += !cl->dead && !cl->orphan && cl->token != 0 &&
+		    (cl->uffd >= 0 || cl->restored);
+	return n;
+}
+
+/* Counts the regions of every session. */
+static uint64_t
+state_regions(const struct host *h)
+{
+	uint64_t n = 0;
+
+	for (const struct host_client *cl = h->clients; cl != NULL;
+	    cl = cl->next)
+		n += cl->nregions;
+	return n;
+}
+
+/*
+ * Writes a snapshot of the state (a temporary file renamed over the state
+ * file), and opens it for the journal lines that follow.
+ */
 int
 host_restart_save(struct host *h)
 {
@@ -163,6 +192,7 @@ host_restart_save(struct host *h)
 		return -ENOMEM;
 	}
 	unlink(tmp);
+	errno = 0;
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
 	    0600);
 	if (fd < 0 || json_dumpfd(st, fd, JSON_COMPACT) < 0 ||
@@ -172,15 +202,24 @@ host_restart_save(struct host *h)
 		rc = -errno;
 	if (rc == 0 && rename(tmp, rs->path) < 0)
 		rc = -errno;
+	if (rs->jfd >= 0)
+		close(rs->jfd);
+	rs->jfd = -1;
+	if (rc == 0)
+		rs->jfd = open(rs->path, O_WRONLY | O_APPEND | O_NOFOLLOW |
+		    O_CLOEXEC);
 	if (rc < 0) {
 		unlink(tmp);
 		rs->save_errors++;
+		rs->dirty = true;
 		log_rl(LOG_ERR, "host: cannot write the restart state %s: %s; "
 		    "a restart of famd now would lose programs", rs->path,
 		    strerror(-rc));
 	} else {
 		rs->saves++;
 		rs->dirty = false;
+		rs->jlines = 0;
+		rs->sessions = state_sessions(h);
 		for (unsigned i = 0; i < h->nnodes; i++) {
 			rs->node_session[i] = h->nodes[i].session;
 			rs->node_instance[i] = h->nodes[i].instance;
@@ -192,27 +231,86 @@ host_restart_save(struct host *h)
 }
 
 /*
- * Called with each reply: what a program may now hold is saved before it
- * learns of it; the rest at the next tick.
+ * Appends one change of cl's session (e, taken) to the state file: one
+ * line, one write(2), naming the session; a snapshot instead when the
+ * journal is long or cannot be written.
+ */
+static void
+restart_append(struct host_client *cl, json_t *e)
+{
+	struct host *h = cl->h;
+	struct host_restart *rs = h->restart;
+	char *text = NULL, *line = NULL;
+	size_t len = 0;
+
+	if (e != NULL && json_object_set_new(e, "s", json_u64(cl->token)) == 0 &&
+	    json_object_set_new(e, "pid", json_integer(cl->pid)) == 0 &&
+	    json_object_set_new(e, "uid", json_integer(cl->uid)) == 0 &&
+	    json_object_set_new(e, "gid", json_integer(cl->gid)) == 0 &&
+	    json_object_set_new(e, "next_arena",
+	    json_integer(cl->next_arena)) == 0)
+		text = json_dumps(e, JSON_COMPACT);
+	json_decref(e);
+	if (text != NULL)
+		line = xasprintf("%s\n", text);
+	if (line != NULL)
+		len = strlen(line);
+	if (line == NULL || rs->jfd < 0 || rs->jlines >= RESTART_MAX_LINES ||
+	    write(rs->jfd, line, len) != (ssize_t)len)
+		host_restart_save(h);
+	else
+		rs->jlines++;
+	free(text);
+	free(line);
+}
+
+/* Describes one arena for the state file. */
+static json_t *
+state_arena(const struct arena *ar)
+{
+	return json_pack("{s:i,s:I,s:I}", "id", (int)ar->id,
+	    "size", (json_int_t)ar->size, "uaddr", (json_int_t)ar->uaddr);
+}
+
+/*
+ * Called with each reply (d: its d): what a program may now hold is in the
+ * state file before it learns of it; the rest within a tick.
  */
 void
-host_restart_replied(struct host_client *cl, int status)
+host_restart_replied(struct host_client *cl, int status, uint64_t d)
 {
 	struct host_restart *rs = cl->h->restart;
+	struct region *r = cl->regions;
+	struct arena *ar;
 
-	if (rs == NULL || rs->off || cl->h->handover)
+	if (rs == NULL || rs->off || cl->h->handover || status != 0 ||
+	    cl->token == 0)
 		return;
 	switch (cl->req.type) {
 	case FAM_S_ALLOC:
+		while (r != NULL && r->handle != d)
+			r = r->next;
+		if (r == NULL || r->ar == NULL)
+			break;
+		restart_append(cl, json_pack("{s:o,s:o}", "arena",
+		    state_arena(r->ar), "region", state_region(r)));
+		break;
 	case FAM_S_MAP:
-	case FAM_S_ADOPT:
-	case FAM_S_REARENA:
-		if (status == 0)
-			host_restart_save(cl->h);
+		for (ar = cl->arenas; ar != NULL && ar->id != cl->req.a;
+		    ar = ar->next)
+			;
+		if (ar != NULL)
+			restart_append(cl, json_pack("{s:o}", "arena",
+			    state_arena(ar)));
 		break;
 	case FAM_S_FREE:
-	case FAM_S_DISCARD:
-	case FAM_S_FORK:
+		restart_append(cl, json_pack("{s:o}", "free",
+		    json_u64(cl->req.a)));
+		break;
+	case FAM_S_ADOPT:
+	case FAM_S_REARENA:
+		host_restart_save(cl->h);
+		break;
 	case FAM_S_RECLAIM:
 		rs->dirty = true;
 		break;
@@ -560,13 +658,168 @@ load_undo(struct host *h)
 	h->handover = false;
 }
 
+/* The key of arena a in the model: its id, in decimal. */
+static const char *
+arena_key(json_t *a, char key[24])
+{
+	snprintf(key, 24, "%" PRId64, (int64_t)json_integer_value(
+	    json_object_get(a, "id")));
+	return key;
+}
+
+/*
+ * The sessions of a snapshot as the journal changes them: an object of
+ * sessions by token, each with its arenas by id and its regions by handle.
+ */
+static json_t *
+replay_model(json_t *st)
+{
+	json_t *model = json_object(), *sessions = json_object_get(st,
+	    "sessions"), *s, *v;
+	char key[24];
+	size_t i, j;
+
+	json_array_foreach(sessions, i, s) {
+		json_t *arenas = json_object(), *regions = json_object();
+		const char *tok = json_string_value(json_object_get(s,
+		    "token"));
+
+		json_array_foreach(json_object_get(s, "arenas"), j, v)
+			json_object_set(arenas, arena_key(v, key), v);
+		json_array_foreach(json_object_get(s, "regions"), j, v)
+			json_object_set(regions, json_string_value(
+			    json_object_get(v, "handle")) ?: "", v);
+		json_object_set_new(s, "arenas", arenas);
+		json_object_set_new(s, "regions", regions);
+		if (tok != NULL)
+			json_object_set(model, tok, s);
+	}
+	return model;
+}
+
+/* Applies one journal line e to the model; 0 or -EINVAL. */
+static int
+replay_line(json_t *model, json_t *e)
+{
+	const char *tok = json_string_value(json_object_get(e, "s"));
+	json_t *s, *v;
+	char key[24];
+
+	if (tok == NULL || !json_is_object(e))
+		return -EINVAL;
+	s = json_object_get(model, tok);
+	if (s == NULL) {
+		s = json_pack("{s:s,s:{},s:{}}", "token", tok, "arenas",
+		    "regions");
+		if (s == NULL || json_object_set_new(model, tok, s) < 0)
+			return -ENOMEM;
+	}
+	json_object_set(s, "pid", json_object_get(e, "pid"));
+	json_object_set(s, "uid", json_object_get(e, "uid"));
+	json_object_set(s, "gid", json_object_get(e, "gid"));
+	json_object_set(s, "next_arena", json_object_get(e, "next_arena"));
+	if ((v = json_object_get(e, "arena")) != NULL)
+		json_object_set(json_object_get(s, "arenas"), arena_key(v, key),
+		    v);
+	if ((v = json_object_get(e, "region")) != NULL) {
+		if (json_string_value(json_object_get(v, "handle")) == NULL)
+			return -EINVAL;
+		json_object_set(json_object_get(s, "regions"),
+		    json_string_value(json_object_get(v, "handle")), v);
+	}
+	if ((v = json_object_get(e, "free")) != NULL &&
+	    json_object_del(json_object_get(s, "regions"),
+	    json_string_value(v) ?: "") < 0)
+		return -EINVAL;
+	return 0;
+}
+
+/* Turns the model back into the snapshot's sessions (arrays). */
+static void
+replay_unmodel(json_t *st, json_t *model)
+{
+	json_t *sessions = json_array(), *s, *v;
+	const char *k;
+
+	json_object_foreach(model, k, s) {
+		json_t *arenas = json_array(), *regions = json_array();
+		const char *k2;
+
+		json_object_foreach(json_object_get(s, "arenas"), k2, v)
+			json_array_append(arenas, v);
+		json_object_foreach(json_object_get(s, "regions"), k2, v)
+			json_array_append(regions, v);
+		json_object_set_new(s, "arenas", arenas);
+		json_object_set_new(s, "regions", regions);
+		json_array_append(sessions, s);
+	}
+	json_object_set_new(st, "sessions", sessions);
+}
+
+/*
+ * Reads the state file: a snapshot on its first line, then journal lines
+ * (restart_append), each applied in turn. A last line cut short (famd died
+ * writing it, before its reply) is left out; any other bad line refuses
+ * the whole. Returns the state in the snapshot's form, or NULL and *why.
+ */
+static json_t *
+load_replay(int fd, char **why)
+{
+	char *buf = malloc(RESTART_MAX_FILE + 1), *p, *nl;
+	json_t *st = NULL, *model = NULL, *e;
+	json_error_t jerr;
+	size_t len = 0, line = 1;
+	ssize_t n;
+
+	if (buf == NULL) {
+		*why = xasprintf("out of memory");
+		return NULL;
+	}
+	while (len < RESTART_MAX_FILE && (n = read(fd, buf + len,
+	    RESTART_MAX_FILE - len)) > 0)
+		len += (size_t)n;
+	buf[len] = '\0';
+	for (p = buf; *why == NULL && p < buf + len; p = nl + 1, line++) {
+		nl = memchr(p, '\n', (size_t)(buf + len - p));
+		if (nl == NULL)
+			break; /* cut short: never acknowledged */
+		e = json_loadb(p, (size_t)(nl - p), JSON_REJECT_DUPLICATES,
+		    &jerr);
+		if (e == NULL && nl + 1 == buf + len && line > 1)
+			break;
+		if (e == NULL)
+			*why = xasprintf("line %zu is not JSON: %s", line,
+			    jerr.text);
+		else if (st == NULL && !json_is_array(json_object_get(e,
+		    "sessions")))
+			*why = xasprintf("line 1 is not a snapshot");
+		else if (st == NULL) {
+			st = json_incref(e);
+			model = replay_model(st);
+		} else if (replay_line(model, e) < 0)
+			*why = xasprintf("line %zu is not a change of a session",
+			    line);
+		json_decref(e);
+	}
+	if (*why == NULL && st == NULL)
+		*why = xasprintf("empty");
+	if (*why == NULL)
+		replay_unmodel(st, model);
+	json_decref(model);
+	free(buf);
+	if (*why != NULL) {
+		json_decref(st);
+		return NULL;
+	}
+	return st;
+}
+
 /* Reads the state file: the sessions of the famd before this one. */
 static void
 restart_load(struct host *h)
 {
 	struct host_restart *rs = h->restart;
 	char *why = NULL, *bad;
-	json_error_t jerr;
 	json_t *st = NULL, *sessions, *v;
 	size_t i;
 	int fd = load_open(rs->path, &why);
@@ -574,11 +827,8 @@ restart_load(struct host *h)
 	if (fd == -ENOENT)
 		return;
 	if (fd >= 0) {
-		st = json_loadfd(fd, JSON_REJECT_DUPLICATES, &jerr);
+		st = load_replay(fd, &why);
 		close(fd);
-		if (st == NULL)
-			why = xasprintf("not JSON: %s (line %d)", jerr.text,
-			    jerr.line);
 	}
 	if (st != NULL && load_head(h, st, &why) == 0) {
 		sessions = json_object_get(st, "sessions");
@@ -625,6 +875,7 @@ host_restart_init(struct host *h)
 	if (rs == NULL)
 		return -ENOMEM;
 	h->restart = rs;
+	rs->jfd = -1;
 	rs->path = xasprintf("%s.state", h->session_path);
 	if (h->cont_ok) {
 		rs->off = true;
@@ -674,6 +925,10 @@ host_restart_tick(struct host *h)
 		if (rs->node_session[i] != h->nodes[i].session ||
 		    rs->node_instance[i] != h->nodes[i].instance)
 			rs->dirty = true;
+	/* A session ended; or the journal outgrew a snapshot. */
+	if (state_sessions(h) != rs->sessions || (rs->jlines > 1024 &&
+	    rs->jlines > 2 * state_regions(h)))
+		rs->dirty = true;
 	if (rs->dirty)
 		host_restart_save(h);
 }
@@ -706,6 +961,8 @@ host_restart_fini(struct host *h)
 {
 	if (h->restart == NULL)
 		return;
+	if (h->restart->jfd >= 0)
+		close(h->restart->jfd);
 	free(h->restart->path);
 	free(h->restart);
 	h->restart = NULL;

@@ -52,7 +52,7 @@ session_reply(struct host_client *cl, int status, uint32_t flags, uint64_t a,
 	ssize_t n;
 
 	cl->busy = false;
-	host_restart_replied(cl, status);
+	host_restart_replied(cl, status, d);
 	n = fdpass_send(cl->fd, &iov, 1, fd, MSG_NOSIGNAL | MSG_DONTWAIT);
 	if (n != (ssize_t)sizeof m) {
 		/* The program does not read its replies: end the session. */

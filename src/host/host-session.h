@@ -31,6 +31,9 @@ struct host_restart {
 	char *path;           /* the state file: session_socket + ".state" */
 	bool off;             /* install = continue: no restart state */
 	bool dirty;           /* the sessions changed since the last save */
+	int jfd;              /* the state file, open to append to; -1 */
+	uint64_t jlines;      /* journal lines since the last snapshot */
+	uint64_t sessions;    /* sessions in the state file */
 	uint64_t node_session[HOST_MAX_NODES]; /* as last saved */
 	uint64_t node_instance[HOST_MAX_NODES];
 	uint64_t saves, save_errors;
@@ -38,7 +41,7 @@ struct host_restart {
 	uint64_t chunks_resident, chunks_punched; /* found by reclaims */
 };
 
-void host_restart_replied(struct host_client *cl, int status);
+void host_restart_replied(struct host_client *cl, int status, uint64_t d);
 int host_restart_save(struct host *h);
 int session_reclaim(struct host_client *cl);
 int session_rearena(struct host_client *cl);
