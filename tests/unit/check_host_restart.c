@@ -163,6 +163,8 @@ host_start(void)
 	    "buffer_size = 1M\nchunk_size = 64K\nprefetch = 0\n", unit_dir(),
 	    mem_addr, session);
 
+	if (host.d.cfg != NULL) /* the stopped role's, before its struct goes */
+		cfg_free(&host.cfg);
 	ck_assert_int_eq(unit_role_start(&host, base, ROLE_HOST, text), 0);
 	free(text);
 }
