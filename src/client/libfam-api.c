@@ -108,6 +108,7 @@ alloc_new_arena(int memfd, uint64_t id, size_t len, struct libfam_arena **ap)
 		return rc;
 	}
 	arena_publish(a, id, base, len);
+	arena_keep_memfd(a, memfd);
 	*ap = a;
 	return 0;
 }
@@ -165,7 +166,8 @@ alloc_locked(size_t size, size_t align, unsigned flags, const char *path,
 
 	if (memfd >= 0) {
 		rc = alloc_new_arena(memfd, m.a, (size_t)alen, &a);
-		close(memfd);
+		if (rc < 0)
+			close(memfd); /* else the arena keeps it */
 		memfd = -1;
 		if (rc < 0) {
 			if (libfam.state == LIBFAM_S_LIVE)

@@ -247,6 +247,7 @@ arena_replace(struct libfam_arena *a)
 	if (p == MAP_FAILED)
 		return -errno;
 	atomic_store(&a->state, LIBFAM_A_LOST);
+	arena_drop_memfd(a);
 	return 0;
 }
 

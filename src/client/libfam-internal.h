@@ -117,6 +117,9 @@ struct libfam_arena {
 	uint64_t *used;   /* one bit per chunk in a region (mmap'd) */
 	size_t used_len;  /* bytes of that bitmap */
 	_Atomic int state; /* enum libfam_arena_state */
+	int memfd;        /* our copy of famd's memfd, for a restart of famd:
+	                   * valid while fd_is(memfd, memfd_id) */
+	uint64_t memfd_id[2];
 };
 
 struct libfam_region {
@@ -150,6 +153,9 @@ struct libfam {
 	uint64_t fork_token; /* between fork's handlers: famd's copy, or 0 */
 	int fork_err;       /* ... or why there is none (-errno) */
 	int fork_cancel;    /* ... and the cancel state to restore */
+	uint64_t token;     /* the session's name after a restart of famd */
+	unsigned restart_wait_ms; /* FAM_RESTART_WAIT: how long to wait for
+	                           * famd to come back (0: not at all) */
 
 	struct libfam_region *regions; /* open addressing, linear probing */
 	size_t nregions;
@@ -189,6 +195,41 @@ int session_call(uint16_t type, struct fam_smsg *m, const void *data, int fd,
 
 /* Ends a live session after a failed round trip (why: -errno). */
 void session_break(int why);
+
+/*
+ * Connects to the host famd and says HELLO (wire/session.h, step 1):
+ * libfam.sock, chunk, arena_size and token are set; *devfd gets
+ * /dev/userfaultfd when famd offers it. Reports a failure once per outage
+ * unless quiet.
+ */
+int session_connect(bool quiet, int *devfd);
+
+/* Moves fd to a high number (close-on-exec); returns the one to use. */
+int fd_high(int fd);
+
+/* Records what file fd is (id[0] device, id[1] inode). */
+void fd_id_take(int fd, uint64_t id[2]);
+
+/* Tells whether fd is still the file fd_id_take() saw. */
+bool fd_is(int fd, const uint64_t id[2]);
+
+/* Returns CLOCK_MONOTONIC in nanoseconds. */
+uint64_t libfam_now(void);
+
+/* libfam-restart.c */
+
+/* Keeps memfd (taken over) as arena a's copy of famd's memfd. */
+void arena_keep_memfd(struct libfam_arena *a, int memfd);
+
+/* Closes arena a's copy of its memfd, if it still has it. */
+void arena_drop_memfd(struct libfam_arena *a);
+
+/*
+ * The session socket hung up: waits (FAM_RESTART_WAIT) for a host famd to
+ * take the session back (RECLAIM). Returns 0 once the session is live
+ * again, else -errno (the caller declares it lost). Called with the lock.
+ */
+int session_reclaim_wait(void);
 
 /* libfam-arena.c */
 

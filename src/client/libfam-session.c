@@ -172,7 +172,7 @@ report_outage(const char *what, const char *path, int err)
 /* ---- helpers -------------------------------------------------------- */
 
 /* Returns CLOCK_MONOTONIC in nanoseconds. */
-static uint64_t
+uint64_t
 libfam_now(void)
 {
 	struct timespec ts;
@@ -288,7 +288,7 @@ sock_send(const struct fam_smsg *m, const void *data, int fd)
  * of the way of programs that dup2() onto small numbers they chose ("exec
  * 3>file"); returns the descriptor to use.
  */
-static int
+int
 fd_high(int fd)
 {
 	struct rlimit rl;
@@ -309,7 +309,7 @@ fd_high(int fd)
 }
 
 /* Records what file fd is (id[0] device, id[1] inode). */
-static void
+void
 fd_id_take(int fd, uint64_t id[2])
 {
 	struct stat st;
@@ -326,7 +326,7 @@ fd_id_take(int fd, uint64_t id[2])
  * every descriptor it did not open, and the number then names another
  * file, or none.
  */
-static bool
+bool
 fd_is(int fd, const uint64_t id[2])
 {
 	struct stat st;
@@ -595,42 +595,55 @@ watchdog_alone(void)
 	return alone;
 }
 
-/*
- * Waits for the session socket to hang up, then declares the session lost;
- * once a second, looks whether the program's threads have all ended.
- */
-static void *
-watchdog_main(void *arg)
+/* Waits for fd to hang up; once a second, looks whether we are alone. */
+static short
+watchdog_poll(int fd)
 {
-	uint64_t gen = (uint64_t)(uintptr_t)arg;
-	struct pollfd pfd = { .events = POLLRDHUP };
+	struct pollfd pfd = { .fd = fd, .events = POLLRDHUP };
 
-	pthread_mutex_lock(&libfam.lock);
-	pfd.fd = libfam.gen == gen ? libfam.sock : -1;
-	pthread_mutex_unlock(&libfam.lock);
-	if (pfd.fd < 0)
-		return NULL;
 	for (;;) {
 		int n = poll(&pfd, 1, 1000);
 		struct timespec ts = { .tv_nsec = 10000000 };
 
 		if (n > 0)
-			break;
+			return pfd.revents;
 		if (n == 0 && watchdog_alone())
 			exit(0);
 		if (n < 0 && errno != EINTR)
 			nanosleep(&ts, NULL); /* ENOMEM: try again */
 	}
+}
+
+/*
+ * Waits for the session socket to hang up, then waits for famd to take
+ * the session back after a restart, or declares it lost.
+ */
+static void *
+watchdog_main(void *arg)
+{
+	uint64_t gen = (uint64_t)(uintptr_t)arg;
+	int fd;
+
 	pthread_mutex_lock(&libfam.lock);
-	if (libfam.gen == gen && libfam.state != LIBFAM_S_NONE &&
-	    libfam.state != LIBFAM_S_CLOSED) {
-		if ((pfd.revents & POLLNVAL) ||
-		    !fd_is(libfam.sock, libfam.sock_id))
-			session_closed();
-		else
-			session_lose();
-	}
+	fd = libfam.gen == gen ? libfam.sock : -1;
 	pthread_mutex_unlock(&libfam.lock);
+	while (fd >= 0) {
+		short revents = watchdog_poll(fd);
+
+		fd = -1;
+		pthread_mutex_lock(&libfam.lock);
+		if (libfam.gen == gen && libfam.state != LIBFAM_S_NONE &&
+		    libfam.state != LIBFAM_S_CLOSED) {
+			if ((revents & POLLNVAL) ||
+			    !fd_is(libfam.sock, libfam.sock_id))
+				session_closed();
+			else if (session_reclaim_wait() == 0)
+				fd = libfam.sock;
+			else
+				session_lose();
+		}
+		pthread_mutex_unlock(&libfam.lock);
+	}
 	return NULL;
 }
 
@@ -655,24 +668,27 @@ watchdog_start(void)
 	return -rc;
 }
 
-/* Opens a session with the host famd (wire/session.h, steps 1 and 2). */
-static int
-session_open(void)
+/*
+ * Connects to the host famd and says HELLO (wire/session.h, step 1);
+ * *devfd gets /dev/userfaultfd when famd offers it.
+ */
+int
+session_connect(bool quiet, int *devfd)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	const char *path = session_path();
-	uint64_t now = libfam_now();
 	struct fam_smsg m;
-	int rc, devfd = -1, uffd = -1;
+	int rc;
 	size_t plen = strlen(path);
 	long page = sysconf(_SC_PAGESIZE);
 
-	if (now < libfam.retry_ns)
-		return libfam.last_err;
+	*devfd = -1;
 	if (plen >= sizeof sun.sun_path) {
 		rc = -ENAMETOOLONG;
-		report_outage("cannot reach the host famd at ", path, -rc);
-		goto fail;
+		if (!quiet)
+			report_outage("cannot reach the host famd at ", path,
+			    -rc);
+		return rc;
 	}
 	memcpy(sun.sun_path, path, plen);
 	libfam.sock = fd_high(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
@@ -681,7 +697,9 @@ session_open(void)
 	    sizeof sun) < 0)
 		rc = errno == EINTR ? 0 : -errno;
 	if (rc < 0) {
-		report_outage("cannot reach the host famd at ", path, -rc);
+		if (!quiet)
+			report_outage("cannot reach the host famd at ", path,
+			    -rc);
 		goto fail;
 	}
 	fd_id_take(libfam.sock, libfam.sock_id);
@@ -689,20 +707,45 @@ session_open(void)
 
 	memset(&m, 0, sizeof m);
 	m.a = FAM_API_VERSION;
-	rc = session_call(FAM_S_HELLO, &m, NULL, -1, &devfd);
+	rc = session_call(FAM_S_HELLO, &m, NULL, -1, devfd);
 	if (rc == 0)
 		rc = fam_smsg_check_hello_reply(&m, (uint64_t)page);
 	if (rc < 0) {
-		report_outage("cannot open a session with the host famd at ", path,
-		    -rc);
+		if (!quiet)
+			report_outage("cannot open a session with the host "
+			    "famd at ", path, -rc);
 		goto fail;
 	}
 	libfam.chunk = (size_t)m.a;
 	libfam.arena_size = (size_t)m.b;
+	libfam.token = m.d;
 	if (!(m.c & FAM_S_FEAT_DEVFD)) {
-		close_fd(devfd);
-		devfd = -1;
+		close_fd(*devfd);
+		*devfd = -1;
 	}
+	return 0;
+fail:
+	close_fd(*devfd);
+	*devfd = -1;
+	close_fd(libfam.sock);
+	libfam.sock = -1;
+	return rc;
+}
+
+/* Opens a session with the host famd (wire/session.h, steps 1 and 2). */
+static int
+session_open(void)
+{
+	const char *path = session_path();
+	uint64_t now = libfam_now();
+	struct fam_smsg m;
+	int rc, devfd = -1, uffd = -1;
+
+	if (now < libfam.retry_ns)
+		return libfam.last_err;
+	rc = session_connect(false, &devfd);
+	if (rc < 0)
+		goto fail;
 
 	uffd = fd_high(uffd_create(devfd));
 	close_fd(devfd);
@@ -823,7 +866,6 @@ fork_adopt(struct libfam_arena *a, uint64_t token)
 	p = libfam_mmap((void *)a->base, a->len, PROT_READ | PROT_WRITE,
 	    MAP_SHARED | MAP_FIXED_NOREPLACE | MAP_NORESERVE, memfd, 0);
 	rc = p == MAP_FAILED ? -errno : 0;
-	close(memfd);
 	if (rc == 0 && p != (void *)a->base) {
 		libfam_munmap(p, a->len); /* a kernel without MAP_FIXED_NOREPLACE */
 		rc = -EEXIST;
@@ -840,9 +882,11 @@ fork_adopt(struct libfam_arena *a, uint64_t token)
 		if (rc == 0) {
 			a->id = id;
 			a->session = libfam.gen;
+			arena_keep_memfd(a, memfd);
 			return 0;
 		}
 	}
+	close(memfd);
 	if (p != MAP_FAILED && p == (void *)a->base)
 		libfam_munmap(p, a->len);
 	return rc;
@@ -902,6 +946,9 @@ atfork_child(void)
 	libfam.uffd = -1;
 	libfam.state = LIBFAM_S_NONE;
 	libfam.lost_why = 0;
+	libfam.token = 0;
+	for (i = 0; i < n; i++)
+		arena_drop_memfd(&arenas[i]); /* the parent's arenas' */
 	libfam.gen++;
 	libfam.fork_token = 0;
 	libfam.fork_err = 0;
@@ -943,5 +990,14 @@ libfam_init(void)
 	const char *e = secure_getenv("FAM_FORK");
 
 	libfam.fork_off = e != NULL && strcmp(e, "0") == 0;
+	e = secure_getenv("FAM_RESTART_WAIT");
+	libfam.restart_wait_ms = 30000;
+	if (e != NULL && *e != '\0') {
+		char *end;
+		unsigned long v = strtoul(e, &end, 10);
+
+		if (*end == '\0' && v <= 3600)
+			libfam.restart_wait_ms = (unsigned)v * 1000u;
+	}
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }

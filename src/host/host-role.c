@@ -34,6 +34,7 @@ host_tick_cb(evutil_socket_t fd, short what, void *arg)
 	host_replica_tick(h);
 	host_session_retry(h);
 	host_session_orphans(h);
+	host_restart_tick(h);
 	host_fork_tick(h);
 	if (h->parked != NULL)
 		host_fetch_unpark(h);
@@ -118,6 +119,11 @@ role_host_start(struct famd *d)
 	h->node_up = host_path_node_up;
 	if (host_session_open(h, &cause) < 0)
 		goto fail;
+	/* Before the nodes: it names the sessions to resume there. */
+	if (host_restart_init(h) < 0) {
+		cause = xasprintf("out of memory");
+		goto fail;
+	}
 	h->path = (int)cfg_int(d->cfg, CFG_HOST_PATH);
 	if (*cfg_str(d->cfg, CFG_HOST_DPU) != '\0') {
 		h->has_dpu = true;
@@ -308,6 +314,7 @@ role_host_status(struct famd *d, json_t *st)
 	    "numa_node", h->numa_node));
 	json_object_set_new(st, "path", host_path_json(h));
 	json_object_set_new(st, "redundancy", host_replica_json(h));
+	json_object_set_new(st, "restart", host_restart_json(h));
 	json_object_set_new(st, "programs", json_pack("{s:I,s:I,s:I}",
 	    "sessions", (json_int_t)clients, "regions", (json_int_t)regions,
 	    "bytes", (json_int_t)bytes));
@@ -398,6 +405,7 @@ role_host_stop(struct famd *d)
 	if (h == NULL)
 		return;
 	h->stopping = true;
+	host_restart_stop(h);
 	host_session_close(h);
 	if (h->tick != NULL)
 		event_free(h->tick);
@@ -424,6 +432,7 @@ role_host_stop(struct famd *d)
 	if (h->has_dpu)
 		host_node_fini(&h->dpu);
 	host_buffer_fini(h);
+	host_restart_fini(h);
 	fam_tls_free(h->tls);
 	free(h);
 	d->role_state = NULL;

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -51,6 +52,7 @@ session_reply(struct host_client *cl, int status, uint32_t flags, uint64_t a,
 	ssize_t n;
 
 	cl->busy = false;
+	host_restart_replied(cl, status, d);
 	n = fdpass_send(cl->fd, &iov, 1, fd, MSG_NOSIGNAL | MSG_DONTWAIT);
 	if (n != (ssize_t)sizeof m) {
 		/* The program does not read its replies: end the session. */
@@ -151,7 +153,7 @@ fail:
 }
 
 /* Frees an arena famd no longer needs (its regions are gone). */
-static void
+void
 arena_free(struct host *h, struct arena *ar)
 {
 	host_extent_free(&ar->free);
@@ -173,7 +175,9 @@ static bool arena_drop_unmapped(struct host_client *cl, struct arena *ar);
 static void
 region_give_space(struct host *h, struct region *r)
 {
-	if (fallocate(r->ar->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+	/* Handing over (a restart) or never handed back: the program's data. */
+	if (!h->handover && r->ar->memfd >= 0 &&
+	    fallocate(r->ar->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 	    (off_t)r->off, (off_t)r->size) < 0)
 		log_rl(LOG_WARNING, "session pid %ld: punching a freed region: "
 		    "%s", (long)r->cl->pid, strerror(errno));
@@ -226,6 +230,8 @@ region_new(struct host_client *cl)
 static void
 region_free_remote(struct host *h, struct region *r)
 {
+	if (h->handover)
+		return; /* the next famd takes the regions over */
 	for (unsigned i = 0; i < r->nstripes; i++) {
 		struct stripe *s = &r->stripes[i];
 
@@ -334,7 +340,7 @@ session_hello(struct host_client *cl)
 	if (session_in_device_group(cl))
 		devfd = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
 	rc = session_reply(cl, 0, devfd >= 0 ? FAM_S_FEAT_DEVFD : 0, h->chunk,
-	    h->arena_size, devfd >= 0 ? FAM_S_FEAT_DEVFD : 0, 0, devfd);
+	    h->arena_size, devfd >= 0 ? FAM_S_FEAT_DEVFD : 0, cl->token, devfd);
 	if (devfd >= 0)
 		close(devfd);
 	return rc;
@@ -345,7 +351,7 @@ session_hello(struct host_client *cl)
  * thread faults again and again on a page it was sent SIGBUS for (no
  * UFFDIO_POISON here) is ended.
  */
-static void
+void
 session_uffd_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct host_client *cl = arg;
@@ -982,7 +988,8 @@ session_dispatch(struct host_client *cl)
 		    "%u); ending the session", (long)cl->pid, m->type);
 		return -1;
 	}
-	if (m->type != FAM_S_UFFD && cl->pending_fd >= 0) {
+	if (m->type != FAM_S_UFFD && m->type != FAM_S_RECLAIM &&
+	    m->type != FAM_S_REARENA && cl->pending_fd >= 0) {
 		close(cl->pending_fd);
 		cl->pending_fd = -1;
 	}
@@ -997,6 +1004,8 @@ session_dispatch(struct host_client *cl)
 	case FAM_S_DISCARD: rc = session_discard(cl); break;
 	case FAM_S_FORK: rc = session_fork(cl); break;
 	case FAM_S_ADOPT: rc = session_adopt(cl); break;
+	case FAM_S_RECLAIM: rc = session_reclaim(cl); break;
+	case FAM_S_REARENA: rc = session_rearena(cl); break;
 	default: rc = -1; break;
 	}
 	return rc < 0 ? -1 : 0;
@@ -1111,6 +1120,10 @@ host_client_new(struct host *h, int fd, const struct ucred *cred, int pidfd)
 	cl->uffd = -1;
 	cl->pending_fd = -1;
 	cl->refs = 1;
+	/* The session's name for RECLAIM: 0 says it has none. */
+	if (h->restart == NULL || h->restart->off ||
+	    getrandom(&cl->token, sizeof cl->token, 0) != sizeof cl->token)
+		cl->token = 0;
 	cl->sock_ev = event_new(h->base, fd, EV_READ | EV_PERSIST,
 	    session_read_cb, cl);
 	if (cl->sock_ev == NULL || event_add(cl->sock_ev, NULL) < 0) {

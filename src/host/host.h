@@ -228,6 +228,11 @@ struct host_client {
 	bool orphan;        /* the program closed its socket, runs on */
 	uint64_t orphan_check_ns; /* ... next looked at */
 	unsigned refs;      /* in-flight operations that point at us */
+	/* restart (host-restart.c, host-reclaim.c) */
+	uint64_t token;     /* names the session in RECLAIM (HELLO's d) */
+	bool restored;      /* from the restart state: waits for its program */
+	uint64_t restored_ns; /* ... since */
+	uint32_t reclaim_left; /* REARENAs still to come after RECLAIM */
 	struct host_client *next;
 };
 
@@ -390,6 +395,9 @@ struct host {
 	uint8_t *zero;
 	struct event *tick;
 	bool stopping;
+	struct host_restart *restart; /* the restart state (host-restart.c) */
+	bool handover;      /* stopping for a restart: the sessions' memory
+	                     * is kept, on the memory nodes and in the arenas */
 	/* calls up, registered from above (lower layers call only these) */
 	struct event *wake;      /* the deferred wake-up (host_wake) */
 	unsigned wake_what;      /* HOST_WAKE_* asked for since it last ran */
@@ -465,6 +473,13 @@ void host_session_retry(struct host *h);
 void host_client_put(struct host_client *cl);
 void host_region_free(struct region *r);
 json_t *host_clients_json(struct host *h);
+
+/* host-restart.c: beside the sessions (programs outlive a restart) */
+int host_restart_init(struct host *h);
+void host_restart_tick(struct host *h);
+void host_restart_stop(struct host *h);
+void host_restart_fini(struct host *h);
+json_t *host_restart_json(struct host *h);
 
 /* host-fault.c */
 int host_fault_init(struct host *h);

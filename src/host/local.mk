@@ -11,7 +11,9 @@ src_libfamdcore_la_SOURCES += \
 	src/host/host-fork.c \
 	src/host/host-numa.c \
 	src/host/host-path.c \
+	src/host/host-reclaim.c \
 	src/host/host-replica.c \
+	src/host/host-restart.c \
 	src/host/host-listen.c \
 	src/host/host-session.h \
 	src/host/host-session.c \

@@ -50,8 +50,9 @@ fam_smsg_take(const void *buf, size_t len, struct fam_smsg *m,
 /*
  * Checks the fixed part of a request: magic, version, type, no status, a
  * zero reserved field, data on ALLOC only and within FAM_SESSION_MAX_DATA,
- * and nothing but HELLO and UFFD before the program's userfaultfd came
- * (have_uffd). Returns 0, or -EPROTO: the session ends.
+ * nothing but HELLO, UFFD and RECLAIM before the program's userfaultfd came
+ * (have_uffd), and RECLAIM only then. Returns 0, or -EPROTO: the session
+ * ends.
  */
 int
 fam_smsg_check_request(const struct fam_smsg *m, bool have_uffd)
@@ -60,7 +61,9 @@ fam_smsg_check_request(const struct fam_smsg *m, bool have_uffd)
 	    m->type == 0 || m->type > FAM_S_TYPE_MAX || m->status != 0 ||
 	    m->reserved != 0 || m->len > FAM_SESSION_MAX_DATA ||
 	    (m->len != 0 && m->type != FAM_S_ALLOC) ||
-	    (!have_uffd && m->type > FAM_S_UFFD))
+	    (!have_uffd && m->type > FAM_S_UFFD &&
+	    m->type != FAM_S_RECLAIM) ||
+	    (have_uffd && m->type == FAM_S_RECLAIM))
 		return -EPROTO;
 	return 0;
 }

@@ -33,7 +33,15 @@
  *                                          maps it where the parent had it
  *         child -> MAP (new arena, address)
  * The session ends when the socket closes: famd then releases every region
- * of the program on the host and on the memory nodes.
+ * of the program on the host and on the memory nodes, unless famd itself
+ * is what went away (a restart):
+ *   restart: the program keeps its copies of the userfaultfd and of each
+ *         arena's memfd (its faulting threads block meanwhile), connects
+ *         again and sends steps 1 and then, instead of UFFD:
+ *         program -> RECLAIM (token, arenas) + userfaultfd   famd -> reply
+ *         program -> REARENA (id, address, length) + memfd,  famd -> reply
+ *                    once per arena; the reply to the last one comes once
+ *                    famd serves the arenas again (host-restart.c)
  *
  * Arenas: an arena's length is the size of its memfd, which famd seals
  * (F_SEAL_SHRINK, F_SEAL_SEAL): ftruncate to less and F_ADD_SEALS fail
@@ -67,7 +75,12 @@
 #define FAM_SESSION_MAX_COPIES 16u /* most copies an ALLOC asks for */
 
 enum fam_smsg_type {
-	/* a: API version; reply a: chunk_size, b: arena_size, c: features */
+	/*
+	 * a: API version; reply a: chunk_size, b: arena_size, c: features,
+	 * d: the session's token (64 random bits, not 0: what RECLAIM names
+	 * it by after a restart of famd; 0 from a famd that cannot restart
+	 * without losing it)
+	 */
 	FAM_S_HELLO = 1,
 	/* descriptor: the program's userfaultfd; reply: status only */
 	FAM_S_UFFD = 2,
@@ -121,7 +134,23 @@ enum fam_smsg_type {
 	 * sends MAP), c: its length; the arena's memfd attached
 	 */
 	FAM_S_ADOPT = 10,
-	FAM_S_TYPE_MAX = 10,
+	/*
+	 * After a restart of famd, instead of UFFD (descriptor: the program's
+	 * userfaultfd, the one the session had): a: the old session's token
+	 * (its HELLO reply's d), b: how many REARENA follow (the program's
+	 * arenas of that session). reply: status only; ENOENT when famd
+	 * knows no such session (the program's memory is lost), EPERM when
+	 * it was another process's
+	 */
+	FAM_S_RECLAIM = 11,
+	/*
+	 * One arena of a reclaimed session (descriptor: its memfd): a: its
+	 * id, b: the address where the program maps it, c: its length.
+	 * reply: status only; an arena refused (ENOENT, EINVAL, EBADF) is
+	 * lost to the program, the others are served again
+	 */
+	FAM_S_REARENA = 12,
+	FAM_S_TYPE_MAX = 12,
 };
 
 #define FAM_S_ALLOC_FILE     0x01u /* preload `data` from the memory node */

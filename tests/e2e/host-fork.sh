@@ -129,7 +129,8 @@ PY
 	mkfifo "$T/lost.in"
 	# FAM_MMAP=0: python's own object arenas (1 MiB mappings) stay local,
 	# so that the parent outlives famd to report on its child.
-	FAM_MMAP=0 FAM_THRESHOLD=1M shim python3 "$T/lost.py" <"$T/lost.in" >"$T/lost.out" 2>&1 &
+	# FAM_RESTART_WAIT=0: no wait for a famd to come back (host-restart.sh).
+	FAM_RESTART_WAIT=0 FAM_MMAP=0 FAM_THRESHOLD=1M shim python3 "$T/lost.py" <"$T/lost.in" >"$T/lost.out" 2>&1 &
 	job=$!
 	exec 7>"$T/lost.in"
 	wait_until 20 grep -q '^ready' "$T/lost.out" || fail "lost.py: $(cat "$T/lost.out")"

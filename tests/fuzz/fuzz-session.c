@@ -9,8 +9,8 @@
  * session_read_cb() and session_drain() do: every complete message is
  * taken (fam_smsg_take) and checked (fam_smsg_check_request); one that
  * fails ends the session, and the stream with it. A request that passes
- * has its arguments checked as the host does (ALLOC, MAP); a UFFD request
- * stands for the descriptor the program would pass. The same stream is
+ * has its arguments checked as the host does (ALLOC, MAP); a UFFD (or
+ * RECLAIM) request stands for the descriptor the program would pass. The same stream is
  * received again in small pieces, and must give the same messages.
  *
  * Each message taken is also offered to libfam as a reply
@@ -244,7 +244,8 @@ fuzz_receive(const uint8_t *stream, size_t size, size_t piece,
 				break;
 			}
 			fuzz_assert(m.len == strlen(data));
-			if (m.type == FAM_S_UFFD)
+			/* RECLAIM hands over the descriptor too (a restart) */
+			if (m.type == FAM_S_UFFD || m.type == FAM_S_RECLAIM)
 				have_uffd = true;
 			fuzz_arguments(&m, data, a);
 			if (pass.nmsgs == FUZZ_MAX_MSGS)

@@ -10,6 +10,7 @@ UNIT_TESTS = \
 	tests/unit/check_host_fault \
 	tests/unit/check_host_path \
 	tests/unit/check_host_replica \
+	tests/unit/check_host_restart \
 	tests/unit/check_libfam \
 	tests/unit/check_log \
 	tests/unit/check_memory \
@@ -33,5 +34,6 @@ tests_unit_check_host_buffer_SOURCES = tests/unit/check_host_buffer.c $(UNIT_HAR
 tests_unit_check_host_fault_SOURCES = tests/unit/check_host_fault.c $(UNIT_HARNESS)
 tests_unit_check_host_path_SOURCES = tests/unit/check_host_path.c $(UNIT_HARNESS)
 tests_unit_check_host_replica_SOURCES = tests/unit/check_host_replica.c $(UNIT_HARNESS)
+tests_unit_check_host_restart_SOURCES = tests/unit/check_host_restart.c $(UNIT_HARNESS)
 tests_unit_check_transport_SOURCES = tests/unit/check_transport.c $(UNIT_HARNESS)
 tests_unit_check_verbs_SOURCES = tests/unit/check_verbs.c $(UNIT_HARNESS)
