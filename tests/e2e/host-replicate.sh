@@ -177,7 +177,7 @@ red hostp '.mode == "none" and .regions == 0' ||
 FAM_REDUNDANCY=replicate:2 LD_PRELOAD=$SHIM "$FAMTEST" -f -s "$size" passes >"$T/p.out" 2>&1 &
 ft=$!
 wait_until 60 passes_past 1 && kill -0 "$ft" || fail "no pass: $(tail -3 "$T/p.out")"
-red hostp '.regions == 1' || fail "not replicated: $(ctl hostp status -j | jq -c .redundancy)"
+wait_until 10 red hostp '.regions == 1' || fail "not replicated: $(ctl hostp status -j | jq -c .redundancy)"
 FAM_REDUNDANCY=replicate:3 FAM_STRICT=1 LD_PRELOAD=$SHIM "$FAMTEST" -f -s "$size" seq \
 	>"$T/strict.out" 2>&1 && fail "replicate:3 over two nodes served: $(cat "$T/strict.out")"
 grep -q "Invalid argument" "$T/strict.out" || fail "replicate:3: $(cat "$T/strict.out")"
