@@ -738,15 +738,32 @@ fetch_send(struct host *h, struct fetch *f, bool demand, bool urgent,
 	h->stats.reads_coalesced += n > 1;
 }
 
+/* Reads chunk f->chunk of r (ec:K+M) from K fragments into f's slot. */
+static void
+fetch_read_ec(struct host *h, struct fetch *f, struct region *r, bool urgent)
+{
+	int rc = host_ec_read(h, r, f->chunk, f->staging, !urgent, fetch_done,
+	    f);
+
+	if (rc < 0) {
+		host_staging_put(h, f->staging, 1);
+		fetch_run_failed(h, f, NULL, rc);
+		return;
+	}
+	h->inflight++;
+	h->stats.reads++;
+}
+
 /*
  * Brings in chunk f->chunk of a copy from its source (host-fork.c): from
  * the source's buffer frame when it is there, else from the source's
- * stripe, else zeros. f heads its queue; a staging slot is free.
+ * stripe, else zeros; or (no source) of a region with ec:K+M, from K of
+ * its fragments. f heads its queue; a staging slot is free.
  */
 static void
 fetch_send_src(struct host *h, struct fetch *f, bool demand, bool urgent)
 {
-	struct region *src = f->src;
+	struct region *src = f->src != NULL ? f->src : f->r;
 	const struct chunk *sc = &src->chunks[f->chunk];
 	struct fam_conn *conn;
 	const struct fam_remote *remote;
@@ -766,7 +783,8 @@ fetch_send_src(struct host *h, struct fetch *f, bool demand, bool urgent)
 			fetch_complete(h, f, 0);
 			return;
 		}
-		rc = host_chunk_route(h, src, f->chunk, !urgent, &s, &conn,
+		rc = src->ec != NULL ? host_ec_check(h, src, f->chunk) :
+		    host_chunk_route(h, src, f->chunk, !urgent, &s, &conn,
 		    &mr, &remote);
 		if (rc < 0) {
 			fetch_unrouted(h, f, demand, rc);
@@ -776,7 +794,11 @@ fetch_send_src(struct host *h, struct fetch *f, bool demand, bool urgent)
 	fetch_dequeue(h, f, demand);
 	f->staging = host_staging_get(h, &n);
 	f->nrun = 1;
-	h->stats.fork_reads++;
+	h->stats.fork_reads += f->src != NULL;
+	if (from_node && src->ec != NULL) {
+		fetch_read_ec(h, f, src, urgent);
+		return;
+	}
 	if (from_node) {
 		f->s = s;
 		rc = fam_conn_readf(conn, remote, off, (uint32_t)h->chunk,
@@ -827,7 +849,7 @@ host_fetch_kick(struct host *h)
 			if (status == 0 && !f->zero) {
 				if (h->inflight >= max || h->nstaging_free == 0)
 					return;
-				if (f->src != NULL)
+				if (f->src != NULL || f->r->ec != NULL)
 					fetch_send_src(h, f, demand, urgent);
 				else
 					fetch_send(h, f, demand, urgent, max);
