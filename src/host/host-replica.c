@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * host-replica.c - replicate:N: each chunk of a region on N memory nodes.
+ * host-replica.c - replicate:N: each chunk of a region on N memory nodes
+ * (and the placement and states of ec:K+M's fragments, host-ec.c).
  *
  * Owns: where the copies of a column live (host_replica_node), which copy
  * a read goes to (host_chunk_route), each copy's stale bits, making a
  * copy's region again on a node that restarted empty, and the background
- * rebuild (h->rb) that copies stale chunks from a copy that has them.
+ * rebuild (h->rb) that copies stale chunks from a copy that has them (a
+ * fragment: host_ec_rebuild_start decodes it from K others).
  * States of a copy (struct stripe):
  *   up to date  not gone, its stale bit clear for the row: reads may go
  *               there
