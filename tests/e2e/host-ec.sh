@@ -73,7 +73,7 @@ for i in 0 1 2; do
 	names+=("m$i")
 done
 list=$(IFS=,; echo "${addrs[*]}")
-rate=$(scaled 16M)
+rate=$(scaled 4M) # the rebuild of a third of 1.5 times the block: 3 s
 start_host host "$buffer" "$list" -o host.redundancy=ec:2+1 \
 	-o host.rebuild_rate="$rate"
 red host '.mode == "ec:2+1" and .state == "healthy"' ||
