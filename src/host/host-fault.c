@@ -738,22 +738,6 @@ fetch_send(struct host *h, struct fetch *f, bool demand, bool urgent,
 	h->stats.reads_coalesced += n > 1;
 }
 
-/* Reads chunk f->chunk of r (ec:K+M) from K fragments into f's slot. */
-static void
-fetch_read_ec(struct host *h, struct fetch *f, struct region *r, bool urgent)
-{
-	int rc = host_ec_read(h, r, f->chunk, f->staging, !urgent, fetch_done,
-	    f);
-
-	if (rc < 0) {
-		host_staging_put(h, f->staging, 1);
-		fetch_run_failed(h, f, NULL, rc);
-		return;
-	}
-	h->inflight++;
-	h->stats.reads++;
-}
-
 /*
  * Brings in chunk f->chunk of a copy from its source (host-fork.c): from
  * the source's buffer frame when it is there, else from the source's
@@ -795,17 +779,16 @@ fetch_send_src(struct host *h, struct fetch *f, bool demand, bool urgent)
 	f->staging = host_staging_get(h, &n);
 	f->nrun = 1;
 	h->stats.fork_reads += f->src != NULL;
-	if (from_node && src->ec != NULL) {
-		fetch_read_ec(h, f, src, urgent);
-		return;
-	}
 	if (from_node) {
-		f->s = s;
-		rc = fam_conn_readf(conn, remote, off, (uint32_t)h->chunk,
+		f->s = s; /* NULL: ec:K+M, K fragments read (host_ec_read) */
+		rc = src->ec != NULL ? host_ec_read(h, src, f->chunk,
+		    f->staging, !urgent, fetch_done, f) :
+		    fam_conn_readf(conn, remote, off, (uint32_t)h->chunk,
 		    f->staging, mr, urgent ? 0 : FAM_F_BACKGROUND, fetch_done, f);
 		if (rc < 0) {
 			f->s = NULL;
-			host_route_done(h, s);
+			if (s != NULL)
+				host_route_done(h, s);
 			host_staging_put(h, f->staging, 1);
 			fetch_run_failed(h, f, NULL, rc);
 			return;
