@@ -10,7 +10,8 @@
  * the region's stripe [i * width + col] (a "copy" there), on memory node
  * (col + i) % nodes, holding row r of the column at r * frag; its stale
  * bits, gone and made again as a replica's.
- * A read: K usable fragments asked for, data fragments first (no decode);
+ * A read: K usable fragments asked for, data ones first (no decode) but
+ *   for a node much slower than the others lately (ec_pick);
  *   each that fails (an error, op_timeout, a CRC that does not match the
  *   one its write-back left) is replaced by one not asked yet; K good ->
  *   the missing data fragments decoded; fewer left -> the read fails
@@ -29,6 +30,8 @@
 
 #include "host/host.h"
 #include "host/host-ec.h"
+
+#define EC_PARITY_US 1000u /* a parity fragment's read counted slower */
 
 /* A region's ec:K+M state. */
 struct host_ec {
@@ -55,6 +58,7 @@ struct ec_read {
 		struct ec_read *er;
 		unsigned i;
 		struct stripe *s;
+		uint64_t sent_ns;
 	} frag[HOST_EC_MAX];
 };
 
@@ -312,8 +316,63 @@ ec_read_to(const struct ec_read *er, unsigned i)
 }
 
 /*
- * Asks for fragments of er's chunk not asked for yet, data ones first,
- * until K are good or out. Returns the reads started.
+ * Returns how long a fragment read from node n takes lately, in us: its
+ * average, halved for each second since the last sample (a node passed
+ * over because it was slow is tried again in a while).
+ */
+static uint64_t
+ec_node_lat(const struct host *h, const struct mnode *n)
+{
+	const struct host_ec_lat *l = &h->ec_lat[n - h->nodes];
+	uint64_t age = (mono_ns() - l->at_ns) / 1000000000u;
+
+	return age >= 32 ? 0 : l->us >> age;
+}
+
+/* Takes the time a fragment read from node n took (sent at sent_ns). */
+static void
+ec_node_sample(struct host *h, const struct mnode *n, uint64_t sent_ns)
+{
+	struct host_ec_lat *l = &h->ec_lat[n - h->nodes];
+	uint64_t now = mono_ns(), us = (now - sent_ns) / 1000u;
+
+	l->us = l->us == 0 ? us : (7 * l->us + us) / 8;
+	l->at_ns = now;
+}
+
+/*
+ * Returns the next fragment of er's chunk to ask for, not asked for yet nor
+ * in skip, up to date and reachable: the one whose node answers fastest,
+ * a parity fragment (it costs a decode) only before a data fragment whose
+ * node is more than 4 times and 1 ms slower than its own; or -1.
+ */
+static int
+ec_pick(const struct ec_read *er, uint32_t skip)
+{
+	const struct region *r = er->r;
+	unsigned col = (unsigned)(er->c % r->width), k = r->ec->codec.k;
+	uint64_t row = er->c / r->width, best_key = 0;
+	int best = -1;
+
+	for (unsigned i = 0; i < r->ncopies; i++) {
+		const struct stripe *s = &r->stripes[i * r->width + col];
+		uint64_t lat, key;
+
+		if (((er->asked | skip) >> i & 1) || !ec_usable(er->h, s, row))
+			continue;
+		lat = ec_node_lat(er->h, s->node);
+		key = i < k ? lat : 4 * lat + EC_PARITY_US;
+		if (best < 0 || key < best_key) {
+			best = (int)i;
+			best_key = key;
+		}
+	}
+	return best;
+}
+
+/*
+ * Asks for fragments of er's chunk, the fastest first (ec_pick), until K
+ * are good or out. Returns the reads started.
  */
 static unsigned
 ec_read_more(struct ec_read *er)
@@ -323,30 +382,29 @@ ec_read_more(struct ec_read *er)
 	const struct host_ec_codec *ec = &r->ec->codec;
 	unsigned col = (unsigned)(er->c % r->width), started = 0;
 	uint64_t row = er->c / r->width;
+	uint32_t skip = 0;
+	int i;
 
-	for (unsigned i = 0; i < ec->k + ec->m; i++) {
+	while (__builtin_popcount(er->good) + er->out < ec->k &&
+	    (i = ec_pick(er, skip)) >= 0) {
 		struct ec_frag *fr = &er->frag[i];
 		struct fam_conn *conn;
 		struct fam_mr *mr;
 		const struct fam_remote *remote;
 		int rc;
 
-		if (__builtin_popcount(er->good) + er->out >= ec->k)
-			break;
-		if (er->asked >> i & 1)
-			continue;
-		fr->s = &r->stripes[i * r->width + col];
-		if (!ec_usable(h, fr->s, row))
-			continue;
+		skip |= 1u << i;
+		fr->s = &r->stripes[(unsigned)i * r->width + col];
 		if (host_route(h, fr->s, er->background, &conn, &mr,
 		    &remote) < 0)
 			continue;
 		er->asked |= 1u << i;
 		fr->er = er;
-		fr->i = i;
+		fr->i = (unsigned)i;
+		fr->sent_ns = mono_ns();
 		rc = fam_conn_readf(conn, remote, row * ec->frag, ec->frag,
-		    ec_read_to(er, i), NULL, er->background ? FAM_F_BACKGROUND :
-		    0, ec_read_frag_done, fr);
+		    ec_read_to(er, (unsigned)i), NULL, er->background ?
+		    FAM_F_BACKGROUND : 0, ec_read_frag_done, fr);
 		if (rc < 0) {
 			host_route_done(h, fr->s);
 			if (er->err == 0)
@@ -415,6 +473,7 @@ ec_read_frag_done(void *ctx, int status, const uint8_t *payload,
 		status = -EBADMSG;
 	if (status == 0) {
 		er->good |= 1u << fr->i;
+		ec_node_sample(h, fr->s->node, fr->sent_ns);
 	} else {
 		if (er->err == 0 || er->err == -EBADMSG)
 			er->err = status;
@@ -580,4 +639,25 @@ host_ec_rebuild_start(struct host *h, struct stripe *dst, uint64_t c)
 	}
 	rb->frag = (unsigned)(dst - r->stripes) / r->width;
 	return host_ec_read(h, r, c, rb->buf, true, ec_rebuild_read_done, h);
+}
+
+/*
+ * Describes ec:K+M's reads: chunks read, fragment reads and those that
+ * failed or had a wrong CRC, chunks decoded, and how long a fragment read
+ * from each memory node takes lately (us; what ec_pick goes by).
+ */
+json_t *
+host_ec_json(struct host *h)
+{
+	json_t *lat = json_array();
+
+	for (unsigned i = 0; i < h->nnodes; i++)
+		json_array_append_new(lat, json_integer((json_int_t)
+		    ec_node_lat(h, &h->nodes[i])));
+	return json_pack("{s:I,s:I,s:I,s:I,s:o}",
+	    "reads", (json_int_t)h->stats.ec_reads,
+	    "fragment_reads", (json_int_t)h->stats.ec_frag_reads,
+	    "fragment_errors", (json_int_t)h->stats.ec_frag_errors,
+	    "decodes", (json_int_t)h->stats.ec_decodes,
+	    "fragment_read_us", lat);
 }

@@ -604,11 +604,7 @@ host_replica_json(struct host *h)
 	    "copies_made_again", (json_int_t)h->rb.recreated,
 	    "rebuild_rate", (json_int_t)h->rb.rate,
 	    "failovers", (json_int_t)h->stats.replica_failovers);
-	json_object_set_new(o, "ec", json_pack("{s:I,s:I,s:I,s:I}",
-	    "reads", (json_int_t)h->stats.ec_reads,
-	    "fragment_reads", (json_int_t)h->stats.ec_frag_reads,
-	    "fragment_errors", (json_int_t)h->stats.ec_frag_errors,
-	    "decodes", (json_int_t)h->stats.ec_decodes));
+	json_object_set_new(o, "ec", host_ec_json(h));
 	json_object_set_new(o, "each", each);
 	return o;
 }

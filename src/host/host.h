@@ -369,6 +369,10 @@ struct host {
 	int fallback;            /* enum cfg_fallback */
 	unsigned copies;         /* [host] redundancy: 1, or N (replicate:N) */
 	unsigned ec_k, ec_m;     /* ... ec:K+M (copies 1 then), or 0 */
+	struct host_ec_lat {     /* ec:K+M: fragment reads from each node */
+		uint64_t us;     /* how long they take (moving average) */
+		uint64_t at_ns;  /* the last one's end */
+	} ec_lat[HOST_MAX_NODES];
 	struct host_rebuild rb;
 	/* programs */
 	int listen_fd;
@@ -600,6 +604,7 @@ int host_ec_wb_encode(struct region *r, const uint8_t *chunk, uint8_t **buf,
     const uint8_t *src[], uint32_t crc[]);
 void host_ec_wb_done(struct region *r, uint64_t c, unsigned i, uint32_t crc);
 int host_ec_rebuild_start(struct host *h, struct stripe *dst, uint64_t c);
+json_t *host_ec_json(struct host *h);
 
 /* host-node.c */
 int host_node_start(struct mnode *n);

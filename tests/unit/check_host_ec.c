@@ -7,7 +7,8 @@
  * host's three memory nodes three sessions with that one role), a second
  * thread paging: a fragment corrupted on the memory node is caught by its
  * CRC, the chunk decoded from the other two and the fragment rebuilt; a
- * node out of reach leaves every byte readable.
+ * node out of reach leaves every byte readable; reads go to the nodes that
+ * answer fastest.
  * tests/e2e/host-ec.sh covers the same with memory famd processes killed
  * and started again empty, and famtest.
  */
@@ -394,6 +395,8 @@ START_TEST(test_corrupted_fragment_on_a_node_is_never_served)
 	ck_assert_uint_eq(n, 8);
 	ck_assert(unit_run_until(base, garbage_written, 5000));
 	rebuilt = h->rb.done;
+	/* nothing known of the nodes: the data fragments are read */
+	memset(h->ec_lat, 0, sizeof h->ec_lat);
 	ck_assert_uint_eq(pages(6, false), 0); /* every word right */
 	ck_assert_uint_ge(h->stats.ec_frag_errors, 8);
 	ck_assert_uint_ge(h->stats.ec_decodes, 8);
@@ -437,6 +440,30 @@ START_TEST(test_reads_decode_when_a_node_is_out_of_reach)
 }
 END_TEST
 
+START_TEST(test_reads_go_to_the_fastest_nodes)
+{
+	uint64_t decodes, errors, at;
+
+	start("");
+	ck_assert_uint_eq(pages(10, true), 0);
+	ck_assert_uint_eq(pages(11, true), 0);
+	ck_assert_uint_eq(pages(11, false), 0);
+	for (unsigned i = 0; i < 3; i++)
+		ck_assert_uint_gt(h->ec_lat[i].us, 0);
+	/* node 0 answers slowly now: its fragments are left for others */
+	h->ec_lat[0].us = 1000000000u;
+	h->ec_lat[0].at_ns = at = mono_ns();
+	decodes = h->stats.ec_decodes;
+	errors = h->stats.ec_frag_errors;
+	ck_assert_uint_eq(pages(11, false), 0);
+	ck_assert_uint_eq(h->ec_lat[0].at_ns, at); /* not read from */
+	/* two columns of three have a data fragment there: decoded */
+	ck_assert_uint_ge(h->stats.ec_decodes - decodes, 10);
+	ck_assert_uint_eq(h->stats.ec_frag_errors, errors);
+	ck_assert_uint_eq(h->stats.sigbus, 0);
+}
+END_TEST
+
 /* The suite's tests. */
 static Suite *
 host_ec_suite(void)
@@ -456,6 +483,7 @@ host_ec_suite(void)
 	tcase_add_test(l, test_region_is_k_plus_m_fragments_on_distinct_nodes);
 	tcase_add_test(l, test_corrupted_fragment_on_a_node_is_never_served);
 	tcase_add_test(l, test_reads_decode_when_a_node_is_out_of_reach);
+	tcase_add_test(l, test_reads_go_to_the_fastest_nodes);
 	suite_add_tcase(s, l);
 	return s;
 }
