@@ -42,9 +42,43 @@ is_pow2(uint64_t v)
 /* ---- regions -------------------------------------------------------- */
 
 /*
+ * Parses the decimal number (1 to 16) at *p and moves *p past it; 0 when
+ * there is none or it is out of range.
+ */
+static uint64_t
+alloc_num(const char **p)
+{
+	uint64_t n = 0;
+
+	if (**p < '0' || **p > '9')
+		return 0;
+	for (; **p >= '0' && **p <= '9'; (*p)++)
+		if ((n = n * 10 + (uint64_t)(**p - '0')) > 16)
+			return 0;
+	return n;
+}
+
+/* Returns ALLOC's d for "ec:K+M" (K and M from 1 to 16), or 0. */
+static uint64_t
+alloc_ec(const char *v)
+{
+	uint64_t k, m;
+
+	v += 3;
+	k = alloc_num(&v);
+	if (k == 0 || *v++ != '+')
+		return 0;
+	m = alloc_num(&v);
+	if (m == 0 || *v != '\0')
+		return 0;
+	return FAM_SESSION_EC | k << 8 | m;
+}
+
+/*
  * Returns the copies FAM_REDUNDANCY asks for (wire/session.h, ALLOC's d):
- * 1 for "none", N for "replicate:N" (2 to FAM_SESSION_MAX_COPIES), 0
- * (famd's [host] redundancy) when it is unset or says anything else.
+ * 1 for "none", N for "replicate:N" (2 to FAM_SESSION_MAX_COPIES),
+ * FAM_SESSION_EC | K << 8 | M for "ec:K+M", 0 (famd's [host] redundancy)
+ * when it is unset or says anything else.
  */
 static uint64_t
 alloc_copies(void)
@@ -56,6 +90,8 @@ alloc_copies(void)
 		return 0;
 	if (strcmp(v, "none") == 0)
 		return 1;
+	if (strncmp(v, "ec:", 3) == 0)
+		return alloc_ec(v);
 	if (strncmp(v, "replicate:", 10) != 0 || v[10] == '\0')
 		return 0;
 	for (v += 10; *v != '\0'; v++) {

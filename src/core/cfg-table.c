@@ -506,26 +506,34 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		.min = 0, .max = 31, .def = "none", .roles = HOST,
 		.help = "How many memory nodes hold each chunk of a region: none "
 		    "(one, as striped; a memory node lost is its chunks lost: "
-		    "SIGBUS where they are touched, never wrong data) or "
+		    "SIGBUS where they are touched, never wrong data), "
 		    "replicate:N (N from 2 to the number of memory_nodes: each "
 		    "chunk on N distinct memory nodes, its stripe's node and the "
-		    "next N - 1). replicate:N survives N - 1 memory nodes lost at "
-		    "once (faults are served from a remaining copy, and a node "
-		    "that comes back, or restarts empty, is rebuilt from the "
-		    "others at rebuild_rate); it costs N times the write-back "
-		    "bytes on the wire and N times the memory-node capacity. "
-		    "Reads go to one copy. A program may ask for another mode "
-		    "with the environment variable FAM_REDUNDANCY (the same "
-		    "syntax). Files mapped with fam_map and the copies a fork "
-		    "makes are not replicated.",
+		    "next N - 1) or ec:K+M (K and M from 1 to 16, K + M at most "
+		    "the number of memory_nodes: each chunk split into K data "
+		    "fragments and M Reed-Solomon parity fragments, ISA-L, each "
+		    "a K-th of the chunk, on K + M distinct memory nodes). "
+		    "replicate:N survives N - 1 memory nodes lost at once, ec:K+M "
+		    "survives M (faults are served from a remaining copy, or "
+		    "decoded from any K fragments, each checked against its "
+		    "CRC; a node that comes back, or restarts empty, is rebuilt "
+		    "from the others at rebuild_rate). replicate:N costs N times "
+		    "the write-back bytes on the wire and N times the "
+		    "memory-node capacity, ec:K+M (K + M) / K times both (1.5 "
+		    "for ec:2+1) and K reads of a K-th of a chunk per fault. A "
+		    "program may ask for another mode with the environment "
+		    "variable FAM_REDUNDANCY (the same syntax). Files mapped "
+		    "with fam_map and the copies a fork makes are not "
+		    "replicated.",
 	},
 	[CFG_HOST_REBUILD_RATE] = {
 		.section = "host", .name = "rebuild_rate", .type = CFG_T_SIZE,
 		.min = 4096, .max = (int64_t)1 << 40, .def = "64M",
 		.reloadable = true, .roles = HOST,
 		.help = "Bytes per second at most that the host copies in the "
-		    "background to bring a replica up to date again (a memory "
-		    "node that came back or restarted empty). famctl status "
+		    "background to bring a replica (or an erasure-coded "
+		    "fragment) up to date again (a memory node that came back "
+		    "or restarted empty). famctl status "
 		    "shows the redundancy state and the rebuild's progress.",
 	},
 	[CFG_HOST_UID_MAX_BYTES] = {

@@ -819,6 +819,24 @@ cfg_redundancy_parse(const char *text, unsigned *copies)
 	return 0;
 }
 
+/* Parses "ec:K+M" (K data, M parity fragments, 1 to 16 each); 0/-EINVAL. */
+int
+cfg_redundancy_parse_ec(const char *text, unsigned *k, unsigned *m)
+{
+	const char *plus = strchr(text, '+');
+	unsigned a, b;
+	int n = -1;
+
+	if (strncmp(text, "ec:", 3) != 0 || plus == NULL || text[3] < '0' ||
+	    text[3] > '9' || plus[1] < '0' || plus[1] > '9' ||
+	    sscanf(text + 3, "%2u+%2u%n", &a, &b, &n) != 2 || n < 0 ||
+	    text[3 + n] != '\0' || a < 1 || a > 16 || b < 1 || b > 16)
+		return -EINVAL;
+	*k = a;
+	*m = b;
+	return 0;
+}
+
 /* Checks [host] redundancy: its syntax, and enough memory nodes for it. */
 static void
 cfg_check_redundancy(struct cfg *cfg, const char *path,
@@ -827,13 +845,16 @@ cfg_check_redundancy(struct cfg *cfg, const char *path,
 	const struct cfg_value *v = &cfg->v[CFG_HOST_REDUNDANCY];
 	const char *text = cfg_str(cfg, CFG_HOST_REDUNDANCY);
 	const char *nodes = cfg_str(cfg, CFG_HOST_MEMORY_NODES);
-	unsigned copies, nnodes = 0;
+	unsigned copies, nnodes = 0, k, m;
 
 	if (cfg->v[CFG_ROLE].i != ROLE_HOST)
 		return;
-	if (cfg_redundancy_parse(text, &copies) < 0) {
+	if (cfg_redundancy_parse_ec(text, &k, &m) == 0) {
+		copies = k + m;
+	} else if (cfg_redundancy_parse(text, &copies) < 0) {
 		cfg_error(errs, "%s:%u: [host] redundancy = %s: want none or "
-		    "replicate:N (N from 2 to 16)", path, v->line, text);
+		    "replicate:N (N from 2 to 16) or ec:K+M (K and M from 1 "
+		    "to 16)", path, v->line, text);
 		return;
 	}
 	if (nodes != NULL && *nodes != '\0') {

@@ -219,6 +219,7 @@ bool cfg_equal(enum cfg_key key, const struct cfg_value *a,
 void cfg_write_example(FILE *f, enum famd_role role);
 void cfg_write_man_keys(FILE *f);
 int cfg_redundancy_parse(const char *text, unsigned *copies);
+int cfg_redundancy_parse_ec(const char *text, unsigned *k, unsigned *m);
 
 /* ---- notify.c ----------------------------------------------------------- */
 

@@ -27,18 +27,23 @@
 #include <sys/mman.h>
 
 #include "host/host.h"
+#include "host/host-ec.h"
 #include "host/host-uffd.h"
 
 #define MAX_WRITEBACKS 64
 
 struct writeback;
 
-/* A write-back's write to one copy of its chunk. */
+/* A write-back's write to one copy (or fragment, ec:K+M) of its chunk. */
 struct wb_copy {
 	struct writeback *wb;
 	struct stripe *s;
 	struct fam_conn *conn;
 	const struct fam_remote *remote;
+	unsigned k;          /* the copy's (fragment's) index */
+	const uint8_t *src;  /* what is written, len bytes */
+	uint32_t len;
+	uint32_t crc;        /* ec:K+M: the fragment's CRC32C */
 };
 
 /* A chunk's write-back: one write per copy that can take it. */
@@ -48,6 +53,7 @@ struct writeback {
 	unsigned out;  /* writes in flight */
 	unsigned ok;   /* copies that acknowledged */
 	int err;       /* the first write's error */
+	uint8_t *ecbuf; /* ec:K+M: the parity (and padded) fragments */
 	struct wb_copy copy[];
 };
 
@@ -63,11 +69,14 @@ host_stripe_offset(const struct host *h, const struct region *r, uint64_t c,
 /*
  * Returns the bytes of a chunk at off in stripe s that the memory node
  * holds: a whole chunk, but for the last chunk of a file, which the memory
- * node reserves to its page size, not to our chunk size.
+ * node reserves to its page size, not to our chunk size (ec:K+M: a whole
+ * chunk, its fragments being smaller).
  */
 uint32_t
 host_stripe_len(const struct host *h, const struct stripe *s, uint64_t off)
 {
+	if (s->r != NULL && s->r->ec != NULL)
+		return (uint32_t)h->chunk;
 	if (off >= s->remote.size)
 		return 0;
 	if (s->remote.size - off < h->chunk)
@@ -286,9 +295,10 @@ writeback_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 	host_route_done(h, wc->s);
 	if (status == 0) {
 		wb->ok++;
-		h->stats.writeback_bytes += host_stripe_len(h, wc->s,
-		    row << h->chunk_shift);
+		h->stats.writeback_bytes += wc->len;
 		host_stale_clear(wc->s, row); /* it has the latest now */
+		if (r->ec != NULL)
+			host_ec_wb_done(r, wb->chunk, wc->k, wc->crc);
 	} else {
 		if (wb->err == 0)
 			wb->err = status;
@@ -296,7 +306,10 @@ writeback_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 	}
 	if (--wb->out > 0)
 		return;
-	status = wb->ok > 0 ? 0 : wb->err;
+	/* ec:K+M: K fragments at least, or the chunk cannot be read again */
+	status = wb->ok >= (r->ec != NULL ? host_ec_k(r) : 1) ? 0 :
+	    wb->err != 0 ? wb->err : -EHOSTDOWN;
+	free(wb->ecbuf);
 	free(wb);
 	h->writebacks_inflight--;
 	r->busy--;
@@ -354,6 +367,7 @@ writeback_route(struct host *h, struct region *r, uint64_t c,
 		    &wc->remote) < 0)
 			continue;
 		wc->wb = wb;
+		wc->k = k;
 		n++;
 	}
 	return n;
@@ -382,6 +396,35 @@ writeback_skipped(struct host *h, struct region *r, uint64_t c,
 }
 
 /*
+ * Gives each of the n copies wb routed what it is written: the chunk (its
+ * bytes on the memory node), or, ec:K+M, its fragment, encoded now from
+ * the write-protected chunk. 0 or -ENOMEM.
+ */
+static int
+writeback_source(struct host *h, struct region *r, uint64_t c,
+    struct writeback *wb, unsigned n)
+{
+	const uint8_t *chunk = r->ar->local + r->off + (c << h->chunk_shift);
+	const uint8_t *frag[HOST_EC_MAX];
+	uint32_t crc[HOST_EC_MAX];
+	unsigned si;
+	uint64_t off = host_stripe_offset(h, r, c, &si);
+
+	if (r->ec != NULL && host_ec_wb_encode(r, chunk, &wb->ecbuf, frag,
+	    crc) < 0)
+		return -ENOMEM;
+	for (unsigned i = 0; i < n; i++) {
+		struct wb_copy *wc = &wb->copy[i];
+
+		wc->src = r->ec != NULL ? frag[wc->k] : chunk;
+		wc->len = r->ec != NULL ? host_ec_frag(r) :
+		    host_stripe_len(h, wc->s, off);
+		wc->crc = r->ec != NULL ? crc[wc->k] : 0;
+	}
+	return 0;
+}
+
+/*
  * Starts writing back dirty chunk c of r, to each copy: write-protects it
  * first, so a write during the write-back is seen and keeps the chunk.
  */
@@ -398,7 +441,10 @@ writeback_start(struct host *h, struct region *r, uint64_t c)
 	if (wb == NULL)
 		return -ENOMEM;
 	n = writeback_route(h, r, c, wb);
-	if (n == 0) {
+	if (n == 0 || (r->ec != NULL && n < host_ec_k(r))) {
+		/* ec:K+M: fewer than K fragments would be a chunk lost */
+		for (unsigned i = 0; i < n; i++)
+			host_route_done(h, wb->copy[i].s);
 		free(wb);
 		return -EHOSTDOWN;
 	}
@@ -413,6 +459,14 @@ writeback_start(struct host *h, struct region *r, uint64_t c)
 		}
 		ch->flags &= ~CH_UNPROT;
 	}
+	/* encoded once write-protected: a write from now on is seen */
+	rc = writeback_source(h, r, c, wb, n);
+	if (rc < 0) {
+		for (unsigned i = 0; i < n; i++)
+			host_route_done(h, wb->copy[i].s);
+		free(wb);
+		return rc;
+	}
 	writeback_skipped(h, r, c, wb, n);
 	ch->flags &= ~CH_DIRTY;
 	r->dirty--;
@@ -426,10 +480,9 @@ writeback_start(struct host *h, struct region *r, uint64_t c)
 	for (unsigned i = 0; i < n; i++) {
 		struct wb_copy *wc = &wb->copy[i];
 
-		rc = fam_conn_writef(wc->conn, wc->remote, off,
-		    host_stripe_len(h, wc->s, off), r->ar->local + r->off +
-		    (c << h->chunk_shift), NULL, FAM_F_BACKGROUND,
-		    writeback_done, wc);
+		rc = fam_conn_writef(wc->conn, wc->remote, r->ec != NULL ?
+		    (c / r->width) * wc->len : off, wc->len, wc->src, NULL,
+		    FAM_F_BACKGROUND, writeback_done, wc);
 		if (rc == 0) {
 			sent++;
 			continue;
@@ -443,6 +496,7 @@ writeback_start(struct host *h, struct region *r, uint64_t c)
 			ch->flags |= CH_DIRTY;
 			r->dirty++;
 			h->dirty++;
+			free(wb->ecbuf);
 			free(wb);
 			return rc;
 		}

@@ -748,12 +748,13 @@ fetch_send(struct host *h, struct fetch *f, bool demand, bool urgent,
 /*
  * Brings in chunk f->chunk of a copy from its source (host-fork.c): from
  * the source's buffer frame when it is there, else from the source's
- * stripe, else zeros. f heads its queue; a staging slot is free.
+ * stripe, else zeros; or (no source) of a region with ec:K+M, from K of
+ * its fragments. f heads its queue; a staging slot is free.
  */
 static void
 fetch_send_src(struct host *h, struct fetch *f, bool demand, bool urgent)
 {
-	struct region *src = f->src;
+	struct region *src = f->src != NULL ? f->src : f->r;
 	const struct chunk *sc = &src->chunks[f->chunk];
 	struct fam_conn *conn;
 	const struct fam_remote *remote;
@@ -773,7 +774,8 @@ fetch_send_src(struct host *h, struct fetch *f, bool demand, bool urgent)
 			fetch_complete(h, f, 0);
 			return;
 		}
-		rc = host_chunk_route(h, src, f->chunk, !urgent, &s, &conn,
+		rc = src->ec != NULL ? host_ec_check(h, src, f->chunk) :
+		    host_chunk_route(h, src, f->chunk, !urgent, &s, &conn,
 		    &mr, &remote);
 		if (rc < 0) {
 			fetch_unrouted(h, f, demand, rc);
@@ -783,14 +785,17 @@ fetch_send_src(struct host *h, struct fetch *f, bool demand, bool urgent)
 	fetch_dequeue(h, f, demand);
 	f->staging = host_staging_get(h, &n);
 	f->nrun = 1;
-	h->stats.fork_reads++;
+	h->stats.fork_reads += f->src != NULL;
 	if (from_node) {
-		f->s = s;
-		rc = fam_conn_readf(conn, remote, off, (uint32_t)h->chunk,
+		f->s = s; /* NULL: ec:K+M, K fragments read (host_ec_read) */
+		rc = src->ec != NULL ? host_ec_read(h, src, f->chunk,
+		    f->staging, !urgent, fetch_done, f) :
+		    fam_conn_readf(conn, remote, off, (uint32_t)h->chunk,
 		    f->staging, mr, urgent ? 0 : FAM_F_BACKGROUND, fetch_done, f);
 		if (rc < 0) {
 			f->s = NULL;
-			host_route_done(h, s);
+			if (s != NULL)
+				host_route_done(h, s);
 			host_staging_put(h, f->staging, 1);
 			fetch_run_failed(h, f, NULL, rc);
 			return;
@@ -834,7 +839,7 @@ host_fetch_kick(struct host *h)
 			if (status == 0 && !f->zero) {
 				if (h->inflight >= max || h->nstaging_free == 0)
 					return;
-				if (f->src != NULL)
+				if (f->src != NULL || f->r->ec != NULL)
 					fetch_send_src(h, f, demand, urgent);
 				else
 					fetch_send(h, f, demand, urgent, max);

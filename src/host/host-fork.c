@@ -407,7 +407,8 @@ chunk_read_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 {
 	struct chunk_copy *cc = ctx;
 
-	host_route_done(cc->h, cc->rs);
+	if (cc->rs != NULL) /* NULL: read from fragments (ec:K+M) */
+		host_route_done(cc->h, cc->rs);
 	if (status == 0)
 		chunk_write(cc);
 	else
@@ -439,7 +440,8 @@ own_read(struct fork_own *o, uint64_t c)
 		return -EAGAIN;
 	}
 	cc->staged = true;
-	rc = host_chunk_route(h, o->src, c, true, &cc->rs, &conn, &mr,
+	rc = o->src->ec != NULL ? host_ec_check(h, o->src, c) :
+	    host_chunk_route(h, o->src, c, true, &cc->rs, &conn, &mr,
 	    &remote);
 	if (rc == -EAGAIN) {
 		host_staging_put(h, cc->buf, 1);
@@ -455,7 +457,11 @@ own_read(struct fork_own *o, uint64_t c)
 	o->copy->busy++;
 	o->src->busy++;
 	o->out++;
-	if (rc == 0) {
+	if (rc == 0 && o->src->ec != NULL) {
+		cc->rs = NULL;
+		rc = host_ec_read(h, o->src, c, cc->buf, true, chunk_read_done,
+		    cc);
+	} else if (rc == 0) {
 		rc = fam_conn_readf(conn, remote, off, (uint32_t)h->chunk, cc->buf,
 		    mr, FAM_F_BACKGROUND, chunk_read_done, cc);
 		if (rc < 0)
@@ -829,7 +835,11 @@ fork_region_create(struct host_fork *f, struct region *src,
 			return -EHOSTDOWN;
 		s->instance = s->node->instance;
 		s->path = SP_DIRECT;
+		/* ec:K+M: a copy is not coded, its stripe holds whole chunks */
 		rc.size = src->stripes[i].remote.size;
+		if (src->ec != NULL)
+			rc.size = rc.size / host_ec_frag(src) *
+			    src->cl->h->chunk;
 		if (src->flags & FAM_S_ALLOC_SPARSE)
 			rc.flags = FAM_RF_SPARSE;
 		len = proto_put_region_create(buf, sizeof buf, &rc);

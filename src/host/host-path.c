@@ -159,8 +159,8 @@ host_region_discard(struct host *h, struct region *r, uint64_t first,
 			continue;
 		c1 = first + n - 1 - (first + n - 1 + ns - i) % ns;
 		d.region = s->remote.region;
-		d.offset = (c0 / ns) << h->chunk_shift;
-		d.len = ((c1 / ns + 1) << h->chunk_shift) - d.offset;
+		d.offset = (c0 / ns) * host_replica_unit(h, r);
+		d.len = (c1 / ns + 1) * host_replica_unit(h, r) - d.offset;
 		if (d.offset >= s->remote.size)
 			continue;
 		if (d.len > s->remote.size - d.offset)

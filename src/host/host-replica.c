@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * host-replica.c - replicate:N: each chunk of a region on N memory nodes.
+ * host-replica.c - replicate:N: each chunk of a region on N memory nodes
+ * (and the placement and states of ec:K+M's fragments, host-ec.c).
  *
  * Owns: where the copies of a column live (host_replica_node), which copy
  * a read goes to (host_chunk_route), each copy's stale bits, making a
  * copy's region again on a node that restarted empty, and the background
- * rebuild (h->rb) that copies stale chunks from a copy that has them.
+ * rebuild (h->rb) that copies stale chunks from a copy that has them (a
+ * fragment: host_ec_rebuild_start decodes it from K others).
  * States of a copy (struct stripe):
  *   up to date  not gone, its stale bit clear for the row: reads may go
  *               there
@@ -26,6 +28,7 @@
 #include "host/host.h"
 
 #define REBUILD_BURST_NS (200ull * 1000000u) /* tokens kept at most */
+#define REPLICA_JSON_REGIONS 64 /* regions listed one by one in status */
 
 /* Returns the memory node of copy k of column col (the next k nodes). */
 unsigned
@@ -34,11 +37,44 @@ host_replica_node(unsigned col, unsigned k, unsigned nnodes)
 	return (col + k) % nnodes;
 }
 
+/*
+ * Returns the copies of each chunk a region gets from ALLOC's d (0: the
+ * host's redundancy; a file: 1), and K and M of ec:K+M in *k and *m (0
+ * when it is not erasure-coded; fragment i is the region's copy i).
+ */
+unsigned
+host_replica_copies(const struct host *h, uint64_t d, bool file, unsigned *k,
+    unsigned *m)
+{
+	*k = *m = 0;
+	if (file)
+		return 1;
+	if (d & FAM_SESSION_EC) {
+		*k = (unsigned)(d >> 8 & 0xff);
+		*m = (unsigned)(d & 0xff);
+	} else if (d == 0 && h->ec_k > 0) {
+		*k = h->ec_k;
+		*m = h->ec_m;
+	}
+	if (*k > 0)
+		return *k + *m;
+	return d != 0 ? (unsigned)d : h->copies;
+}
+
+/* Returns the bytes a copy holds of each row: a chunk, or a fragment. */
+uint32_t
+host_replica_unit(const struct host *h, const struct region *r)
+{
+	return r->ec != NULL ? host_ec_frag(r) : (uint32_t)h->chunk;
+}
+
 /* Returns the chunks (rows) column col of r holds on each of its copies. */
 uint64_t
 host_replica_rows(const struct host *h, const struct region *r, unsigned col)
 {
-	return (r->stripes[col].remote.size + h->chunk - 1) >> h->chunk_shift;
+	uint32_t unit = host_replica_unit(h, r);
+
+	return (r->stripes[col].remote.size + unit - 1) / unit;
 }
 
 /* Gives each copy of a replicated region its stale bits (all clear). */
@@ -47,6 +83,8 @@ host_replica_alloc(struct host *h, struct region *r)
 {
 	if (r->ncopies <= 1)
 		return 0;
+	if (host_ec_alloc(r) < 0)
+		return -ENOMEM;
 	for (unsigned i = 0; i < r->nstripes; i++) {
 		uint64_t rows = host_replica_rows(h, r, i % r->width);
 		struct stripe *s = &r->stripes[i];
@@ -59,10 +97,11 @@ host_replica_alloc(struct host *h, struct region *r)
 	return 0;
 }
 
-/* Frees the stale bits of r's copies. */
+/* Frees the stale bits of r's copies (and its code, ec:K+M). */
 void
 host_replica_free(struct region *r)
 {
+	host_ec_free(r);
 	for (unsigned i = 0; i < r->nstripes; i++) {
 		free(r->stripes[i].stale);
 		r->stripes[i].stale = NULL;
@@ -92,6 +131,8 @@ host_chunk_route(struct host *h, struct region *r, uint64_t c,
 	bool waits = false;
 
 	*sp = &r->stripes[col];
+	if (r->ec != NULL)
+		return -EIO; /* a fragment is no chunk: host_ec_read() */
 	if (r->ncopies <= 1)
 		return host_route(h, *sp, background, conn, mr, remote);
 	for (unsigned k = 0; k < r->ncopies; k++) {
@@ -137,7 +178,7 @@ bool
 host_replica_failover(struct host *h, struct stripe *s, uint64_t c,
     int status)
 {
-	if (s == NULL || s->r->ncopies <= 1 || s->r->dying ||
+	if (s == NULL || s->r->ncopies <= 1 || s->r->ec != NULL || s->r->dying ||
 	    !replica_other(s, c))
 		return false;
 	if (status != -ECONNRESET && status != -ETIMEDOUT &&
@@ -246,8 +287,8 @@ replica_recreate(struct host *h, struct stripe *s)
 static void rebuild_next(struct host *h);
 
 /* The rebuild's chunk is copied (or not): its bit, the next one. */
-static void
-rebuild_end(struct host *h, int status)
+void
+host_replica_rebuild_end(struct host *h, int status)
 {
 	struct host_rebuild *rb = &h->rb;
 	struct region *r = rb->r;
@@ -262,7 +303,7 @@ rebuild_end(struct host *h, int status)
 	} else if (status == 0 && !rb->spoiled && !r->dying) {
 		host_stale_clear(rb->dst, row);
 		rb->done++;
-		rb->bytes += h->chunk;
+		rb->bytes += host_replica_unit(h, r);
 	} else if (status == -ENOENT && rb->wrote && !r->dying) {
 		rb->dst->gone = true; /* its region is gone there: made again */
 		rb->dst->owned = false;
@@ -286,7 +327,7 @@ rebuild_write_done(void *ctx, int status, const uint8_t *payload,
 	struct host *h = ctx;
 
 	host_route_done(h, h->rb.dst);
-	rebuild_end(h, status);
+	host_replica_rebuild_end(h, status);
 }
 
 /* Completion of the rebuild's read from an up-to-date copy: write it. */
@@ -309,7 +350,7 @@ rebuild_read_done(void *ctx, int status, const uint8_t *payload,
 	if (status == 0)
 		status = host_route(h, rb->dst, true, &conn, &mr, &remote);
 	if (status < 0) {
-		rebuild_end(h, status);
+		host_replica_rebuild_end(h, status);
 		return;
 	}
 	rb->wrote = true;
@@ -318,7 +359,7 @@ rebuild_read_done(void *ctx, int status, const uint8_t *payload,
 	    h);
 	if (status < 0) {
 		host_route_done(h, rb->dst);
-		rebuild_end(h, status);
+		host_replica_rebuild_end(h, status);
 	}
 }
 
@@ -346,6 +387,21 @@ rebuild_start(struct host *h, struct stripe *dst, uint64_t row)
 	}
 	if (r->chunks[c].state == CH_EVICTING)
 		return -EAGAIN; /* its write-back brings every copy up */
+	if (r->ec != NULL) {
+		rb->r = r;
+		rb->chunk = c;
+		rb->src = NULL;
+		rb->dst = dst;
+		rb->spoiled = false;
+		rb->wrote = false;
+		if (host_ec_rebuild_start(h, dst, c) < 0) {
+			rb->r = NULL;
+			return -EAGAIN;
+		}
+		rb->busy = true;
+		r->busy++;
+		return 1;
+	}
 	for (unsigned k = 0; k < r->ncopies; k++) {
 		struct stripe *s = &r->stripes[k * r->width + col];
 
@@ -458,6 +514,8 @@ host_replica_fini(struct host *h)
 {
 	free(h->rb.buf);
 	h->rb.buf = NULL;
+	free(h->rb.ecbuf);
+	h->rb.ecbuf = NULL;
 }
 
 /* Returns the name of a redundancy state. */
@@ -468,13 +526,49 @@ replica_state_name(int st)
 	    st == HOST_RED_REBUILDING ? "rebuilding" : "healthy";
 }
 
-/* Describes the redundancy of every region: its worst state, progress. */
+/* Writes r's redundancy mode (none, replicate:N, ec:K+M) into buf. */
+static void
+replica_mode(const struct region *r, unsigned copies, unsigned k,
+    unsigned m, char *buf, size_t size)
+{
+	if (r != NULL) {
+		copies = r->ncopies;
+		k = host_ec_k(r);
+		m = r->ncopies - k;
+	}
+	if (k > 0)
+		snprintf(buf, size, "ec:%u+%u", k, m);
+	else if (copies <= 1)
+		snprintf(buf, size, "none");
+	else
+		snprintf(buf, size, "replicate:%u", copies);
+}
+
+/* Describes one region's redundancy: mode, state, chunks behind. */
+static json_t *
+replica_region_json(const struct region *r, int st, uint64_t behind)
+{
+	char mode[32];
+
+	replica_mode(r, 0, 0, 0, mode, sizeof mode);
+	return json_pack("{s:I,s:I,s:s,s:s,s:I,s:I}",
+	    "pid", (json_int_t)r->cl->pid, "region", (json_int_t)r->handle,
+	    "mode", mode, "state", replica_state_name(st),
+	    "chunks", (json_int_t)r->nchunks,
+	    "to_rebuild", (json_int_t)behind);
+}
+
+/*
+ * Describes the redundancy of every region: the worst state, progress, and
+ * each region (up to REPLICA_JSON_REGIONS, the worst first).
+ */
 json_t *
 host_replica_json(struct host *h)
 {
 	int worst = HOST_RED_HEALTHY;
 	uint64_t behind = 0, regions = 0, degraded = 0, rebuilding = 0;
 	char mode[32];
+	json_t *each = json_array(), *o;
 
 	for (struct host_client *cl = h->clients; cl != NULL; cl = cl->next)
 		for (struct region *r = cl->regions; r != NULL; r = r->next) {
@@ -483,6 +577,14 @@ host_replica_json(struct host *h)
 
 			if (r->ncopies <= 1)
 				continue;
+			if (json_array_size(each) < REPLICA_JSON_REGIONS) {
+				if (st == HOST_RED_HEALTHY)
+					json_array_append_new(each,
+					    replica_region_json(r, st, b));
+				else
+					json_array_insert_new(each, 0,
+					    replica_region_json(r, st, b));
+			}
 			regions++;
 			behind += b;
 			degraded += st == HOST_RED_DEGRADED;
@@ -490,11 +592,8 @@ host_replica_json(struct host *h)
 			if (st > worst)
 				worst = st;
 		}
-	if (h->copies <= 1)
-		snprintf(mode, sizeof mode, "none");
-	else
-		snprintf(mode, sizeof mode, "replicate:%u", h->copies);
-	return json_pack("{s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+	replica_mode(NULL, h->copies, h->ec_k, h->ec_m, mode, sizeof mode);
+	o = json_pack("{s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
 	    "mode", mode, "state", replica_state_name(worst),
 	    "regions", (json_int_t)regions,
 	    "regions_degraded", (json_int_t)degraded,
@@ -505,4 +604,7 @@ host_replica_json(struct host *h)
 	    "copies_made_again", (json_int_t)h->rb.recreated,
 	    "rebuild_rate", (json_int_t)h->rb.rate,
 	    "failovers", (json_int_t)h->stats.replica_failovers);
+	json_object_set_new(o, "ec", host_ec_json(h));
+	json_object_set_new(o, "each", each);
+	return o;
 }

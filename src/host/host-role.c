@@ -116,6 +116,9 @@ role_host_start(struct famd *d)
 	if (cfg_redundancy_parse(cfg_str(d->cfg, CFG_HOST_REDUNDANCY),
 	    &h->copies) < 0 || h->copies > h->nnodes)
 		h->copies = 1;
+	if (cfg_redundancy_parse_ec(cfg_str(d->cfg, CFG_HOST_REDUNDANCY),
+	    &h->ec_k, &h->ec_m) < 0 || h->ec_k + h->ec_m > h->nnodes)
+		h->ec_k = h->ec_m = 0;
 	h->node_up = host_path_node_up;
 	if (host_session_open(h, &cause) < 0)
 		goto fail;

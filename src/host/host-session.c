@@ -766,7 +766,7 @@ session_alloc(struct host_client *cl)
 	struct fam_smsg *m = &cl->req;
 	struct region *r;
 	uint8_t buf[FAM_REGION_CREATE_MIN + FAM_NAME_MAX + FAM_PATH_MAX];
-	unsigned nstripes, copies;
+	unsigned nstripes, copies, ek, em;
 	uint64_t chunks, size;
 	bool via_dpu = h->has_dpu && h->path == CFG_PATH_DPU &&
 	    host_dpu_usable(h);
@@ -783,8 +783,8 @@ session_alloc(struct host_client *cl)
 	/* A file lives whole on the first memory node; the rest is striped. */
 	nstripes = (m->b & FAM_S_ALLOC_FILE) ? 1 :
 	    (chunks < h->nnodes ? (unsigned)chunks : h->nnodes);
-	copies = (m->b & FAM_S_ALLOC_FILE) ? 1 : m->d != 0 ? (unsigned)m->d :
-	    h->copies;
+	copies = host_replica_copies(h, m->d, (m->b & FAM_S_ALLOC_FILE) != 0,
+	    &ek, &em);
 	if (copies > h->nnodes)
 		return session_fail(cl, EINVAL);
 	if (copies > 1)
@@ -811,10 +811,9 @@ session_alloc(struct host_client *cl)
 	r->size = (m->b & FAM_S_ALLOC_FILE) ? 0 : size;
 	r->width = nstripes;
 	r->ncopies = copies;
-	r->nstripes = nstripes * copies;
-	r->stripes = calloc(r->nstripes, sizeof *r->stripes);
-	if (r->stripes == NULL) {
-		r->nstripes = 0;
+	r->stripes = calloc(nstripes * copies, sizeof *r->stripes);
+	r->nstripes = r->stripes != NULL ? nstripes * copies : 0;
+	if (r->stripes == NULL || (ek > 0 && host_ec_new(h, r, ek, em) < 0)) {
 		host_region_free(r);
 		return session_fail(cl, ENOMEM);
 	}
@@ -837,7 +836,7 @@ session_alloc(struct host_client *cl)
 		s->path = via_dpu ? SP_DPU : SP_DIRECT;
 		if (via_dpu && s->node->state == MN_UP)
 			rc.place = s->node->instance;
-		rc.size = n << h->chunk_shift;
+		rc.size = n * host_replica_unit(h, r);
 		rc.flags = (m->b & FAM_S_ALLOC_SPARSE) ? FAM_RF_SPARSE : 0;
 		if (m->b & FAM_S_ALLOC_FILE) {
 			rc.size = 0;

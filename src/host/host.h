@@ -131,6 +131,8 @@ struct stripe {
 	uint64_t nstale;          /* rows with their bit set */
 };
 
+struct host_ec;
+
 struct region {
 	struct host_client *cl;
 	struct arena *ar;
@@ -151,6 +153,8 @@ struct region {
 	unsigned width;           /* stripes of one copy (columns) */
 	unsigned ncopies;         /* 1, or N of replicate:N */
 	struct stripe *stripes;   /* copy k of column i: [k * width + i] */
+	struct host_ec *ec;       /* ec:K+M (host-ec.c): copy k is fragment
+	                           * k, ncopies K + M; NULL otherwise */
 	struct chunk *chunks;
 	uint64_t resident, dirty;
 	uint32_t advice;      /* FAM_ADVICE_* the program gave */
@@ -301,6 +305,11 @@ struct host_stats {
 	uint64_t switch_errors;
 	uint64_t replica_failovers; /* reads served by a copy not the first */
 	uint64_t replica_stale;     /* copies of chunks found or left behind */
+	uint64_t ec_reads;          /* chunks read from their fragments */
+	uint64_t ec_frag_reads;     /* fragment reads asked for */
+	uint64_t ec_frag_errors;    /* ... failed or with a wrong CRC */
+	uint64_t ec_decodes;        /* chunks decoded (a data fragment
+	                             * missing) */
 	uint64_t lat_hist[32]; /* fault service time, log2 microseconds */
 	uint64_t lat_count;
 	uint64_t lat_sum_ns;   /* of the fault service times */
@@ -330,6 +339,11 @@ struct host_rebuild {
 	uint64_t last_ns;       /* tokens were last added */
 	uint64_t done, bytes;   /* chunks and bytes copied so far */
 	uint64_t recreated;     /* copies' regions made again on a node */
+	/* ec:K+M: the fragment rebuilt and its CRC; room to encode */
+	unsigned frag;
+	uint32_t crc;
+	uint8_t *ecbuf;
+	size_t ecbuf_size;
 };
 
 struct host {
@@ -361,6 +375,11 @@ struct host {
 	int path;                /* enum cfg_path: where requests should go */
 	int fallback;            /* enum cfg_fallback */
 	unsigned copies;         /* [host] redundancy: 1, or N (replicate:N) */
+	unsigned ec_k, ec_m;     /* ... ec:K+M (copies 1 then), or 0 */
+	struct host_ec_lat {     /* ec:K+M: fragment reads from each node */
+		uint64_t us;     /* how long they take (moving average) */
+		uint64_t at_ns;  /* the last one's end */
+	} ec_lat[HOST_MAX_NODES];
 	struct host_rebuild rb;
 	/* programs */
 	int listen_fd;
@@ -584,6 +603,25 @@ void host_replica_tick(struct host *h);
 int host_replica_init(struct host *h);
 void host_replica_fini(struct host *h);
 json_t *host_replica_json(struct host *h);
+void host_replica_rebuild_end(struct host *h, int status);
+uint32_t host_replica_unit(const struct host *h, const struct region *r);
+unsigned host_replica_copies(const struct host *h, uint64_t d, bool file,
+    unsigned *k, unsigned *m);
+
+/* host-ec.c: ec:K+M, beside host-replica.c (its placement and states) */
+int host_ec_new(struct host *h, struct region *r, unsigned k, unsigned m);
+int host_ec_alloc(struct region *r);
+void host_ec_free(struct region *r);
+uint32_t host_ec_frag(const struct region *r);
+unsigned host_ec_k(const struct region *r);
+int host_ec_check(const struct host *h, const struct region *r, uint64_t c);
+int host_ec_read(struct host *h, struct region *r, uint64_t c, uint8_t *dst,
+    bool background, fam_done_fn done, void *ctx);
+int host_ec_wb_encode(struct region *r, const uint8_t *chunk, uint8_t **buf,
+    const uint8_t *src[], uint32_t crc[]);
+void host_ec_wb_done(struct region *r, uint64_t c, unsigned i, uint32_t crc);
+int host_ec_rebuild_start(struct host *h, struct stripe *dst, uint64_t c);
+json_t *host_ec_json(struct host *h);
 
 /* host-node.c */
 int host_node_start(struct mnode *n);

@@ -13,6 +13,8 @@ src_libfamdcore_la_SOURCES += \
 	src/host/host-path.c \
 	src/host/host-reclaim.c \
 	src/host/host-replica.c \
+	src/host/host-ec.h \
+	src/host/host-ec.c \
 	src/host/host-restart.c \
 	src/host/host-listen.c \
 	src/host/host-session.h \

@@ -68,6 +68,16 @@ fam_smsg_check_request(const struct fam_smsg *m, bool have_uffd)
 	return 0;
 }
 
+/* Returns true when ALLOC's d asks for a valid ec:K+M (FAM_SESSION_EC). */
+static bool
+fam_smsg_ec_ok(uint64_t d)
+{
+	uint64_t k = d >> 8 & 0xff, m = d & 0xff;
+
+	return (d & ~(uint64_t)(FAM_SESSION_EC | 0xffff)) == 0 &&
+	    (d & FAM_SESSION_EC) && k >= 1 && k <= 16 && m >= 1 && m <= 16;
+}
+
 /*
  * Checks the arguments of an ALLOC request (a: size, b: flags, c:
  * alignment, len: the path) for a host whose arenas are arena_size bytes.
@@ -83,7 +93,7 @@ fam_smsg_check_alloc(const struct fam_smsg *m, uint64_t arena_size)
 	    !file != (m->len == 0) ||
 	    ((m->b & FAM_S_ALLOC_SHARED) && !file) ||
 	    ((m->b & FAM_S_ALLOC_SPARSE) && file) ||
-	    m->d > FAM_SESSION_MAX_COPIES)
+	    (m->d > FAM_SESSION_MAX_COPIES && !fam_smsg_ec_ok(m->d)))
 		return EINVAL;
 	if (!file && m->a == 0)
 		return EINVAL;

@@ -73,6 +73,8 @@
 #define FAM_SESSION_MAX_CHUNK  (1ull << 30) /* largest chunk a HELLO reply gives */
 #define FAM_SESSION_MAX_ARENA  (1ull << 47) /* largest arena (bytes) */
 #define FAM_SESSION_MAX_COPIES 16u /* most copies an ALLOC asks for */
+#define FAM_SESSION_EC         0x10000u /* ALLOC's d: ec:K+M, K in bits 8-15,
+                                         * M in bits 0-7 (1 to 16 each) */
 
 enum fam_smsg_type {
 	/*
@@ -93,7 +95,8 @@ enum fam_smsg_type {
 	 * rounded up to chunk_size), d: region handle; flags FAM_S_NEW_ARENA
 	 * with the arena's memfd attached (the program then sends MAP).
 	 * d: copies of each chunk asked for (0: famd's [host] redundancy;
-	 * 1: none; 2 to FAM_SESSION_MAX_COPIES: replicate:d; FAM_REDUNDANCY)
+	 * 1: none; 2 to FAM_SESSION_MAX_COPIES: replicate:d;
+	 * FAM_SESSION_EC | K << 8 | M: ec:K+M; FAM_REDUNDANCY)
 	 */
 	FAM_S_ALLOC = 3,
 	/* a: arena id, b: address where the program mapped it; reply: status */

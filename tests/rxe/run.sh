@@ -71,8 +71,9 @@ modes=("$@")
 # verbs).
 E2E_LOOPBACK="host-famtest host-killed host-readahead host-programs
 	host-memory-lost host-striping host-client-exit host-shared-file"
-# (host-replicate, over verbs too, only when named: RXE_ONLY=e2e-host-replicate;
-# with it the loopback guest outlasts RXE_TEST_TIMEOUT)
+# (host-replicate and host-ec, over verbs too, only when named:
+# RXE_ONLY="e2e-host-replicate e2e-host-ec"; with them the loopback guest
+# outlasts RXE_TEST_TIMEOUT)
 E2E_VETH="dpu-forward dpu-path dpu-aggregate dpu-static dpu-dynamic dpu-adaptive"
 # e2e_env NAME: the environment a test of tests/e2e gets in the guest, where
 # Soft-RoCE moves tens of MB/s: smaller data through the same buffers.
@@ -87,7 +88,7 @@ e2e_env() {
 	host-famtest | dpu-forward | dpu-path) echo FAMD_TEST_SCALE=32 ;;
 	# famlost's written half larger than the buffer (1M at the least);
 	# famtest's passes over three times the buffer (1M at the least)
-	host-memory-lost | host-replicate) echo FAMD_TEST_SCALE=8 ;;
+	host-memory-lost | host-replicate | host-ec) echo FAMD_TEST_SCALE=8 ;;
 	# the graph at 1/32 of its size: through 16 chunks of buffer a larger
 	# one's build thrashes under emulation
 	host-programs) echo GRAPH_SCALE=13 ;;

@@ -7,6 +7,7 @@ UNIT_TESTS = \
 	tests/unit/check_dpu_cache \
 	tests/unit/check_extent \
 	tests/unit/check_host_buffer \
+	tests/unit/check_host_ec \
 	tests/unit/check_host_fault \
 	tests/unit/check_host_path \
 	tests/unit/check_host_replica \
@@ -31,6 +32,7 @@ tests_unit_check_libfam_LDADD = src/libfamd-client.la $(CHECK_LIBS) -lpthread
 # Suites that run a loop, roles or programs' sessions share tests/unit/unit.c.
 UNIT_HARNESS = tests/unit/unit.c tests/unit/unit.h
 tests_unit_check_host_buffer_SOURCES = tests/unit/check_host_buffer.c $(UNIT_HARNESS)
+tests_unit_check_host_ec_SOURCES = tests/unit/check_host_ec.c $(UNIT_HARNESS)
 tests_unit_check_host_fault_SOURCES = tests/unit/check_host_fault.c $(UNIT_HARNESS)
 tests_unit_check_host_path_SOURCES = tests/unit/check_host_path.c $(UNIT_HARNESS)
 tests_unit_check_host_replica_SOURCES = tests/unit/check_host_replica.c $(UNIT_HARNESS)
