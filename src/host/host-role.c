@@ -104,6 +104,7 @@ role_host_start(struct famd *d)
 		goto fail;
 	}
 	h->numa_node = host_numa_pick(h, h->nodes[0].addr);
+	host_grain_init(h);
 	if (host_buffer_init(h, (uint64_t)cfg_int(d->cfg, CFG_HOST_BUFFER_SIZE),
 	    &cause) < 0)
 		goto fail;
@@ -297,9 +298,9 @@ role_host_status(struct famd *d, json_t *st)
 	}
 	json_object_set_new(st, "buffer", json_pack(
 	    "{s:I,s:I,s:I,s:I,s:I,s:I,s:s,s:i}",
-	    "size_bytes", (json_int_t)(h->nframes << h->chunk_shift),
+	    "size_bytes", (json_int_t)(h->npages << 12),
 	    "chunk_bytes", (json_int_t)h->chunk,
-	    "used_bytes", (json_int_t)(h->used << h->chunk_shift),
+	    "used_bytes", (json_int_t)(h->pages_used << 12),
 	    "dirty_bytes", (json_int_t)(h->dirty << h->chunk_shift),
 	    "fetches_in_flight", (json_int_t)h->inflight,
 	    "writebacks_in_flight", (json_int_t)h->writebacks_inflight,
@@ -343,6 +344,12 @@ role_host_status(struct famd *d, json_t *st)
 	    "frees_deferred", (json_int_t)s->frees_deferred,
 	    "quota_refusals", (json_int_t)s->quota_refusals,
 	    "faults_served", (json_int_t)s->lat_count));
+	json_object_set_new(st, "fetch", json_pack("{s:s,s:I,s:I,s:I,s:I}",
+	    "mode", h->adaptive ? "adaptive" : "chunk",
+	    "grain_bytes", (json_int_t)1 << h->grain_shift,
+	    "partial_fetches", (json_int_t)s->grain_fetches,
+	    "partial_bytes", (json_int_t)s->grain_bytes,
+	    "grows", (json_int_t)s->grain_grows));
 	json_object_set_new(json_object_get(st, "counters"), "forks",
 	    json_integer((json_int_t)s->forks));
 	json_object_set_new(json_object_get(st, "counters"), "fork_errors",

@@ -1,0 +1,322 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * host-grain.c - fetch = adaptive: how much of a chunk a fault reads.
+ *
+ * Owns: each region's density, measured on the chunks that were read in
+ * part (CH_PARTIAL) as they leave the buffer (grains in place then, of
+ * the grains of a chunk), and the choice it makes for the next demand
+ * fetch: one grain (a 64th of a chunk, 4 KiB at the least: the faulting
+ * page's) while fewer than half of a chunk's grains were used, else the
+ * whole chunk; a region read whole still reads one demand fetch in 16 in
+ * part, so that its density stays measured. Sequential faults, replicated
+ * regions, forks' copies and their sources, and install = continue read
+ * whole chunks.
+ * A partial chunk's grain bits: host.h (struct chunk: present).
+ * Locks: none; everything runs on the control loop.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "host/host.h"
+
+#define GRAIN_SAMPLES 8   /* partial chunks evicted before density counts */
+#define GRAIN_DECAY   64  /* ... halved once this many are counted */
+#define GRAIN_PROBE   16  /* a dense region's demand fetches per probe */
+
+/* Reads [host] fetch and sizes a grain for the chunk size. */
+void
+host_grain_init(struct host *h)
+{
+	h->adaptive = cfg_int(h->d->cfg, CFG_HOST_FETCH) == CFG_FETCH_ADAPTIVE;
+	h->grain_shift = h->chunk_shift > 18 ? h->chunk_shift - 6 : 12;
+	h->chunk_pages = h->chunk >> 12;
+}
+
+/* Returns the grain bits of grains [first, first + n). */
+uint64_t
+host_grain_mask(unsigned first, unsigned n)
+{
+	return (n >= 64 ? ~0ull : ((1ull << n) - 1)) << first;
+}
+
+/* Returns the grains of chunk ch in place (all of a whole chunk). */
+unsigned
+host_grain_count(const struct host *h, const struct chunk *ch)
+{
+	if (!(ch->flags & CH_PARTIAL))
+		return (unsigned)(h->chunk >> h->grain_shift);
+	return (unsigned)__builtin_popcountll(ch->present);
+}
+
+/* Tells whether byte off of chunk ch is in place (a partial chunk's). */
+bool
+host_grain_has(const struct host *h, const struct chunk *ch, uint64_t off)
+{
+	if (!(ch->flags & CH_PARTIAL))
+		return true;
+	return (ch->present >> (off >> h->grain_shift)) & 1;
+}
+
+/* Returns the density of r in percent of a chunk, or -1 when unknown. */
+static int
+grain_density(const struct host *h, const struct region *r)
+{
+	uint64_t per = h->chunk >> h->grain_shift;
+
+	if (r->grain_chunks < GRAIN_SAMPLES)
+		return -1;
+	return (int)(r->grain_used * 100 / (r->grain_chunks * per));
+}
+
+/*
+ * Returns the grains a demand fetch of r reads (0: the whole chunk), and
+ * remembers it as the region's fetch size in use.
+ */
+unsigned
+host_grain_choose(struct host *h, struct region *r)
+{
+	int density;
+
+	if (!h->adaptive || h->cont_ok || h->grain_shift >= h->chunk_shift ||
+	    r->ncopies > 1 || r->src != NULL || r->copies != NULL ||
+	    r->cl->forking || r->ra_window > 0)
+		return 0;
+	density = grain_density(h, r);
+	if (density < 0 || density < 50) {
+		r->grain_n = 1;
+		return 1;
+	}
+	r->grain_n = 0;
+	if (++r->whole_fetches % GRAIN_PROBE == 0)
+		return 1;
+	return 0;
+}
+
+/* Counts a chunk of r leaving the buffer in its region's density. */
+void
+host_grain_evicted(struct host *h, struct region *r, const struct chunk *ch)
+{
+	if (!(ch->flags & CH_PARTIAL))
+		return;
+	r->grain_chunks++;
+	r->grain_used += host_grain_count(h, ch);
+	if (r->grain_chunks >= GRAIN_DECAY) {
+		r->grain_chunks /= 2;
+		r->grain_used /= 2;
+	}
+}
+
+/* Describes r's fetch size and density (famctl regions). */
+json_t *
+host_grain_json(const struct host *h, const struct region *r)
+{
+	uint64_t partial = 0;
+
+	for (uint64_t c = 0; c < r->nchunks; c++)
+		partial += (r->chunks[c].flags & CH_PARTIAL) != 0 &&
+		    r->chunks[c].state != CH_ABSENT;
+	return json_pack("{s:I,s:I,s:I,s:i,s:I,s:I}",
+	    "handle", (json_int_t)r->handle,
+	    "bytes", (json_int_t)r->size,
+	    "fetch_bytes", (json_int_t)(h->adaptive && r->grain_n > 0 ?
+	    (uint64_t)r->grain_n << h->grain_shift : h->chunk),
+	    "density_pct", grain_density(h, r),
+	    "partial_chunks", (json_int_t)partial,
+	    "partial_fetches", (json_int_t)r->grain_fetches);
+}
+
+/* Returns the pages of the buffer a read of f takes. */
+uint32_t
+host_grain_pages(const struct host *h, const struct fetch *f)
+{
+	if (f->g_n == 0)
+		return (uint32_t)h->chunk_pages;
+	return (uint32_t)(((uint64_t)f->g_n << h->grain_shift) >> 12);
+}
+
+/* Returns the bytes f reads (its grains, or the whole chunk). */
+uint64_t
+host_grain_bytes(const struct host *h, const struct fetch *f)
+{
+	return f->g_n > 0 ? (uint64_t)f->g_n << h->grain_shift : h->chunk;
+}
+
+/*
+ * Decides what demand fetch f of absent chunk c, faulted at off in r,
+ * reads: its grain alone, or the whole chunk (sequential faults, a dense
+ * region, the last chunk of a file, a fork's sharing).
+ */
+void
+host_grain_start(struct host *h, struct fetch *f, uint64_t off)
+{
+	struct region *r = f->r;
+	unsigned si;
+	uint64_t soff = host_stripe_offset(h, r, f->chunk, &si);
+	unsigned n;
+
+	if (!h->adaptive || f->src != NULL || host_grain_sequential(h, r, off) ||
+	    host_stripe_len(h, &r->stripes[si], soff) != h->chunk)
+		return;
+	n = host_grain_choose(h, r);
+	if (n == 0)
+		return;
+	f->g_first = (unsigned)((off & (h->chunk - 1)) >> h->grain_shift);
+	f->g_n = n;
+	r->grain_fetches++;
+}
+
+/*
+ * Tells whether a fault at off of r follows the one before it closely
+ * (within two grains after it): a sequential run, read whole. Remembers
+ * off for the next.
+ */
+bool
+host_grain_sequential(const struct host *h, struct region *r, uint64_t off)
+{
+	uint64_t last = r->grain_last;
+
+	r->grain_last = off + 1;
+	return last != 0 && off + 1 >= last &&
+	    off + 1 - last <= (2ull << h->grain_shift);
+}
+
+/*
+ * Makes a fetch of the grain at off of partial chunk c of r (resident,
+ * or being written back), for thread tid; marks the chunk CH_GROWING.
+ * Returns it for the demand queue, or NULL when memory is short.
+ */
+struct fetch *
+host_grain_grow(struct host *h, struct region *r, uint64_t c, uint64_t off,
+    pid_t tid, uint64_t addr)
+{
+	struct chunk *ch = &r->chunks[c];
+	struct fetch *f = calloc(1, sizeof *f);
+
+	if (f == NULL)
+		return NULL;
+	host_grain_sequential(h, r, off);
+	f->r = r;
+	f->chunk = c;
+	f->frame = -1;
+	f->grow = true;
+	f->g_first = (unsigned)((off & (h->chunk - 1)) >> h->grain_shift);
+	f->g_n = 1;
+	f->zero = !(ch->flags & CH_REMOTE);
+	f->start_ns = f->fault_ns = mono_ns();
+	f->waiters[0] = tid;
+	f->waddr[0] = addr;
+	f->nwaiters = 1;
+	ch->flags |= CH_GROWING;
+	ch->fetch = f;
+	r->busy++;
+	h->stats.grain_grows++;
+	return f;
+}
+
+/* A read of part of a chunk was installed: its grains are in place. */
+void
+host_grain_installed(struct host *h, struct fetch *f)
+{
+	struct chunk *ch = &f->r->chunks[f->chunk];
+	uint64_t mask = host_grain_mask(f->g_first, f->g_n);
+
+	if (f->g_n == 0)
+		return;
+	if (f->grow) {
+		ch->flags &= ~CH_GROWING;
+		ch->present |= mask;
+	} else {
+		ch->flags |= CH_PARTIAL;
+		ch->present = mask;
+	}
+	h->stats.grain_fetches++;
+	h->stats.grain_bytes += host_grain_bytes(h, f);
+}
+
+/*
+ * A read of more grains of a resident chunk failed or was dropped: the
+ * chunk stays as it was, its frame gives the pages back.
+ */
+void
+host_grain_ungrown(struct host *h, struct fetch *f)
+{
+	struct chunk *ch = &f->r->chunks[f->chunk];
+
+	if (!f->r->dying && ch->fetch == f) {
+		ch->flags &= ~CH_GROWING;
+		ch->fetch = NULL;
+		if (f->g_pages > 0)
+			host_frame_grow(h, ch->frame, -(int64_t)f->g_pages);
+	}
+	f->g_pages = 0;
+}
+
+/*
+ * Records thread tid, faulting at addr, as a waiter of f: its page is
+ * installed by f, or asked for again when f is over (host-fault.c).
+ * Returns false when f has no room left for it.
+ */
+bool
+host_grain_wait(struct fetch *f, pid_t tid, uint64_t addr)
+{
+	for (unsigned i = 0; i < f->nwaiters; i++)
+		if (f->waiters[i] == tid) {
+			f->waddr[i] = addr;
+			return true;
+		}
+	if (f->nwaiters >= nitems(f->waiters))
+		return false;
+	f->waddr[f->nwaiters] = addr;
+	f->waiters[f->nwaiters++] = tid;
+	return true;
+}
+
+/*
+ * Sends SIGBUS to f's waiter i: the chunk's missing pages poisoned, or, for
+ * a partial fetch, the grain where the waiter faulted.
+ */
+void
+host_grain_sigbus(struct host *h, struct fetch *f, unsigned i,
+    const char *why)
+{
+	uint64_t grain = (uint64_t)1 << h->grain_shift;
+	uint64_t base = f->r->ar->uaddr + f->r->off +
+	    (f->chunk << h->chunk_shift);
+
+	if (f->g_n == 0 || f->waddr[i] == 0)
+		host_sigbus(h, f->r->cl, f->waiters[i], base, h->chunk, why);
+	else
+		host_sigbus(h, f->r->cl, f->waiters[i],
+		    f->waddr[i] & ~(grain - 1), grain, why);
+}
+
+/*
+ * Finishes a fetch of more grains of a resident chunk: in place, or the
+ * chunk stays as it was and its waiters get SIGBUS.
+ */
+void
+host_grain_grown(struct host *h, struct fetch *f, int status)
+{
+	char why[160];
+
+	if (status == 0) {
+		f->r->chunks[f->chunk].fetch = NULL;
+		host_grain_installed(h, f);
+		return;
+	}
+	host_grain_ungrown(h, f);
+	if (status == -ESRCH || status == -ENOSPC)
+		return;
+	h->stats.fetch_errors += !f->zero;
+	snprintf(why, sizeof why, "cannot bring in part of chunk %llu of "
+	    "region %llu: %s", (unsigned long long)f->chunk,
+	    (unsigned long long)f->r->handle, strerror(-status));
+	for (unsigned i = 0; i < f->nwaiters; i++)
+		host_grain_sigbus(h, f, i, why);
+}
