@@ -230,6 +230,7 @@ host_grain_installed(struct host *h, struct fetch *f)
 		return;
 	if (f->grow) {
 		ch->flags &= ~CH_GROWING;
+		ch->flags |= CH_REF; /* used again: a second chance */
 		ch->present |= mask;
 	} else {
 		ch->flags |= CH_PARTIAL;

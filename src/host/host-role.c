@@ -145,9 +145,11 @@ role_host_start(struct famd *d)
 		event_add(h->tick, &tv);
 	}
 	host_admin_register();
-	log_info("host: buffer %llu frames of %llu bytes, %u memory node(s), "
-	    "%s%s, path %s, sessions on %s", (unsigned long long)h->nframes,
-	    (unsigned long long)h->chunk, h->nnodes,
+	log_info("host: buffer %llu pages in %llu frames, chunks of %llu "
+	    "bytes, fetch %s, %u memory node(s), %s%s, path %s, sessions on "
+	    "%s", (unsigned long long)h->npages, (unsigned long long)h->nframes,
+	    (unsigned long long)h->chunk, h->adaptive ? "adaptive" : "chunk",
+	    h->nnodes,
 	    h->has_dpu ? "dpu " : "no dpu", h->has_dpu ? h->dpu.addr : "",
 	    h->path == CFG_PATH_DPU ? "dpu" : "direct", h->session_path);
 	return 0;
