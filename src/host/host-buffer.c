@@ -766,6 +766,8 @@ host_grain_settle(struct host_client *cl)
 	struct host *h = cl->h;
 	unsigned left = 0;
 
+	if (!h->adaptive)
+		return 0;
 	for (struct region *r = cl->regions; r != NULL; r = r->next)
 		for (uint64_t c = 0; c < r->nchunks && !r->dying; c++) {
 			struct chunk *ch = &r->chunks[c];

@@ -257,8 +257,8 @@ fetch_complete(struct host *h, struct fetch *f, int status)
 	}
 	if (status == 0 && !f->installed)
 		status = fetch_install(h, f, h->chunk);
-	if (f->grow) {
-		host_grain_grown(h, f, status);
+	if (f->grow && status == 0) {
+		host_grain_installed(h, f); /* more of a partial chunk */
 		goto out;
 	}
 	if (status == 0) {
@@ -293,13 +293,18 @@ fetch_complete(struct host *h, struct fetch *f, int status)
 		}
 		goto out;
 	}
-	/* Not served: the chunk stays absent; waiting threads get SIGBUS. */
-	fetch_unfill(h, f);
-	ch->state = CH_ABSENT;
-	ch->fetch = NULL;
-	if (f->frame >= 0)
-		host_frame_put(h, (uint32_t)f->frame);
+	/* Not served: the chunk stays absent (or partial); waiters: SIGBUS. */
+	if (f->grow)
+		host_grain_ungrown(h, f);
+	else {
+		fetch_unfill(h, f);
+		ch->state = CH_ABSENT;
+		ch->fetch = NULL;
+		if (f->frame >= 0)
+			host_frame_put(h, (uint32_t)f->frame);
+	}
 	if (status != -ESRCH) {
+		uint64_t at, len;
 		char why[240];
 		int n;
 
@@ -312,8 +317,10 @@ fetch_complete(struct host *h, struct fetch *f, int status)
 			snprintf(why + n, sizeof why - (size_t)n, " (the "
 			    "buffer is full of dirty chunks, and writing them "
 			    "back fails: %s)", strerror(-h->writeback_err));
-		for (unsigned i = 0; i < f->nwaiters; i++)
-			host_grain_sigbus(h, f, i, why);
+		for (unsigned i = 0; i < f->nwaiters; i++) {
+			host_grain_span(h, f, i, &at, &len);
+			host_sigbus(h, cl, f->waiters[i], at, len, why);
+		}
 		if (f->nwaiters == 0 && status != -ENOSPC)
 			log_rl(LOG_INFO, "pid %ld: read-ahead failed: %s",
 			    (long)cl->pid, why);

@@ -11,22 +11,20 @@
  * part, so that its density stays measured. Sequential faults, replicated
  * regions, forks' copies and their sources, and install = continue read
  * whole chunks.
- * A partial chunk's grain bits: host.h (struct chunk: present).
+ * Below the fault service, above the buffer. A partial chunk's grain
+ * bits, and the density counted as chunks leave the buffer: host.h
+ * (struct chunk: present; host_grain_evicted()).
  * Locks: none; everything runs on the control loop.
  */
 #include "config.h"
 
-#include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include <jansson.h>
 
 #include "host/host.h"
 
 #define GRAIN_SAMPLES 8   /* partial chunks evicted before density counts */
-#define GRAIN_DECAY   64  /* ... halved once this many are counted */
 #define GRAIN_PROBE   16  /* a dense region's demand fetches per probe */
 
 /* Reads [host] fetch and sizes a grain for the chunk size. */
@@ -43,24 +41,6 @@ uint64_t
 host_grain_mask(unsigned first, unsigned n)
 {
 	return (n >= 64 ? ~0ull : ((1ull << n) - 1)) << first;
-}
-
-/* Returns the grains of chunk ch in place (all of a whole chunk). */
-unsigned
-host_grain_count(const struct host *h, const struct chunk *ch)
-{
-	if (!(ch->flags & CH_PARTIAL))
-		return (unsigned)(h->chunk >> h->grain_shift);
-	return (unsigned)__builtin_popcountll(ch->present);
-}
-
-/* Tells whether byte off of chunk ch is in place (a partial chunk's). */
-bool
-host_grain_has(const struct host *h, const struct chunk *ch, uint64_t off)
-{
-	if (!(ch->flags & CH_PARTIAL))
-		return true;
-	return (ch->present >> (off >> h->grain_shift)) & 1;
 }
 
 /* Returns the density of r in percent of a chunk, or -1 when unknown. */
@@ -98,27 +78,13 @@ host_grain_choose(struct host *h, struct region *r)
 	return 0;
 }
 
-/* Counts a chunk of r leaving the buffer in its region's density. */
-void
-host_grain_evicted(struct host *h, struct region *r, const struct chunk *ch)
-{
-	if (!(ch->flags & CH_PARTIAL))
-		return;
-	r->grain_chunks++;
-	r->grain_used += host_grain_count(h, ch);
-	if (r->grain_chunks >= GRAIN_DECAY) {
-		r->grain_chunks /= 2;
-		r->grain_used /= 2;
-	}
-}
-
 /* Describes r's fetch size and density (famctl regions). */
 json_t *
 host_grain_json(const struct host *h, const struct region *r)
 {
 	uint64_t partial = 0;
 
-	for (uint64_t c = 0; c < r->nchunks; c++)
+	for (uint64_t c = 0; h->adaptive && c < r->nchunks; c++)
 		partial += (r->chunks[c].flags & CH_PARTIAL) != 0 &&
 		    r->chunks[c].state != CH_ABSENT;
 	return json_pack("{s:I,s:I,s:I,s:i,s:I,s:I}",
@@ -229,6 +195,7 @@ host_grain_installed(struct host *h, struct fetch *f)
 	if (f->g_n == 0)
 		return;
 	if (f->grow) {
+		ch->fetch = NULL;
 		ch->flags &= ~CH_GROWING;
 		ch->flags |= CH_REF; /* used again: a second chance */
 		ch->present |= mask;
@@ -279,45 +246,20 @@ host_grain_wait(struct fetch *f, pid_t tid, uint64_t addr)
 }
 
 /*
- * Sends SIGBUS to f's waiter i: the chunk's missing pages poisoned, or, for
- * a partial fetch, the grain where the waiter faulted.
+ * Sets *at and *len to what f's waiter i gets SIGBUS for: the chunk (its
+ * missing pages), or for a partial fetch the grain where it faulted.
  */
 void
-host_grain_sigbus(struct host *h, struct fetch *f, unsigned i,
-    const char *why)
+host_grain_span(const struct host *h, const struct fetch *f, unsigned i,
+    uint64_t *at, uint64_t *len)
 {
 	uint64_t grain = (uint64_t)1 << h->grain_shift;
-	uint64_t base = f->r->ar->uaddr + f->r->off +
-	    (f->chunk << h->chunk_shift);
 
-	if (f->g_n == 0 || f->waddr[i] == 0)
-		host_sigbus(h, f->r->cl, f->waiters[i], base, h->chunk, why);
-	else
-		host_sigbus(h, f->r->cl, f->waiters[i],
-		    f->waddr[i] & ~(grain - 1), grain, why);
-}
-
-/*
- * Finishes a fetch of more grains of a resident chunk: in place, or the
- * chunk stays as it was and its waiters get SIGBUS.
- */
-void
-host_grain_grown(struct host *h, struct fetch *f, int status)
-{
-	char why[160];
-
-	if (status == 0) {
-		f->r->chunks[f->chunk].fetch = NULL;
-		host_grain_installed(h, f);
-		return;
+	if (f->g_n == 0 || f->waddr[i] == 0) {
+		*at = f->r->ar->uaddr + f->r->off + (f->chunk << h->chunk_shift);
+		*len = h->chunk;
+	} else {
+		*at = f->waddr[i] & ~(grain - 1);
+		*len = grain;
 	}
-	host_grain_ungrown(h, f);
-	if (status == -ESRCH || status == -ENOSPC)
-		return;
-	h->stats.fetch_errors += !f->zero;
-	snprintf(why, sizeof why, "cannot bring in part of chunk %llu of "
-	    "region %llu: %s", (unsigned long long)f->chunk,
-	    (unsigned long long)f->r->handle, strerror(-status));
-	for (unsigned i = 0; i < f->nwaiters; i++)
-		host_grain_sigbus(h, f, i, why);
 }

@@ -20,6 +20,9 @@
  *             its first write, which marks it CH_DIRTY
  *   EVICTING  a dirty chunk being written back; a write to it meanwhile
  *             marks it dirty again and cancels the eviction
+ * With fetch = adaptive, a RESIDENT or EVICTING chunk may be partial
+ * (CH_PARTIAL): only the grains in `present` are installed; a fault on
+ * another reads it (CH_GROWING) without leaving the state (host-grain.c).
  */
 #ifndef FAM_HOST_H
 #define FAM_HOST_H
@@ -468,6 +471,41 @@ host_stale_clear(struct stripe *s, uint64_t row)
 	s->nstale--;
 }
 
+#define HOST_GRAIN_DECAY 64 /* partial chunks counted in a density, at most */
+
+/* Returns the grains of chunk ch in place (all of a whole chunk). */
+static inline unsigned
+host_grain_count(const struct host *h, const struct chunk *ch)
+{
+	if (!(ch->flags & CH_PARTIAL))
+		return (unsigned)(h->chunk >> h->grain_shift);
+	return (unsigned)__builtin_popcountll(ch->present);
+}
+
+/* Tells whether byte off of chunk ch is in place (a partial chunk's). */
+static inline bool
+host_grain_has(const struct host *h, const struct chunk *ch, uint64_t off)
+{
+	if (!(ch->flags & CH_PARTIAL))
+		return true;
+	return (ch->present >> (off >> h->grain_shift)) & 1;
+}
+
+/* Counts partial chunk ch of r leaving the buffer in r's density. */
+static inline void
+host_grain_evicted(const struct host *h, struct region *r,
+    const struct chunk *ch)
+{
+	if (!(ch->flags & CH_PARTIAL))
+		return;
+	r->grain_chunks++;
+	r->grain_used += host_grain_count(h, ch);
+	if (r->grain_chunks >= HOST_GRAIN_DECAY) {
+		r->grain_chunks /= 2;
+		r->grain_used /= 2;
+	}
+}
+
 /* The layers, top down: each file calls only those below it. */
 
 /* host-role.c */
@@ -609,14 +647,9 @@ struct fam_conn *host_node_conn(const struct stripe *s, bool background,
 bool host_dpu_usable(const struct host *h);
 struct mnode *host_node_by_instance(struct host *h, uint64_t instance);
 
-/* host-grain.c: fetch = adaptive, a leaf below the buffer */
+/* host-grain.c: fetch = adaptive, below the faults, above the buffer */
 void host_grain_init(struct host *h);
 unsigned host_grain_choose(struct host *h, struct region *r);
-void host_grain_evicted(struct host *h, struct region *r,
-    const struct chunk *ch);
-unsigned host_grain_count(const struct host *h, const struct chunk *ch);
-bool host_grain_has(const struct host *h, const struct chunk *ch,
-    uint64_t off);
 json_t *host_grain_json(const struct host *h, const struct region *r);
 uint64_t host_grain_mask(unsigned first, unsigned n);
 uint32_t host_grain_pages(const struct host *h, const struct fetch *f);
@@ -629,9 +662,8 @@ struct fetch *host_grain_grow(struct host *h, struct region *r, uint64_t c,
 void host_grain_installed(struct host *h, struct fetch *f);
 void host_grain_ungrown(struct host *h, struct fetch *f);
 bool host_grain_wait(struct fetch *f, pid_t tid, uint64_t addr);
-void host_grain_sigbus(struct host *h, struct fetch *f, unsigned i,
-    const char *why);
-void host_grain_grown(struct host *h, struct fetch *f, int status);
+void host_grain_span(const struct host *h, const struct fetch *f,
+    unsigned i, uint64_t *at, uint64_t *len);
 
 /* host-extent.c, host-numa.c, host-uffd.c: leaves, below every layer */
 int64_t host_extent_take(struct extent **list, uint64_t len, uint64_t align);
