@@ -6,5 +6,4 @@
 compat_need xz-utils:xz
 
 seq 1 4000000 | awk '{ print $1 * 7919 % 1000003, "line", $1 }' | head -c 3M >"$T/text"
-HOST_CONF_EXTRA="fetch = adaptive"
 compat_run "xz -9" -- sh -c "xz -9 -T1 -c '$T/text' >'$T/text.xz' && md5sum <'$T/text.xz' && xz -d -c '$T/text.xz' | md5sum"
