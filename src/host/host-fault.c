@@ -626,8 +626,7 @@ fetch_direct_ok(const struct host *h, const struct fetch *f)
 	const struct arena *ar = f->r->ar;
 
 	return h->cont_ok && f->src == NULL && !f->zero && f->g_n == 0 &&
-	    ar != NULL &&
-	    ar->local != NULL && ar->uaddr != 0;
+	    ar != NULL && ar->local != NULL && ar->uaddr != 0;
 }
 
 /*
