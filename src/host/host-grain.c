@@ -2,15 +2,15 @@
 /*
  * host-grain.c - fetch = adaptive: how much of a chunk a fault reads.
  *
- * Owns: each region's density, measured on the chunks that were read in
- * part (CH_PARTIAL) as they leave the buffer (grains in place then, of
- * the grains of a chunk), and the choice it makes for the next demand
- * fetch: one grain (a 64th of a chunk, 4 KiB at the least: the faulting
- * page's) while fewer than half of a chunk's grains were used, else the
- * whole chunk; a region read whole still reads one demand fetch in 16 in
- * part, so that its density stays measured. Sequential faults, replicated
- * regions, forks' copies and their sources, and install = continue read
- * whole chunks.
+ * Owns: each region's density, measured on the chunks read in part
+ * (CH_PARTIAL): the grains in place as one leaves the buffer, or all of
+ * them once half are in place; and the choice it makes for the next
+ * demand fetch: one grain (a 64th of a chunk, 4 KiB at the least: the
+ * faulting page's) while the density is under half, else the whole
+ * chunk; a region read whole still reads one demand fetch in 16 in part,
+ * so that its density stays measured. Sequential faults (within two
+ * grains after one of the last four), replicated regions, forks' copies
+ * and their sources, and install = continue read whole chunks.
  * Below the fault service, above the buffer. A partial chunk's grain
  * bits, and the density counted as chunks leave the buffer: host.h
  * (struct chunk: present; host_grain_evicted()).
@@ -138,18 +138,28 @@ host_grain_start(struct host *h, struct fetch *f, uint64_t off)
 }
 
 /*
- * Tells whether a fault at off of r follows the one before it closely
- * (within two grains after it): a sequential run, read whole. Remembers
- * off for the next.
+ * Tells whether a fault at off of r follows one of the recent ones closely
+ * (within two grains after it): a sequential run, read whole. Threads
+ * scanning apart are runs each (a stream per recent fault). Remembers off
+ * in place of the fault it follows, or of the oldest.
  */
 bool
 host_grain_sequential(const struct host *h, struct region *r, uint64_t off)
 {
-	uint64_t last = r->grain_last;
+	unsigned n = nitems(r->grain_last);
 
-	r->grain_last = off + 1;
-	return last != 0 && off + 1 >= last &&
-	    off + 1 - last <= (2ull << h->grain_shift);
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t last = r->grain_last[i];
+
+		if (last != 0 && off + 1 >= last &&
+		    off + 1 - last <= (2ull << h->grain_shift)) {
+			r->grain_last[i] = off + 1;
+			return true;
+		}
+	}
+	r->grain_last[r->grain_lasti] = off + 1;
+	r->grain_lasti = (r->grain_lasti + 1) % n;
+	return false;
 }
 
 /*
@@ -199,6 +209,9 @@ host_grain_installed(struct host *h, struct fetch *f)
 		ch->flags &= ~CH_GROWING;
 		ch->flags |= CH_REF; /* used again: a second chance */
 		ch->present |= mask;
+		/* dense already: counted now, not only if it leaves */
+		if (host_grain_count(h, ch) * 2 >= h->chunk >> h->grain_shift)
+			host_grain_evicted(h, f->r, ch);
 	} else {
 		ch->flags |= CH_PARTIAL;
 		ch->present = mask;

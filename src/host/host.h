@@ -56,6 +56,7 @@ enum chunk_state {
 #define CH_PREFETCH 0x10 /* brought in by prefetch, not yet faulted on */
 #define CH_PARTIAL  0x20 /* only the grains in `present` are in place */
 #define CH_GROWING  0x40 /* a read of more of its grains is out (fetch) */
+#define CH_COUNTED  0x80 /* partial, counted in its region's density */
 
 struct fetch;
 
@@ -168,7 +169,9 @@ struct region {
 	uint64_t grain_fetches; /* partial fetches; every 16th whole: probe */
 	uint64_t whole_fetches; /* demand fetches of whole chunks */
 	unsigned grain_n;       /* grains a demand fetch reads (0: chunk) */
-	uint64_t grain_last;    /* 1 + offset of the last fault (0: none) */
+	uint64_t grain_last[4]; /* 1 + offsets of recent faults, one per
+	                         * stream (0: none) */
+	unsigned grain_lasti;   /* ... the one to replace next */
 	struct region *next;  /* in the client's list */
 	/* fork (host-fork.c): a copy shares the chunks of its source */
 	struct region *src;       /* a copy: its source, or NULL */
@@ -491,15 +494,22 @@ host_grain_has(const struct host *h, const struct chunk *ch, uint64_t off)
 	return (ch->present >> (off >> h->grain_shift)) & 1;
 }
 
-/* Counts partial chunk ch of r leaving the buffer in r's density. */
+/*
+ * Counts partial chunk ch of r in r's density: its grains in place as it
+ * leaves the buffer, or all of them once half are in place (a chunk used
+ * that densely is read whole from then on; it is not counted again).
+ */
 static inline void
-host_grain_evicted(const struct host *h, struct region *r,
-    const struct chunk *ch)
+host_grain_evicted(const struct host *h, struct region *r, struct chunk *ch)
 {
-	if (!(ch->flags & CH_PARTIAL))
+	unsigned per = (unsigned)(h->chunk >> h->grain_shift);
+	unsigned n = host_grain_count(h, ch);
+
+	if ((ch->flags & (CH_PARTIAL | CH_COUNTED)) != CH_PARTIAL)
 		return;
+	ch->flags |= CH_COUNTED;
 	r->grain_chunks++;
-	r->grain_used += host_grain_count(h, ch);
+	r->grain_used += n * 2 >= per ? per : n;
 	if (r->grain_chunks >= HOST_GRAIN_DECAY) {
 		r->grain_chunks /= 2;
 		r->grain_used /= 2;

@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
 # fetch = adaptive: a program that reads and writes 8-byte words at random,
-# one per 4 KiB on average, over three times the buffer (famtest sparse:
+# one per 16 KiB on average, over three times the buffer (famtest sparse:
 # every word verified, rewritten, verified again, and by a forked child)
 # moves far fewer bytes than with whole chunks, with every byte right: a
 # fault reads its grain (4 KiB of a 64 KiB chunk), the buffer counts only

@@ -49,7 +49,7 @@
  *             for to go away before the last check)
  *   cowfree   fork; the parent frees its block and fills a new one while
  *             the child still shares the old: the child reads its data
- *   sparse    (only when named) random 8-byte writes, one per 4 KiB on
+ *   sparse    (only when named) random 8-byte writes, one per 16 KiB on
  *             average, over a calloc'd buffer: written, verified and
  *             rewritten in another order, verified in a third; the word
  *             after each stays zero (few of a chunk's pages are used)
@@ -369,14 +369,14 @@ sparse_check(const uint64_t *p, size_t k, size_t step, size_t pairs,
 }
 
 /*
- * Random 8-byte writes and reads, one per 4 KiB on average, over a
+ * Random 8-byte writes and reads, one per 16 KiB on average, over a
  * calloc'd buffer (the words after them stay zero): written, then each
  * verified and rewritten in another order, then verified in a third.
  */
 static void
 test_sparse(void)
 {
-	size_t pairs = opt_size / 16, n = opt_size / 4096, k, step, order;
+	size_t pairs = opt_size / 16, n = opt_size / 16384, k, step, order;
 	uint64_t *p = calloc(pairs, 16);
 	pid_t child;
 	int st = 0;
