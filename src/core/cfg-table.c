@@ -14,6 +14,7 @@ static const char *const log_levels[] = { "err", "warning", "notice", "info",
 static const char *const transports[] = { "tcp", "verbs", NULL };
 static const char *const evictions[] = { "clock", "fifo", NULL };
 static const char *const installs[] = { "copy", "continue", NULL };
+static const char *const fetches[] = { "chunk", "adaptive", NULL };
 static const char *const paths[] = { "direct", "dpu", NULL };
 static const char *const fallbacks[] = { "none", "direct", NULL };
 static const char *const dynamics[] = { "off", "on", "adaptive", NULL };
@@ -620,6 +621,21 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		    "maps and unmaps every page too, which costs more CPU than "
 		    "the copy on a paravirtualised MMU; needs Linux 6.4 and "
 		    "transport = tcp, else famd copies).",
+	},
+	[CFG_HOST_FETCH] = {
+		.section = "host", .name = "fetch", .type = CFG_T_ENUM,
+		.choices = fetches, .def = "chunk", .roles = HOST,
+		.help = "How much a fault reads: chunk (the whole chunk, and "
+		    "read-ahead on sequential runs) or adaptive (each region's "
+		    "chunks are measured as they are evicted: where programs "
+		    "touch few of their pages, a fault reads only the grains "
+		    "around it, a 64th of a chunk or 4K at the least, and the "
+		    "buffer counts only those, so a region used at random or "
+		    "with a stride holds many more of its pages; dense and "
+		    "sequential regions keep whole chunks and read-ahead; "
+		    "famctl regions shows each region's density and fetch "
+		    "size). Replicated regions, regions shared with a fork's "
+		    "copies and install = continue keep whole chunks.",
 	},
 	[CFG_VERBS_QPS_PER_PEER] = {
 		.section = "verbs", .name = "qps_per_peer", .type = CFG_T_INT,

@@ -138,6 +138,7 @@ enum cfg_key {
 	CFG_HOST_UFFD_DEVICE_GROUP,
 	CFG_HOST_UFFD_POISON,
 	CFG_HOST_INSTALL,
+	CFG_HOST_FETCH,
 	CFG_VERBS_QPS_PER_PEER,
 	CFG_VERBS_INJECT_ERROR_PPM,
 	CFG_NKEYS,
@@ -177,6 +178,11 @@ enum cfg_eviction {
 enum cfg_install {
 	CFG_INSTALL_COPY,
 	CFG_INSTALL_CONTINUE,
+};
+
+enum cfg_fetch {
+	CFG_FETCH_CHUNK,
+	CFG_FETCH_ADAPTIVE,
 };
 
 enum cfg_path {

@@ -31,10 +31,14 @@
 #include "host/host-uffd.h"
 
 #define MAX_WRITEBACKS 64
+#define GRAIN_FRAMES_MAX ((uint64_t)1 << 22) /* frames for partial chunks */
 
 struct writeback;
 
-/* A write-back's write to one copy (or fragment, ec:K+M) of its chunk. */
+/*
+ * A write-back's write to one copy (or fragment, ec:K+M) of its chunk
+ * (partial: of a run of it).
+ */
 struct wb_copy {
 	struct writeback *wb;
 	struct stripe *s;
@@ -44,6 +48,8 @@ struct wb_copy {
 	const uint8_t *src;  /* what is written, len bytes */
 	uint32_t len;
 	uint32_t crc;        /* ec:K+M: the fragment's CRC32C */
+	uint32_t off;        /* partial: the run's first byte in the chunk */
+	bool zero;           /* ... written as zeros (not in place) */
 };
 
 /* A chunk's write-back: one write per copy that can take it. */
@@ -54,6 +60,8 @@ struct writeback {
 	unsigned ok;   /* copies that acknowledged */
 	int err;       /* the first write's error */
 	uint8_t *ecbuf; /* ec:K+M: the parity (and padded) fragments */
+	bool partial;  /* of a partial chunk: every run must be written */
+	unsigned nwrites;
 	struct wb_copy copy[];
 };
 
@@ -91,6 +99,16 @@ host_buffer_init(struct host *h, uint64_t buffer_size, char **cause)
 	unsigned nstaging = (unsigned)cfg_int(h->d->cfg, CFG_HOST_MAX_FETCHES);
 
 	h->nframes = buffer_size >> h->chunk_shift;
+	h->npages = h->nframes * h->chunk_pages;
+	if (h->adaptive) {
+		/* a partial chunk holds a grain or more: more slots */
+		uint64_t slots = buffer_size >> h->grain_shift;
+
+		if (slots > GRAIN_FRAMES_MAX)
+			slots = GRAIN_FRAMES_MAX;
+		if (slots > h->nframes)
+			h->nframes = slots;
+	}
 	h->frames = calloc(h->nframes, sizeof *h->frames);
 	h->free_frames = calloc(h->nframes, sizeof *h->free_frames);
 	if (h->frames == NULL || h->free_frames == NULL) {
@@ -192,15 +210,24 @@ host_staging_put(struct host *h, uint8_t *p, unsigned n)
 	h->nstaging_free += n;
 }
 
-/* Takes a free frame; -1 when the buffer is full. */
+/* Takes a free frame for a whole chunk; -1 when the buffer is full. */
 int64_t
 host_frame_get(struct host *h)
 {
-	if (h->nfree == 0)
+	return host_frame_take(h, (uint32_t)h->chunk_pages);
+}
+
+/* Takes a free frame holding pages; -1 when the buffer is full. */
+int64_t
+host_frame_take(struct host *h, uint32_t pages)
+{
+	if (h->nfree == 0 || h->pages_used + pages > h->npages)
 		return -1;
+	h->pages_used += pages;
 	h->used++;
 	h->nfree--;
 	h->frames[h->free_frames[h->nfree]].gen = h->evict_gen;
+	h->frames[h->free_frames[h->nfree]].pages = pages;
 	return h->free_frames[h->nfree];
 }
 
@@ -211,6 +238,23 @@ host_frame_put(struct host *h, uint32_t frame)
 	h->frames[frame].r = NULL;
 	h->free_frames[h->nfree++] = frame;
 	h->used--;
+	h->pages_used -= h->frames[frame].pages;
+	h->frames[frame].pages = 0;
+}
+
+/*
+ * Makes a taken frame hold pages more (fewer, when negative): a partial
+ * chunk's grains. -ENOBUFS when the buffer has no room for them.
+ */
+int
+host_frame_grow(struct host *h, uint32_t frame, int64_t pages)
+{
+	if (pages > 0 && h->pages_used + (uint64_t)pages > h->npages)
+		return -ENOBUFS;
+	h->pages_used = (uint64_t)((int64_t)h->pages_used + pages);
+	h->frames[frame].pages = (uint32_t)((int64_t)h->frames[frame].pages +
+	    pages);
+	return 0;
 }
 
 /* Punches n chunks of r from c out of its memfd (and the page tables). */
@@ -271,10 +315,12 @@ chunk_evict(struct host *h, struct region *r, uint64_t c)
 	struct chunk *ch = &r->chunks[c];
 
 	chunk_punch(h, r, c);
+	host_grain_evicted(h, r, ch);
 	if (ch->flags & CH_DIRTY) {
 		r->dirty--;
 		h->dirty--;
 	}
+	ch->present = 0;
 	ch->flags &= CH_REMOTE;
 	ch->state = CH_ABSENT;
 	host_frame_put(h, ch->frame);
@@ -306,9 +352,12 @@ writeback_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 	}
 	if (--wb->out > 0)
 		return;
-	/* ec:K+M: K fragments at least, or the chunk cannot be read again */
-	status = wb->ok >= (r->ec != NULL ? host_ec_k(r) : 1) ? 0 :
-	    wb->err != 0 ? wb->err : -EHOSTDOWN;
+	/*
+	 * ec:K+M: K fragments at least, or the chunk cannot be read again;
+	 * a partial chunk: every run.
+	 */
+	status = wb->ok >= (r->ec != NULL ? host_ec_k(r) : wb->partial ?
+	    wb->nwrites : 1) ? 0 : wb->err != 0 ? wb->err : -EHOSTDOWN;
 	free(wb->ecbuf);
 	free(wb);
 	h->writebacks_inflight--;
@@ -337,8 +386,11 @@ writeback_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 	h->stats.writebacks++;
 	ch->flags |= CH_REMOTE;
 	ch->state = CH_RESIDENT;
-	if (ch->flags & CH_DIRTY) {
-		/* Written again meanwhile: it stays, and goes back later. */
+	if (ch->flags & (CH_DIRTY | CH_GROWING)) {
+		/*
+		 * Written again meanwhile: it stays, and goes back later (or
+		 * more of it is being read: it stays for that).
+		 */
 		h->stats.evictions_cancelled++;
 	} else {
 		chunk_evict(h, r, (uint64_t)(ch - r->chunks));
@@ -425,6 +477,100 @@ writeback_source(struct host *h, struct region *r, uint64_t c,
 }
 
 /*
+ * Counts the runs of grains of partial chunk ch to write back (in place,
+ * or all of them when zeros), and fills wb's writes with them when wb is
+ * not NULL.
+ */
+static unsigned
+writeback_runs(const struct host *h, const struct chunk *ch, bool zeros,
+    struct writeback *wb)
+{
+	unsigned per = (unsigned)(h->chunk >> h->grain_shift), n = 0;
+
+	for (unsigned g = 0, e; g < per; g = e) {
+		bool in = (ch->present >> g) & 1;
+
+		for (e = g; e < per && ((ch->present >> e) & 1) == in; e++)
+			;
+		if (!in && !zeros)
+			continue;
+		if (wb != NULL) {
+			wb->copy[n].off = g << h->grain_shift;
+			wb->copy[n].len = (e - g) << h->grain_shift;
+			wb->copy[n].zero = !in;
+		}
+		n++;
+	}
+	return n;
+}
+
+/*
+ * Starts writing back dirty partial chunk c of r (one copy: partial chunks
+ * are not replicated), a write per run of grains in place, from famd's
+ * mapping; the grains not in place are never read there (that would put
+ * pages of zeros in the memfd, under the program), and are written as
+ * zeros only when the memory node holds nothing of the chunk (not
+ * CH_REMOTE: they are zeros). Write-protects it first, like a whole one.
+ */
+static int
+writeback_start_partial(struct host *h, struct region *r, uint64_t c)
+{
+	struct chunk *ch = &r->chunks[c];
+	bool zeros = !(ch->flags & CH_REMOTE);
+	unsigned si, n = writeback_runs(h, ch, zeros, NULL), routed = 0;
+	uint64_t off = host_stripe_offset(h, r, c, &si);
+	struct writeback *wb = calloc(1, sizeof *wb + n * sizeof wb->copy[0]);
+	int rc = 0;
+
+	if (wb == NULL)
+		return -ENOMEM;
+	writeback_runs(h, ch, zeros, wb);
+	for (; routed < n; routed++) {
+		struct wb_copy *wc = &wb->copy[routed];
+		struct fam_mr *mr;
+
+		wc->wb = wb;
+		wc->s = &r->stripes[si];
+		if (wc->s->gone || host_route(h, wc->s, true, &wc->conn, &mr,
+		    &wc->remote) < 0)
+			break;
+	}
+	if (routed == n && (ch->flags & CH_UNPROT)) {
+		rc = uffd_protect(r->cl->uffd, r->ar->uaddr + r->off +
+		    (c << h->chunk_shift), h->chunk, true);
+		if (rc == 0 || rc == -ESRCH)
+			ch->flags &= ~CH_UNPROT;
+	}
+	if (routed < n || (rc < 0 && rc != -ESRCH)) {
+		for (unsigned i = 0; i < routed; i++)
+			host_route_done(h, wb->copy[i].s);
+		free(wb);
+		return rc < 0 ? rc : -EHOSTDOWN;
+	}
+	ch->flags &= ~CH_DIRTY;
+	r->dirty--;
+	h->dirty--;
+	ch->state = CH_EVICTING;
+	wb->r = r;
+	wb->chunk = c;
+	wb->out = wb->nwrites = n;
+	wb->partial = true;
+	r->busy++;
+	h->writebacks_inflight++;
+	for (unsigned i = 0; i < n; i++) {
+		struct wb_copy *wc = &wb->copy[i];
+
+		rc = fam_conn_writef(wc->conn, wc->remote, off + wc->off,
+		    wc->len, wc->zero ? h->zero : r->ar->local + r->off +
+		    (c << h->chunk_shift) + wc->off, NULL, FAM_F_BACKGROUND,
+		    writeback_done, wc);
+		if (rc < 0)
+			writeback_done(wc, rc, NULL, 0); /* stays, dirty */
+	}
+	return 0;
+}
+
+/*
  * Starts writing back dirty chunk c of r, to each copy: write-protects it
  * first, so a write during the write-back is seen and keeps the chunk.
  */
@@ -437,6 +583,8 @@ writeback_start(struct host *h, struct region *r, uint64_t c)
 	uint64_t off = host_stripe_offset(h, r, c, &si);
 	int rc = 0;
 
+	if (ch->flags & CH_PARTIAL)
+		return writeback_start_partial(h, r, c);
 	wb = calloc(1, sizeof *wb + r->ncopies * sizeof wb->copy[0]);
 	if (wb == NULL)
 		return -ENOMEM;
@@ -530,7 +678,7 @@ evict_one(struct host *h, bool background)
 		if (background && fr->gen == h->evict_gen)
 			continue;
 		ch = &r->chunks[c];
-		if (ch->state != CH_RESIDENT)
+		if (ch->state != CH_RESIDENT || (ch->flags & CH_GROWING))
 			continue;
 		if (clock && (ch->flags & CH_REF)) {
 			ch->flags &= ~CH_REF;
@@ -580,15 +728,16 @@ host_evict_for_room(struct host *h)
 void
 host_evict_background(struct host *h)
 {
-	uint64_t high = h->nframes * h->high_pct / 100;
-	uint64_t low = h->nframes * h->low_pct / 100;
+	uint64_t high = h->npages * h->high_pct / 100;
+	uint64_t low = h->npages * h->low_pct / 100;
 
-	if (h->used > high)
+	if (h->pages_used > high)
 		h->evicting = true;
 	h->punch_batch = true;
 	while (h->evicting) {
-		if (h->used <= low + h->writebacks_inflight) {
-			if (h->used <= low)
+		if (h->pages_used <= low + h->writebacks_inflight *
+		    h->chunk_pages) {
+			if (h->pages_used <= low)
 				h->evicting = false;
 			break;
 		}
@@ -614,6 +763,8 @@ host_region_drop_chunks(struct host *h, struct region *r)
 				h->dirty--;
 			ch->state = CH_ABSENT;
 		}
+		ch->flags &= ~(CH_PARTIAL | CH_GROWING);
+		ch->present = 0;
 	}
 	r->resident = 0;
 	r->dirty = 0;
@@ -634,7 +785,8 @@ host_chunks_discard(struct host *h, struct region *r, uint64_t first,
 
 	for (uint64_t c = first; c < first + n; c++)
 		if (r->chunks[c].state == CH_FETCHING ||
-		    r->chunks[c].state == CH_EVICTING)
+		    r->chunks[c].state == CH_EVICTING ||
+		    (r->chunks[c].flags & CH_GROWING))
 			return -EBUSY;
 	for (uint64_t c = first; c < first + n; c++) {
 		struct chunk *ch = &r->chunks[c];
@@ -653,9 +805,45 @@ host_chunks_discard(struct host *h, struct region *r, uint64_t first,
 			run = 0;
 		}
 		ch->flags = 0;
+		ch->present = 0;
 	}
 	if (run > 0)
 		host_chunks_punch(h, r, first + n - run, run);
 	h->stats.discards += n;
 	return 0;
+}
+
+/*
+ * Before a fork shares client cl's chunks with copies: its partial chunks
+ * leave the buffer (a copy reads its source's chunks whole, from famd's
+ * mapping): clean ones now, dirty ones by their write-back. Returns the
+ * partial chunks (and partial reads) still there; called again until 0.
+ */
+unsigned
+host_grain_settle(struct host_client *cl)
+{
+	struct host *h = cl->h;
+	unsigned left = 0;
+
+	if (!h->adaptive)
+		return 0;
+	for (struct region *r = cl->regions; r != NULL; r = r->next)
+		for (uint64_t c = 0; c < r->nchunks && !r->dying; c++) {
+			struct chunk *ch = &r->chunks[c];
+
+			if (ch->state == CH_FETCHING && ch->fetch->g_n > 0)
+				left++;
+			if (!(ch->flags & CH_PARTIAL) || ch->state == CH_ABSENT)
+				continue;
+			left++;
+			if (ch->state != CH_RESIDENT || (ch->flags & CH_GROWING))
+				continue;
+			if (!(ch->flags & CH_DIRTY) || r->lost) {
+				h->stats.evictions_clean++;
+				chunk_evict(h, r, c);
+				left--;
+			} else if (h->writebacks_inflight < MAX_WRITEBACKS)
+				writeback_start(h, r, c);
+		}
+	return left;
 }

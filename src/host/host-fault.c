@@ -65,79 +65,6 @@ chunk_local(const struct host *h, const struct region *r, uint64_t c)
 }
 
 /*
- * Chooses how chunks are installed (install = continue where the kernel
- * and the transport allow it); adds the features that needs to *need.
- */
-static void
-uffd_probe_install(struct host *h, uint64_t have, uint64_t *need)
-{
-	if (cfg_int(h->d->cfg, CFG_HOST_INSTALL) != CFG_INSTALL_CONTINUE)
-		return;
-	if (cfg_int(h->d->cfg, CFG_TRANSPORT) != CFG_TRANSPORT_TCP) {
-		log_info("install = continue: verbs reads land in registered "
-		    "staging buffers; chunks are copied in (UFFDIO_COPY)");
-		return;
-	}
-	if (!(have & UFFD_FEATURE_MINOR_SHMEM) || !uffd_continue_wp_works()) {
-		log_info("install = continue: this kernel cannot map shmem "
-		    "pages write-protected with UFFDIO_CONTINUE (Linux 6.4); "
-		    "chunks are copied in (UFFDIO_COPY)");
-		return;
-	}
-	*need |= UFFD_FEATURE_MINOR_SHMEM;
-	h->cont_ok = true;
-}
-
-/* Probes the kernel's userfaultfd and chooses the features famd asks for. */
-int
-host_uffd_probe(struct host *h, char **cause)
-{
-	uint64_t have = uffd_kernel_features(cause);
-	uint64_t need = UFFD_FEATURE_MISSING_SHMEM | UFFD_FEATURE_THREAD_ID |
-	    UFFD_FEATURE_PAGEFAULT_FLAG_WP | UFFD_FEATURE_WP_HUGETLBFS_SHMEM;
-
-	if (have == 0)
-		return -1;
-	if ((have & need) != need) {
-		*cause = xasprintf("this kernel's userfaultfd lacks features "
-		    "famd needs (have %#llx, need %#llx: shmem missing faults, "
-		    "thread ids and write protection of shmem, Linux 5.19 or "
-		    "later)", (unsigned long long)have,
-		    (unsigned long long)need);
-		return -1;
-	}
-	if ((have & UFFD_FEATURE_POISON) &&
-	    cfg_int(h->d->cfg, CFG_HOST_UFFD_POISON)) {
-		need |= UFFD_FEATURE_POISON;
-		h->poison_ok = true;
-	}
-	uffd_probe_install(h, have, &need);
-	h->uffd_features = need;
-	h->wp_ok = true;
-	log_info("userfaultfd: kernel features %#llx; using %#llx",
-	    (unsigned long long)have, (unsigned long long)need);
-	return 0;
-}
-
-/* Does the API handshake on a program's userfaultfd. */
-int
-host_uffd_setup(struct host *h, int uffd, char **cause)
-{
-	int rc = uffd_api(uffd, h->uffd_features);
-
-	if (rc < 0) {
-		*cause = xasprintf("UFFDIO_API on the program's userfaultfd: %s",
-		    strerror(-rc));
-		return -1;
-	}
-	if (fd_set_nonblock(uffd) < 0) {
-		*cause = xasprintf("userfaultfd: %s", strerror(errno));
-		return -1;
-	}
-	return 0;
-}
-
-/*
  * Without UFFDIO_POISON: true when tid faulted again on the page famd just
  * sent it SIGBUS for, HOST_SIGBUS_REPEATS times in a row (a SIGBUS
  * handler that returns); the session is then given up.
@@ -216,22 +143,6 @@ host_sigbus(struct host *h, struct host_client *cl, pid_t tid,
 	cl->give_up = true;
 }
 
-/* Records a fault service time in the log2-microseconds histogram. */
-static void
-fault_latency(struct host *h, uint64_t ns)
-{
-	uint64_t us = ns / 1000;
-	unsigned b = 0;
-
-	while (us > 1 && b < 31) {
-		us >>= 1;
-		b++;
-	}
-	h->stats.lat_hist[b]++;
-	h->stats.lat_count++;
-	h->stats.lat_sum_ns += ns;
-}
-
 /*
  * Adds a served fault's stages to the breakdown: from the fault to its
  * read going out, the read on the wire, the install (now).
@@ -269,11 +180,14 @@ static int
 fetch_install(struct host *h, const struct fetch *f, uint64_t len)
 {
 	struct region *r = f->r;
+	uint64_t at = (uint64_t)f->g_first << h->grain_shift;
 
 	if (f->direct)
 		return uffd_continue(r->cl->uffd, chunk_uaddr(h, r, f->chunk),
 		    len, true);
-	return uffd_copy(r->cl->uffd, chunk_uaddr(h, r, f->chunk),
+	if (f->g_n > 0) /* its grains (fetch = adaptive) */
+		len = host_grain_bytes(h, f);
+	return uffd_copy(r->cl->uffd, chunk_uaddr(h, r, f->chunk) + at,
 	    f->zero ? h->zero : f->staging, len, true);
 }
 
@@ -284,6 +198,29 @@ fetch_unfill(struct host *h, struct fetch *f)
 	if (f->direct && f->r->ar != NULL)
 		host_chunks_punch(h, f->r, f->chunk, 1);
 	f->direct = false;
+}
+
+static void fault(struct host_client *cl, uint64_t addr, uint64_t flags,
+    pid_t tid);
+
+/*
+ * A partial fetch is over: its waiters whose page it did not bring are
+ * served again (their page is still missing, or now in place: woken).
+ */
+static void
+fetch_reserve(struct host *h, struct fetch *f)
+{
+	struct chunk *ch = &f->r->chunks[f->chunk];
+	uint64_t base = chunk_uaddr(h, f->r, f->chunk);
+
+	for (unsigned i = 0; i < f->nwaiters; i++)
+		if (f->waddr[i] != 0 && (f->waddr[i] < base ||
+		    f->waddr[i] - base >= h->chunk ||
+		    !host_grain_has(h, ch, f->waddr[i] - base)))
+			fault(f->r->cl, f->waddr[i], 0, f->waiters[i]);
+		else if (f->waddr[i] != 0 && ch->state != CH_ABSENT)
+			uffd_wake(f->r->cl->uffd,
+			    f->waddr[i] & ~(uint64_t)(PAGE - 1), PAGE);
 }
 
 /* Finishes a fetch: installs the chunk or fails its waiters. */
@@ -297,15 +234,22 @@ fetch_complete(struct host *h, struct fetch *f, int status)
 	if (r->dying || cl->dead) {
 		if (f->frame >= 0)
 			host_frame_put(h, (uint32_t)f->frame);
+		if (f->grow)
+			host_grain_ungrown(h, f);
 		status = -ESRCH;
 		goto out;
 	}
 	if (status == 0 && !f->installed)
 		status = fetch_install(h, f, h->chunk);
+	if (f->grow && status == 0) {
+		host_grain_installed(h, f); /* more of a partial chunk */
+		goto out;
+	}
 	if (status == 0) {
 		ch->state = CH_RESIDENT;
 		ch->frame = (uint32_t)f->frame;
 		ch->fetch = NULL;
+		host_grain_installed(h, f);
 		/*
 		 * Scan resistance: a chunk brought in by a sequential run
 		 * (read ahead, or faulted while the run's window is open)
@@ -327,19 +271,24 @@ fetch_complete(struct host *h, struct fetch *f, int status)
 			uint64_t done = f->done_ns != 0 ? f->done_ns :
 			    mono_ns();
 
-			fault_latency(h, done > f->fault_ns ?
+			host_fault_latency(h, done > f->fault_ns ?
 			    done - f->fault_ns : 0);
 			fault_breakdown(h, f, done);
 		}
 		goto out;
 	}
-	/* Not served: the chunk stays absent; waiting threads get SIGBUS. */
-	fetch_unfill(h, f);
-	ch->state = CH_ABSENT;
-	ch->fetch = NULL;
-	if (f->frame >= 0)
-		host_frame_put(h, (uint32_t)f->frame);
+	/* Not served: the chunk stays absent (or partial); waiters: SIGBUS. */
+	if (f->grow)
+		host_grain_ungrown(h, f);
+	else {
+		fetch_unfill(h, f);
+		ch->state = CH_ABSENT;
+		ch->fetch = NULL;
+		if (f->frame >= 0)
+			host_frame_put(h, (uint32_t)f->frame);
+	}
 	if (status != -ESRCH) {
+		uint64_t at, len;
 		char why[240];
 		int n;
 
@@ -352,9 +301,10 @@ fetch_complete(struct host *h, struct fetch *f, int status)
 			snprintf(why + n, sizeof why - (size_t)n, " (the "
 			    "buffer is full of dirty chunks, and writing them "
 			    "back fails: %s)", strerror(-h->writeback_err));
-		for (unsigned i = 0; i < f->nwaiters; i++)
-			host_sigbus(h, cl, f->waiters[i],
-			    chunk_uaddr(h, r, f->chunk), h->chunk, why);
+		for (unsigned i = 0; i < f->nwaiters; i++) {
+			host_grain_span(h, f, i, &at, &len);
+			host_sigbus(h, cl, f->waiters[i], at, len, why);
+		}
 		if (f->nwaiters == 0 && status != -ENOSPC)
 			log_rl(LOG_INFO, "pid %ld: read-ahead failed: %s",
 			    (long)cl->pid, why);
@@ -362,6 +312,8 @@ fetch_complete(struct host *h, struct fetch *f, int status)
 out:
 	if (f->src != NULL)
 		host_fork_fetched(r, f->chunk, f->src, status == 0);
+	if (status == 0 && f->g_n > 0)
+		fetch_reserve(h, f);
 	r->busy--;
 	host_region_idle(r);
 	free(f);
@@ -498,7 +450,7 @@ fetch_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 			h->stats.prefetch_bytes += h->chunk;
 		} else {
 			h->stats.fetches++;
-			h->stats.fetch_bytes += h->chunk;
+			h->stats.fetch_bytes += host_grain_bytes(h, f);
 		}
 		fetch_complete(h, f, 0);
 	}
@@ -541,7 +493,7 @@ fetch_run_len(struct host *h, struct fetch *f, const struct stripe *s,
 		unsigned si;
 		uint64_t off;
 
-		if (g->r != f->r || g->zero || g->src != NULL ||
+		if (g->r != f->r || g->zero || g->src != NULL || g->g_n > 0 ||
 		    g->chunk != last->chunk + f->r->width ||
 		    (f->r->ncopies > 1 && !host_replica_valid(s,
 		    g->chunk / f->r->width)))
@@ -588,6 +540,23 @@ fetch_dequeue(struct host *h, struct fetch *f, bool demand)
 }
 
 /*
+ * Takes room in the buffer for f: a frame (returned), or more pages for
+ * its resident chunk's frame when it grows one (returns 0); -1 when full.
+ */
+static int64_t
+fetch_room(struct host *h, struct fetch *f)
+{
+	uint32_t pages = host_grain_pages(h, f);
+
+	if (!f->grow)
+		return host_frame_take(h, pages);
+	if (host_frame_grow(h, f->r->chunks[f->chunk].frame, pages) < 0)
+		return -1;
+	f->g_pages = pages;
+	return 0;
+}
+
+/*
  * Gives f a frame (evicting for a fetch a thread waits for, never for
  * read-ahead): 0 when it has one, -EAGAIN when it waits for a write-back
  * to make room, or the status to fail it with: -ENOSPC (no room to read
@@ -599,13 +568,13 @@ fetch_frame(struct host *h, struct fetch *f, bool urgent, uint64_t limit)
 {
 	int64_t fr;
 
-	if (f->frame >= 0)
+	if (f->frame >= 0 || (f->grow && f->g_pages > 0))
 		return 0;
-	fr = host_frame_get(h);
+	fr = fetch_room(h, f);
 	if (fr < 0 && !urgent)
 		return -ENOSPC;
 	while (fr < 0 && host_evict_for_room(h))
-		fr = host_frame_get(h);
+		fr = fetch_room(h, f);
 	if (fr < 0 && mono_ns() - f->start_ns >= limit)
 		return -ENOBUFS;
 	if (fr < 0) {
@@ -615,6 +584,8 @@ fetch_frame(struct host *h, struct fetch *f, bool urgent, uint64_t limit)
 		}
 		return -EAGAIN;
 	}
+	if (f->grow)
+		return 0;
 	f->frame = fr;
 	h->frames[fr].r = f->r;
 	h->frames[fr].chunk = f->chunk;
@@ -645,8 +616,8 @@ fetch_direct_ok(const struct host *h, const struct fetch *f)
 {
 	const struct arena *ar = f->r->ar;
 
-	return h->cont_ok && f->src == NULL && !f->zero && ar != NULL &&
-	    ar->local != NULL && ar->uaddr != 0;
+	return h->cont_ok && f->src == NULL && !f->zero && f->g_n == 0 &&
+	    ar != NULL && ar->local != NULL && ar->uaddr != 0;
 }
 
 /*
@@ -704,8 +675,12 @@ fetch_send(struct host *h, struct fetch *f, bool demand, bool urgent,
 	}
 	via_dpu = h->has_dpu && (conn == h->dpu.conn || conn == h->dpu.bg);
 	len = host_stripe_len(h, s, off);
-	n = len == h->chunk ? fetch_run_len(h, f, s, off, via_dpu,
-	    max - h->inflight) : 1;
+	n = len == h->chunk && f->g_n == 0 ? fetch_run_len(h, f, s, off,
+	    via_dpu, max - h->inflight) : 1;
+	if (f->g_n > 0) { /* its grains only (fetch = adaptive) */
+		off += (uint64_t)f->g_first << h->grain_shift;
+		len = (uint32_t)host_grain_bytes(h, f);
+	}
 	direct = fetch_dest(h, f, &n);
 	/* f and the n - 1 fetches after it in its queue: one read. */
 	for (unsigned i = 0; i < n; i++) {
@@ -722,7 +697,7 @@ fetch_send(struct host *h, struct fetch *f, bool demand, bool urgent,
 	last->run = NULL;
 	f->nrun = n;
 	f->s = s;
-	if (len < h->chunk) /* the end of a file: zeros after it */
+	if (len < h->chunk && f->g_n == 0) /* a file's end: zeros after */
 		memset(f->staging + len, 0, h->chunk - len);
 	for (struct fetch *g = f; g != NULL; g = g->run)
 		g->sent_ns = mono_ns();
@@ -916,10 +891,10 @@ host_fault_fini(struct host *h)
 	h->wake_what = 0;
 }
 
-/* Queues the fetch of absent chunk c of r; tid > 0 for a fault. */
+/* Queues the fetch of absent chunk c of r; tid > 0 for a fault at addr. */
 static void
 fetch_start(struct host *h, struct region *r, uint64_t c, bool prefetch,
-    pid_t tid)
+    pid_t tid, uint64_t addr)
 {
 	struct chunk *ch = &r->chunks[c];
 	struct fetch *f = calloc(1, sizeof *f);
@@ -944,7 +919,9 @@ fetch_start(struct host *h, struct region *r, uint64_t c, bool prefetch,
 	f->start_ns = mono_ns();
 	if (tid > 0) {
 		f->fault_ns = f->start_ns;
+		f->waddr[f->nwaiters] = addr;
 		f->waiters[f->nwaiters++] = tid;
+		host_grain_start(h, f, addr - chunk_uaddr(h, r, 0));
 	}
 	ch->state = CH_FETCHING;
 	ch->fetch = f;
@@ -967,7 +944,7 @@ prefetch(struct host *h, struct region *r, uint64_t c)
 {
 	unsigned max = (unsigned)cfg_int(h->d->cfg, CFG_HOST_PREFETCH);
 	unsigned run = FETCH_RUN_BYTES >> h->chunk_shift;
-	uint64_t high = h->nframes * h->high_pct / 100, end;
+	uint64_t high = h->npages * h->high_pct / 100, end;
 
 	if (max == 0 || r->advice == FAM_ADVICE_RANDOM)
 		return;
@@ -996,10 +973,10 @@ prefetch(struct host *h, struct region *r, uint64_t c)
 	for (; r->ra_next < end; r->ra_next++) {
 		struct chunk *ch = &r->chunks[r->ra_next];
 
-		if (h->used >= high)
+		if (h->pages_used >= high)
 			break;
 		if (ch->state == CH_ABSENT && !host_fork_pending(r, r->ra_next))
-			fetch_start(h, r, r->ra_next, true, 0);
+			fetch_start(h, r, r->ra_next, true, 0, 0);
 	}
 }
 
@@ -1032,6 +1009,31 @@ fault_remap(struct host *h, struct region *r, uint64_t c, uint64_t addr,
 	}
 }
 
+/*
+ * A fault on a grain of partial chunk c of r that is not in place: waits
+ * for the read of more of it that is out, or starts one.
+ */
+static void
+fault_grain(struct host *h, struct region *r, uint64_t c, uint64_t addr,
+    pid_t tid)
+{
+	struct chunk *ch = &r->chunks[c];
+	struct fetch *f;
+
+	if (ch->flags & CH_GROWING) {
+		if (!host_grain_wait(ch->fetch, tid, addr))
+			uffd_wake(r->cl->uffd, addr & ~(uint64_t)(PAGE - 1),
+			    PAGE);
+		return;
+	}
+	f = host_grain_grow(h, r, c, addr - chunk_uaddr(h, r, 0), tid, addr);
+	if (f == NULL) {
+		host_sigbus(h, r->cl, tid, addr, PAGE, "out of memory");
+		return;
+	}
+	queue_push(&h->demandq, &h->demandq_tail, f);
+}
+
 /* Serves one fault message. */
 static void
 fault(struct host_client *cl, uint64_t addr, uint64_t flags, pid_t tid)
@@ -1061,7 +1063,8 @@ fault(struct host_client *cl, uint64_t addr, uint64_t flags, pid_t tid)
 	 * MISSING. Serve it as the missing fault it is.
 	 */
 	if ((flags & UFFD_PAGEFAULT_FLAG_WP) &&
-	    (ch->state == CH_RESIDENT || ch->state == CH_EVICTING)) {
+	    (ch->state == CH_RESIDENT || ch->state == CH_EVICTING) &&
+	    host_grain_has(h, ch, addr - chunk_uaddr(h, r, c))) {
 		unsigned si;
 		uint64_t off = host_stripe_offset(h, r, c, &si);
 		uint64_t held = host_stripe_len(h, &r->stripes[si], off);
@@ -1114,19 +1117,21 @@ fault(struct host_client *cl, uint64_t addr, uint64_t flags, pid_t tid)
 	switch (ch->state) {
 	case CH_FETCHING: {
 		struct fetch *f = ch->fetch;
-		bool known = false;
 
-		for (unsigned i = 0; i < f->nwaiters; i++)
-			known |= f->waiters[i] == tid;
-		if (!known && f->nwaiters < nitems(f->waiters))
-			f->waiters[f->nwaiters++] = tid;
+		if (!host_grain_wait(f, tid, addr) && f->g_n > 0)
+			uffd_wake(cl->uffd, addr & ~(uint64_t)(PAGE - 1), PAGE);
 		if (f->fault_ns == 0)
 			f->fault_ns = mono_ns();
-		prefetch(h, r, c);
+		if (f->g_n == 0)
+			prefetch(h, r, c);
 		return;
 	}
 	case CH_RESIDENT:
 	case CH_EVICTING:
+		if (!host_grain_has(h, ch, addr - chunk_uaddr(h, r, c))) {
+			fault_grain(h, r, c, addr, tid);
+			return;
+		}
 		h->stats.faults_stale++;
 		if (flags & UFFD_PAGEFAULT_FLAG_MINOR)
 			fault_remap(h, r, c, addr, tid);
@@ -1147,8 +1152,9 @@ fault(struct host_client *cl, uint64_t addr, uint64_t flags, pid_t tid)
 	/* An absent chunk's page in the memfd is nobody's data: out it goes. */
 	if (flags & UFFD_PAGEFAULT_FLAG_MINOR)
 		host_chunks_punch(h, r, c, 1);
-	fetch_start(h, r, c, false, tid);
-	prefetch(h, r, c);
+	fetch_start(h, r, c, false, tid, addr);
+	if (ch->state != CH_FETCHING || ch->fetch->g_n == 0)
+		prefetch(h, r, c);
 }
 
 /* Reads a program's fault messages in batches and serves them. */

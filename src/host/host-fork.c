@@ -729,6 +729,13 @@ fork_pump(struct host_fork *f)
 		return;
 	if (f->state == FORK_MAKING && f->parent->dead)
 		fork_fail(f, ECANCELED);
+	if (f->state == FORK_MAKING && host_grain_settle(f->parent) > 0) {
+		/* partial chunks leave first (fetch = adaptive) */
+		struct timeval tv = { 0, FORK_RETRY_US };
+
+		evtimer_add(f->later, &tv);
+		return;
+	}
 	if (f->state == FORK_MAKING) {
 		fork_share(f);
 		f->state = FORK_READY;

@@ -105,6 +105,7 @@ role_host_start(struct famd *d)
 		goto fail;
 	}
 	h->numa_node = host_numa_pick(h, h->nodes[0].addr);
+	host_grain_init(h);
 	if (host_buffer_init(h, (uint64_t)cfg_int(d->cfg, CFG_HOST_BUFFER_SIZE),
 	    &cause) < 0)
 		goto fail;
@@ -153,9 +154,11 @@ role_host_start(struct famd *d)
 		event_add(h->tick, &tv);
 	}
 	host_admin_register();
-	log_info("host: buffer %llu frames of %llu bytes, %u memory node(s), "
-	    "%s%s, path %s, sessions on %s", (unsigned long long)h->nframes,
-	    (unsigned long long)h->chunk, h->nnodes,
+	log_info("host: buffer %llu pages in %llu frames, chunks of %llu "
+	    "bytes, fetch %s, %u memory node(s), %s%s, path %s, sessions on "
+	    "%s", (unsigned long long)h->npages, (unsigned long long)h->nframes,
+	    (unsigned long long)h->chunk, h->adaptive ? "adaptive" : "chunk",
+	    h->nnodes,
 	    h->has_dpu ? "dpu " : "no dpu", h->has_dpu ? h->dpu.addr : "",
 	    h->path == CFG_PATH_DPU ? "dpu" : "direct", h->session_path);
 	return 0;
@@ -199,6 +202,22 @@ host_security_counters(const struct host *h, json_t *counters)
 	for (size_t i = 0; i < nitems(c); i++)
 		json_object_set_new(counters, c[i].name,
 		    json_integer((json_int_t)c[i].v));
+}
+
+/* Records a fault service time in the log2-microseconds histogram. */
+void
+host_fault_latency(struct host *h, uint64_t ns)
+{
+	uint64_t us = ns / 1000;
+	unsigned b = 0;
+
+	while (us > 1 && b < 31) {
+		us >>= 1;
+		b++;
+	}
+	h->stats.lat_hist[b]++;
+	h->stats.lat_count++;
+	h->stats.lat_sum_ns += ns;
 }
 
 /* Returns the p-th percentile of the fault latency, in microseconds. */
@@ -272,6 +291,18 @@ host_cpu(const struct host *h)
 	    "seconds_per_gb", gb > 0 ? cpu / gb : 0.0);
 }
 
+/* The fetch size's mode and what partial reads moved, for status. */
+static json_t *
+host_fetch_json(const struct host *h)
+{
+	return json_pack("{s:s,s:I,s:I,s:I,s:I}",
+	    "mode", h->adaptive ? "adaptive" : "chunk",
+	    "grain_bytes", (json_int_t)1 << h->grain_shift,
+	    "partial_fetches", (json_int_t)h->stats.grain_fetches,
+	    "partial_bytes", (json_int_t)h->stats.grain_bytes,
+	    "grows", (json_int_t)h->stats.grain_grows);
+}
+
 /* Adds the host role's state and counters to a status object. */
 static void
 role_host_status(struct famd *d, json_t *st)
@@ -306,9 +337,9 @@ role_host_status(struct famd *d, json_t *st)
 	}
 	json_object_set_new(st, "buffer", json_pack(
 	    "{s:I,s:I,s:I,s:I,s:I,s:I,s:s,s:i}",
-	    "size_bytes", (json_int_t)(h->nframes << h->chunk_shift),
+	    "size_bytes", (json_int_t)(h->npages << 12),
 	    "chunk_bytes", (json_int_t)h->chunk,
-	    "used_bytes", (json_int_t)(h->used << h->chunk_shift),
+	    "used_bytes", (json_int_t)(h->pages_used << 12),
 	    "dirty_bytes", (json_int_t)(h->dirty << h->chunk_shift),
 	    "fetches_in_flight", (json_int_t)h->inflight,
 	    "writebacks_in_flight", (json_int_t)h->writebacks_inflight,
@@ -353,6 +384,7 @@ role_host_status(struct famd *d, json_t *st)
 	    "frees_deferred", (json_int_t)s->frees_deferred,
 	    "quota_refusals", (json_int_t)s->quota_refusals,
 	    "faults_served", (json_int_t)s->lat_count));
+	json_object_set_new(st, "fetch", host_fetch_json(h));
 	json_object_set_new(json_object_get(st, "counters"), "forks",
 	    json_integer((json_int_t)s->forks));
 	json_object_set_new(json_object_get(st, "counters"), "fork_errors",

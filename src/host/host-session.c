@@ -1159,17 +1159,20 @@ host_clients_json(struct host *h)
 
 	for (struct host_client *cl = h->clients; cl != NULL; cl = cl->next) {
 		uint64_t res = 0, dirty = 0;
+		json_t *grain = json_array();
 
 		for (struct region *r = cl->regions; r != NULL; r = r->next) {
 			res += r->resident;
 			dirty += r->dirty;
+			json_array_append_new(grain, host_grain_json(h, r));
 		}
-		json_array_append_new(a, json_pack("{s:i,s:i,s:I,s:I,s:I,s:I}",
-		    "pid", (int)cl->pid, "uid", (int)cl->uid,
+		json_array_append_new(a, json_pack("{s:i,s:i,s:I,s:I,s:I,s:I,"
+		    "s:o}", "pid", (int)cl->pid, "uid", (int)cl->uid,
 		    "regions", (json_int_t)cl->nregions,
 		    "bytes", (json_int_t)cl->bytes,
 		    "resident_bytes", (json_int_t)(res << h->chunk_shift),
-		    "dirty_bytes", (json_int_t)(dirty << h->chunk_shift)));
+		    "dirty_bytes", (json_int_t)(dirty << h->chunk_shift),
+		    "fetch", grain));
 	}
 	return a;
 }

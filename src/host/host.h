@@ -20,6 +20,9 @@
  *             its first write, which marks it CH_DIRTY
  *   EVICTING  a dirty chunk being written back; a write to it meanwhile
  *             marks it dirty again and cancels the eviction
+ * With fetch = adaptive, a RESIDENT or EVICTING chunk may be partial
+ * (CH_PARTIAL): only the grains in `present` are installed; a fault on
+ * another reads it (CH_GROWING) without leaving the state (host-grain.c).
  */
 #ifndef FAM_HOST_H
 #define FAM_HOST_H
@@ -51,6 +54,9 @@ enum chunk_state {
 #define CH_REMOTE   0x04 /* the memory node holds data for it */
 #define CH_UNPROT   0x08 /* write protection lifted (the program writes) */
 #define CH_PREFETCH 0x10 /* brought in by prefetch, not yet faulted on */
+#define CH_PARTIAL  0x20 /* only the grains in `present` are in place */
+#define CH_GROWING  0x40 /* a read of more of its grains is out (fetch) */
+#define CH_COUNTED  0x80 /* partial, counted in its region's density */
 
 struct fetch;
 
@@ -58,7 +64,8 @@ struct chunk {
 	uint8_t state;
 	uint8_t flags;
 	uint32_t frame;      /* buffer frame while RESIDENT or EVICTING */
-	struct fetch *fetch; /* while FETCHING */
+	struct fetch *fetch; /* while FETCHING, or GROWING */
+	uint64_t present;    /* CH_PARTIAL: a bit per grain in place */
 };
 
 /* A memory node this host uses, or its dpu (is_dpu). */
@@ -162,6 +169,15 @@ struct region {
 	uint64_t last_fault;  /* chunk of the previous fault (prefetch) */
 	uint64_t ra_next;     /* first chunk not yet read ahead */
 	unsigned ra_window;
+	/* fetch = adaptive (host-grain.c): grains of chunks used */
+	uint64_t grain_chunks;  /* partial chunks evicted (decaying) */
+	uint64_t grain_used;    /* ... and their grains in place then */
+	uint64_t grain_fetches; /* partial fetches; every 16th whole: probe */
+	uint64_t whole_fetches; /* demand fetches of whole chunks */
+	unsigned grain_n;       /* grains a demand fetch reads (0: chunk) */
+	uint64_t grain_last[4]; /* 1 + offsets of recent faults, one per
+	                         * stream (0: none) */
+	unsigned grain_lasti;   /* ... the one to replace next */
 	struct region *next;  /* in the client's list */
 	/* fork (host-fork.c): a copy shares the chunks of its source */
 	struct region *src;       /* a copy: its source, or NULL */
@@ -265,6 +281,10 @@ struct fetch {
 	bool direct;       /* read into the arena itself (install = continue) */
 	bool via_dpu;      /* its read went out through the dpu */
 	bool retried;      /* given a new deadline after the dpu failed */
+	bool grow;         /* more grains of a partial, resident chunk */
+	unsigned g_first;  /* partial: first grain read (0: whole chunk) */
+	unsigned g_n;      /* partial: grains read; 0: the whole chunk */
+	uint32_t g_pages;  /* grow: pages added to its chunk's frame */
 	uint8_t *staging;  /* its data, in its read's staging slots, or in the
 	                    * arena (direct) */
 	unsigned nrun;     /* the first fetch of a read: chunks read (>= 1) */
@@ -276,6 +296,8 @@ struct fetch {
 	uint64_t done_ns;  /* installed, its threads woken */
 	unsigned nwaiters;
 	pid_t waiters[8];  /* threads to SIGBUS if it fails */
+	uint64_t waddr[8]; /* ... and where each faulted (partial: a page
+	                    * it does not read is asked for again) */
 	struct fetch *next;
 };
 
@@ -283,6 +305,7 @@ struct frame {
 	struct region *r; /* NULL when free */
 	uint64_t chunk;
 	uint64_t gen;     /* host.evict_gen when it was taken */
+	uint32_t pages;   /* of the buffer it holds (partial: fewer) */
 };
 
 struct host_stats {
@@ -319,6 +342,8 @@ struct host_stats {
 	 * installed (UFFDIO_COPY and the wake-up).
 	 */
 	uint64_t bd_reads, bd_queue_ns, bd_wire_ns, bd_install_ns;
+	/* fetch = adaptive: reads of part of a chunk, and their bytes */
+	uint64_t grain_fetches, grain_bytes, grain_grows;
 };
 
 /*
@@ -356,6 +381,10 @@ struct host {
 	unsigned high_pct, low_pct;
 	unsigned prefetch_max;
 	unsigned max_fetches;
+	bool adaptive;           /* [host] fetch = adaptive (host-grain.c) */
+	unsigned grain_shift;    /* log2 of a grain: a chunk's 64th, 4 KiB
+	                          * at the least */
+	uint64_t chunk_pages;    /* pages of a whole chunk */
 	int eviction;
 	int numa_node;
 	char secret[FAM_SECRET_MAX + 1];
@@ -392,10 +421,13 @@ struct host {
 	uint64_t next_handle;
 	struct host_fork *forks; /* copies for forked children (host-fork.c) */
 	struct fork_own *owns;   /* copies' chunks being made their own */
-	/* the buffer */
+	/* the buffer: frames are slots (used of nframes); room is counted in
+	 * pages (pages_used of npages), a partial chunk's frame holding only
+	 * its grains' */
 	struct frame *frames;
 	uint32_t *free_frames;
 	uint64_t nframes, nfree, used, dirty, hand;
+	uint64_t npages, pages_used;
 	bool evicting;
 	unsigned writebacks_inflight;
 	int writeback_err;        /* of the last write-back, 0 if it worked */
@@ -471,6 +503,48 @@ host_stale_clear(struct stripe *s, uint64_t row)
 	s->nstale--;
 }
 
+#define HOST_GRAIN_DECAY 64 /* partial chunks counted in a density, at most */
+
+/* Returns the grains of chunk ch in place (all of a whole chunk). */
+static inline unsigned
+host_grain_count(const struct host *h, const struct chunk *ch)
+{
+	if (!(ch->flags & CH_PARTIAL))
+		return (unsigned)(h->chunk >> h->grain_shift);
+	return (unsigned)__builtin_popcountll(ch->present);
+}
+
+/* Tells whether byte off of chunk ch is in place (a partial chunk's). */
+static inline bool
+host_grain_has(const struct host *h, const struct chunk *ch, uint64_t off)
+{
+	if (!(ch->flags & CH_PARTIAL))
+		return true;
+	return (ch->present >> (off >> h->grain_shift)) & 1;
+}
+
+/*
+ * Counts partial chunk ch of r in r's density: its grains in place as it
+ * leaves the buffer, or all of them once half are in place (a chunk used
+ * that densely is read whole from then on; it is not counted again).
+ */
+static inline void
+host_grain_evicted(const struct host *h, struct region *r, struct chunk *ch)
+{
+	unsigned per = (unsigned)(h->chunk >> h->grain_shift);
+	unsigned n = host_grain_count(h, ch);
+
+	if ((ch->flags & (CH_PARTIAL | CH_COUNTED)) != CH_PARTIAL)
+		return;
+	ch->flags |= CH_COUNTED;
+	r->grain_chunks++;
+	r->grain_used += n * 2 >= per ? per : n;
+	if (r->grain_chunks >= HOST_GRAIN_DECAY) {
+		r->grain_chunks /= 2;
+		r->grain_used /= 2;
+	}
+}
+
 /* The layers, top down: each file calls only those below it. */
 
 /* host-role.c */
@@ -500,8 +574,10 @@ void host_restart_stop(struct host *h);
 void host_restart_fini(struct host *h);
 json_t *host_restart_json(struct host *h);
 
-/* host-fault.c */
+/* host-fault.c (and host-probe.c: the userfaultfd features) */
 int host_fault_init(struct host *h);
+/* host-role.c: a fault's service time, for status */
+void host_fault_latency(struct host *h, uint64_t ns);
 void host_fault_fini(struct host *h);
 void host_uffd_cb(int fd, short what, void *arg);
 /* Tells whether cl's process lives (its pidfd; assumed without one). */
@@ -549,7 +625,10 @@ int host_fork_copy_discard(struct region *r, uint64_t first, uint64_t n);
 int host_buffer_init(struct host *h, uint64_t buffer_size, char **cause);
 void host_buffer_fini(struct host *h);
 int64_t host_frame_get(struct host *h);
+int64_t host_frame_take(struct host *h, uint32_t pages);
 void host_frame_put(struct host *h, uint32_t frame);
+int host_frame_grow(struct host *h, uint32_t frame, int64_t pages);
+unsigned host_grain_settle(struct host_client *cl);
 void host_evict_background(struct host *h);
 bool host_evict_for_room(struct host *h);
 void host_region_drop_chunks(struct host *h, struct region *r);
@@ -634,6 +713,24 @@ struct fam_conn *host_node_conn(const struct stripe *s, bool background,
     struct fam_mr **mr);
 bool host_dpu_usable(const struct host *h);
 struct mnode *host_node_by_instance(struct host *h, uint64_t instance);
+
+/* host-grain.c: fetch = adaptive, below the faults, above the buffer */
+void host_grain_init(struct host *h);
+unsigned host_grain_choose(struct host *h, struct region *r);
+json_t *host_grain_json(const struct host *h, const struct region *r);
+uint64_t host_grain_mask(unsigned first, unsigned n);
+uint32_t host_grain_pages(const struct host *h, const struct fetch *f);
+uint64_t host_grain_bytes(const struct host *h, const struct fetch *f);
+void host_grain_start(struct host *h, struct fetch *f, uint64_t off);
+bool host_grain_sequential(const struct host *h, struct region *r,
+    uint64_t off);
+struct fetch *host_grain_grow(struct host *h, struct region *r, uint64_t c,
+    uint64_t off, pid_t tid, uint64_t addr);
+void host_grain_installed(struct host *h, struct fetch *f);
+void host_grain_ungrown(struct host *h, struct fetch *f);
+bool host_grain_wait(struct fetch *f, pid_t tid, uint64_t addr);
+void host_grain_span(const struct host *h, const struct fetch *f,
+    unsigned i, uint64_t *at, uint64_t *len);
 
 /* host-extent.c, host-numa.c, host-uffd.c: leaves, below every layer */
 int64_t host_extent_take(struct extent **list, uint64_t len, uint64_t align);

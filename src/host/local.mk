@@ -9,8 +9,10 @@ src_libfamdcore_la_SOURCES += \
 	src/host/host-extent.c \
 	src/host/host-fault.c \
 	src/host/host-fork.c \
+	src/host/host-grain.c \
 	src/host/host-numa.c \
 	src/host/host-path.c \
+	src/host/host-probe.c \
 	src/host/host-reclaim.c \
 	src/host/host-replica.c \
 	src/host/host-ec.h \

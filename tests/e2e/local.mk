@@ -25,6 +25,7 @@ E2E_TESTS = \
 	tests/e2e/host-famtest.sh \
 	tests/e2e/host-fork.sh \
 	tests/e2e/host-programs.sh \
+	tests/e2e/host-grain.sh \
 	tests/e2e/host-graph.sh \
 	tests/e2e/host-badsession.sh \
 	tests/e2e/host-memory-lost.sh \

@@ -49,6 +49,10 @@
  *             for to go away before the last check)
  *   cowfree   fork; the parent frees its block and fills a new one while
  *             the child still shares the old: the child reads its data
+ *   sparse    (only when named) random 8-byte writes, one per 16 KiB on
+ *             average, over a calloc'd buffer: written, verified and
+ *             rewritten in another order, verified in a third; the word
+ *             after each stays zero (few of a chunk's pages are used)
  *   passes    (only when named) one block, rewritten with a new pattern
  *             and verified in passes, "pass N" printed after each, until
  *             SIGUSR1; then one more pass: a driver changes things under
@@ -346,6 +350,73 @@ test_random(void)
 	free(p);
 	printf("ok - random: %zu chunks of 64 KiB written and verified in two "
 	    "orders\n", n);
+}
+
+/*
+ * Checks that sparse word k (of n, spread over pairs pairs of words) of p
+ * holds seed's pattern, and that the word after it is still zero.
+ */
+static void
+sparse_check(const uint64_t *p, size_t k, size_t step, size_t pairs,
+    uint64_t seed)
+{
+	size_t w = 2 * ((k * step + 11) % pairs);
+
+	check_words("sparse", p, w, w + 1, seed);
+	if (p[w + 1] != 0)
+		FAIL("sparse: word at offset %zu should be zero, read %#"
+		    PRIx64, (w + 1) * 8, p[w + 1]);
+}
+
+/*
+ * Random 8-byte writes and reads, one per 16 KiB on average, over a
+ * calloc'd buffer (the words after them stay zero): written, then each
+ * verified and rewritten in another order, then verified in a third.
+ */
+static void
+test_sparse(void)
+{
+	size_t pairs = opt_size / 16, n = opt_size / 16384, k, step, order;
+	uint64_t *p = calloc(pairs, 16);
+	pid_t child;
+	int st = 0;
+
+	if (p == NULL)
+		FAIL("sparse: calloc: %s", strerror(errno));
+	check_kind("sparse", p);
+	step = coprime_step(pairs, 7919 * (size_t)opt_seed + pairs / 3);
+	for (k = 0; k < n; k++) {
+		size_t w = 2 * ((k * step + 11) % pairs);
+
+		p[w] = tool_pat(w * 8, opt_seed + 20);
+	}
+	order = coprime_step(n, 104729 + n / 5);
+	for (k = 0; k < n; k++) {
+		size_t j = (k * order + 3) % n, w = 2 * ((j * step + 11) % pairs);
+
+		sparse_check(p, j, step, pairs, opt_seed + 20);
+		p[w] = tool_pat(w * 8, opt_seed + 21);
+	}
+	order = coprime_step(n, 15485863 + n / 7);
+	for (k = 0; k < n; k++)
+		sparse_check(p, (k * order + 1) % n, step, pairs, opt_seed + 21);
+	/* a child forked now reads the same, from chunks read in part */
+	if ((child = fork()) < 0)
+		FAIL("sparse: fork: %s", strerror(errno));
+	if (child == 0) {
+		for (k = 0; k < n; k++)
+			sparse_check(p, k, step, pairs, opt_seed + 21);
+		_exit(0);
+	}
+	if (waitpid(child, &st, 0) != child || !WIFEXITED(st) ||
+	    WEXITSTATUS(st) != 0)
+		FAIL("sparse: the forked child's check failed (status %#x)", st);
+	for (k = 0; k < n; k++)
+		sparse_check(p, k, step, pairs, opt_seed + 21);
+	free(p);
+	printf("ok - sparse: %zu random words over %zu MiB written, verified "
+	    "and rewritten, verified again, and by a forked child; the words "
+	    "beside them zero\n", n, opt_size / MIB);
 }
 
 /* One word per 4 KiB + 8 B of a calloc'd buffer; the rest stays zero. */
@@ -872,6 +943,7 @@ static const struct {
 	{ "fork", test_fork },
 	{ "cow", test_cow },
 	{ "cowfree", test_cowfree },
+	{ "sparse", test_sparse }, /* only when named */
 	{ "passes", test_passes }, /* last: only when named */
 };
 
@@ -962,7 +1034,8 @@ main(int argc, char **argv)
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (i = 0; i < sizeof tests / sizeof tests[0]; i++) {
-		bool run = optind == argc && tests[i].fn != test_passes;
+		bool run = optind == argc && tests[i].fn != test_passes &&
+		    tests[i].fn != test_sparse;
 
 		for (j = optind; j < argc; j++)
 			run |= strcmp(argv[j], tests[i].name) == 0;
