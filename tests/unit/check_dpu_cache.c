@@ -29,6 +29,7 @@
 
 #include "core/famd.h"
 #include "dpu/dpu-cache.h"
+#include "trace-pagerank.h"
 
 #define KIB        1024u
 #define MIB        (1024u * 1024u)
@@ -775,6 +776,39 @@ START_TEST(test_dynamic_forwarded_read_older_than_a_write_is_not_kept)
 }
 END_TEST
 
+START_TEST(test_dynamic_recorded_pagerank_trace_hits_and_loads_what_is_read)
+{
+	uint64_t chunks = 0, hit = 0, loaded, served;
+
+	/* The geometry it was recorded with: 16 entries of 64 KiB. */
+	cache_setup("dynamic_cache = on\nprefetch_depth = 8",
+	    (uint64_t)TRACE_PAGERANK_CHUNKS * CHUNK);
+	for (size_t i = 0; i < nitems(trace_pagerank); i++) {
+		uint64_t off = (uint64_t)trace_pagerank[i].off * CHUNK;
+		uint32_t len = trace_pagerank[i].len * CHUNK;
+
+		/* Every hit's bytes are checked against the memory node's. */
+		if (host_read_or_forward(off, len))
+			hit += trace_pagerank[i].len;
+		chunks += trace_pagerank[i].len;
+	}
+	loaded = (uint64_t)dyn_status("load_bytes", NULL);
+	served = (uint64_t)dyn_status("load_served_bytes", NULL);
+	ck_assert_uint_gt(dyn_status("evictions", NULL), 0);
+	/*
+	 * Measured when it was recorded: 1217 of 1300 chunks hit, 74% of
+	 * the bytes loaded served (this small cache evicts some loads
+	 * before their read, and loads past the end of each sweep).
+	 */
+	ck_assert_msg(hit * 100 >= chunks * 90, "%llu of %llu chunks hit",
+	    (unsigned long long)hit, (unsigned long long)chunks);
+	ck_assert_msg(loaded > 0 && served * 100 >= loaded * 70, "%llu bytes "
+	    "loaded, %llu of them served", (unsigned long long)loaded,
+	    (unsigned long long)served);
+	cache_teardown();
+}
+END_TEST
+
 START_TEST(test_dynamic_eviction_takes_spent_entries_before_prefetched_ones)
 {
 	unsigned hits = 0;
@@ -1266,6 +1300,7 @@ dpu_cache_suite(void)
 	tcase_add_test(dy, test_dynamic_sequential_trace_hits_after_its_prefetch);
 	tcase_add_test(dy, test_dynamic_run_with_skipped_chunks_still_prefetches);
 	tcase_add_test(dy, test_dynamic_stride_is_not_a_run);
+	tcase_add_test(dy, test_dynamic_recorded_pagerank_trace_hits_and_loads_what_is_read);
 	tcase_add_test(dy, test_dynamic_random_trace_does_not_prefetch_endlessly);
 	tcase_add_test(dy, test_dynamic_eviction_keeps_the_cache_within_its_entries);
 	tcase_add_test(dy, test_dynamic_read_spanning_two_valid_entries_is_served);

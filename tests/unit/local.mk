@@ -26,6 +26,9 @@ check_PROGRAMS += $(UNIT_TESTS)
 TESTS += $(UNIT_TESTS)
 
 tests_unit_check_render_SOURCES = tests/unit/check_render.c src/ctl/famctl-render.c
+# A recorded trace of a host's reads through a dpu, replayed.
+tests_unit_check_dpu_cache_SOURCES = tests/unit/check_dpu_cache.c \
+	tests/unit/trace-pagerank.h
 # libfamd-client's API, linked as a program would.
 tests_unit_check_libfam_LDADD = src/libfamd-client.la $(CHECK_LIBS) -lpthread
 
