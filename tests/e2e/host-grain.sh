@@ -28,7 +28,7 @@ cat "$T/chunk.out"
 (
 	while :; do
 		ctl ha regions -j 2>/dev/null | jq -c '.[].fetch[]' >>"$T/listing"
-		sleep 0.2
+		sleep 0.05
 	done
 ) &
 spid=$!
@@ -45,7 +45,10 @@ echo "$st" | jq -e '.fetch.mode == "adaptive" and .fetch.partial_fetches > 0 and
 	.counters.evictions_dirty > 0 and .buffer.used_bytes <= .buffer.size_bytes' >/dev/null ||
 	fail "adaptive host: $(echo "$st" | jq -c '{fetch, buffer, counters}')"
 [ "$(ctl hc status -j | jq -r .fetch.mode)" = chunk ] || fail "the other host is not fetch = chunk"
-jq -se 'any(.fetch_bytes == 4096 and .partial_chunks > 0 and .density_pct >= 0 and .density_pct < 50)' \
+# (partial chunks leave the buffer before the fork at famtest's end: a
+# sample after it shows none, so the count of partial reads is what says
+# the region was read by grains)
+jq -se 'any(.fetch_bytes == 4096 and .partial_fetches > 0 and .density_pct >= 0 and .density_pct < 50)' \
 	"$T/listing" >/dev/null ||
 	fail "famctl regions never showed a sparse region read by grains: $(tail -3 "$T/listing")"
 mc=$(moved hc)
