@@ -14,35 +14,12 @@
 # times the data (not 2, as replicate:2). Then a program asks for ec:2+1
 # itself (FAM_REDUNDANCY) on a host without redundancy.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib-redundancy.sh"
 require_cmd jq
 
 FAMTEST=$top_builddir/tests/tools/famtest
 buffer=$(scaled 8M)
 size=$(scaled 24M) # three times the buffer
-
-# red NAME FILTER: true when the host's redundancy status passes FILTER.
-red() {
-	ctl "$1" status -j | jq -e ".redundancy | $2" >/dev/null
-}
-
-# npasses: passes famtest finished so far.
-npasses() {
-	grep -c '^pass ' "$T/p.out"
-}
-
-# passes_past N: famtest finished N passes (or died).
-passes_past() {
-	[ "$(npasses)" -ge "$1" ] || ! kill -0 "$ft"
-}
-
-# The memory famds' pids, in order, for the kills.
-MEMPIDS=()
-start_memory_orig=$(declare -f start_memory)
-eval "${start_memory_orig/start_memory/start_memory_plain}"
-start_memory() {
-	start_memory_plain "$@"
-	MEMPIDS+=("$MEM_PID")
-}
 
 # ec:2+1 needs three memory nodes: file:line, exit 78; a bad code too.
 cat >"$T/bad.conf" <<'CONF'

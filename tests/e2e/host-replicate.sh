@@ -12,26 +12,12 @@
 # three (each chunk on its stripe's node and the next); and asked for by
 # the program itself (FAM_REDUNDANCY) on a host without redundancy.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib-redundancy.sh"
 require_cmd jq
 
 FAMTEST=$top_builddir/tests/tools/famtest
 buffer=$(scaled 8M)
 size=$(scaled 24M) # three times the buffer
-
-# red NAME FILTER: true when the host's redundancy status passes FILTER.
-red() {
-	ctl "$1" status -j | jq -e ".redundancy | $2" >/dev/null
-}
-
-# npasses: passes famtest finished so far.
-npasses() {
-	grep -c '^pass ' "$T/p.out"
-}
-
-# passes_past N: famtest finished N passes (or died).
-passes_past() {
-	[ "$(npasses)" -ge "$1" ] || ! kill -0 "$ft"
-}
 
 # run_case NODES RATE: the whole story over NODES memory nodes, rebuilt
 # at RATE bytes/s.
@@ -130,15 +116,6 @@ run_case() {
 	wait_until 10 sh -c "[ \$(\"$FAMCTL\" -s \"$(sock "${names[0]}r")\" status -j | jq .counters.regions) = 0 ]" ||
 		fail "regions left on ${names[0]}r: $(ctl "${names[0]}r" status -j | jq -c .counters.regions)"
 	stop_famd "$HOST_PID" || fail "host exit"
-}
-
-# The memory famds' pids, in order, for the kills.
-MEMPIDS=()
-start_memory_orig=$(declare -f start_memory)
-eval "${start_memory_orig/start_memory/start_memory_plain}"
-start_memory() {
-	start_memory_plain "$@"
-	MEMPIDS+=("$MEM_PID")
 }
 
 # replicate:N needs N memory nodes: file:line, exit 78; a typo too.

@@ -61,5 +61,5 @@ E2E_TESTS = \
 	tests/e2e/dpu-netns.sh
 
 TESTS += $(E2E_TESTS)
-EXTRA_DIST += $(E2E_TESTS) tests/e2e/lib.sh tests/e2e/fake-peer.py \
+EXTRA_DIST += $(E2E_TESTS) tests/e2e/lib.sh tests/e2e/lib-redundancy.sh tests/e2e/fake-peer.py \
 	tests/e2e/relay.py tests/e2e/findpat.py
