@@ -254,7 +254,7 @@ prefetch_main(void *arg)
 
 	for (;;) {
 		struct dpu_reqq list;
-		unsigned n = 0, nq = 0, ncov = 0, depth;
+		unsigned n = 0, nq = 0, ncov = 0, depth, share;
 
 		pthread_mutex_lock(&dc->rlock);
 		while (!dc->stop && dc->tail == dc->head)
@@ -271,8 +271,12 @@ prefetch_main(void *arg)
 		 */
 		depth = atomic_load(&dc->depth);
 		dc->streams = recent_streams(dc);
-		if (depth > dc->nentries / 2 - 1)
-			depth = dc->nentries / 2 - 1;
+		share = dc->nentries / dc->streams;
+		share = share > 3 ? share - 2 : 1;
+		if (share > dc->nentries / 2 - 1)
+			share = dc->nentries / 2 - 1;
+		if (depth > share)
+			depth = share;
 		while (dc->tail < dc->head && n < DPU_RECENT) {
 			items[n] = dc->ring[dc->tail % DPU_RECENT];
 			run[n] = recent_continues(dc, &items[n]) ?
