@@ -303,6 +303,25 @@ host_fetch_json(const struct host *h)
 	    "grows", (json_int_t)h->stats.grain_grows);
 }
 
+/*
+ * Returns the operations on one of a node's connections: reads, writes,
+ * and over verbs the doorbells that posted them (more work requests than
+ * doorbells: chains).
+ */
+static json_t *
+host_link_json(struct fam_conn *c)
+{
+	const struct fam_conn_stats *cs = c != NULL ? fam_conn_stats(c) : NULL;
+	struct fam_conn_stats t = { 0 };
+
+	if (cs != NULL)
+		t = *cs;
+	return json_pack("{s:I,s:I,s:I,s:I,s:I}", "reads", (json_int_t)t.reads,
+	    "writes", (json_int_t)t.writes, "onesided", (json_int_t)t.onesided,
+	    "doorbells", (json_int_t)t.doorbells,
+	    "work_requests", (json_int_t)t.wrs);
+}
+
 /* Adds the host role's state and counters to a status object. */
 static void
 role_host_status(struct famd *d, json_t *st)
@@ -318,7 +337,7 @@ role_host_status(struct famd *d, json_t *st)
 		    fam_conn_stats(n->conn) : NULL;
 
 		json_array_append_new(peers, json_pack(
-		    "{s:s,s:s,s:s,s:s,s:b,s:I,s:I,s:I,s:I,s:s}",
+		    "{s:s,s:s,s:s,s:s,s:b,s:I,s:I,s:I,s:I,s:s,s:o,s:o}",
 		    "role", n->is_dpu ? "dpu" : "memory", "address", n->addr,
 		    "name", n->name,
 		    "state", n->state == MN_UP ? "up" :
@@ -328,7 +347,9 @@ role_host_status(struct famd *d, json_t *st)
 		    "disconnects", (json_int_t)n->disconnects,
 		    "outstanding", (json_int_t)(cs != NULL ? cs->outstanding : 0),
 		    "frees_pending", (json_int_t)n->nfrees,
-		    "last_error", n->last_error != NULL ? n->last_error : ""));
+		    "last_error", n->last_error != NULL ? n->last_error : "",
+		    "link", host_link_json(n->conn),
+		    "background_link", host_link_json(n->bg)));
 	}
 	for (struct host_client *cl = h->clients; cl != NULL; cl = cl->next) {
 		clients++;

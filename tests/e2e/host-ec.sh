@@ -84,6 +84,8 @@ read -r wbs wbb < <(ctl host status -j |
 [ "$wbs" -gt 100 ] && [ "$wbb" -ge $((wbs * chunk * 3 / 2)) ] &&
 	[ "$wbb" -le $(((wbs + 64) * chunk * 3 / 2)) ] ||
 	fail "$wbs write-backs of $chunk-byte chunks sent $wbb bytes (expected 1.5 times)"
+# Over verbs the fragments' write-backs are chains of one-sided WRITEs.
+[ "$TEST_TRANSPORT" != verbs ] || verbs_chains host
 pass "ec:2+1: each region on the three nodes, $cap bytes reserved for $size (1.5x), $wbb bytes for $wbs write-backs (1.5x)"
 
 # The first memory node dies mid-run.
@@ -95,6 +97,11 @@ red host '.state == "degraded" and .each[0].state == "degraded"' ||
 	fail "not degraded with a node dead: $(ctl host status -j | jq -c .redundancy)"
 red host '.ec.decodes > 0' ||
 	fail "no chunk decoded: $(ctl host status -j | jq -c .redundancy)"
+# (over verbs the fragments a decode reads are one-sided RDMA READs)
+[ "$TEST_TRANSPORT" != verbs ] ||
+	ctl host status -j | jq -e '[.peers[] | select(.role == "memory" and .state == "up") | .link]
+		| length == 2 and all(.reads > 0 and .onesided >= .reads)' >/dev/null ||
+	fail "fragment reads not one-sided: $(ctl host status -j | jq -c '[.peers[].link]')"
 counter_is host sigbus 0 || fail "SIGBUS: $(ctl host status -j | jq -c .counters)"
 pass "${names[0]} killed: famtest goes on ($(npasses) passes), no SIGBUS, chunks decoded ($(ctl host status -j | jq -c .redundancy.ec)), status degraded"
 

@@ -46,6 +46,9 @@ run_case() {
 	# Write-backs go to both copies: twice the bytes.
 	red "$host" '.regions >= 1' ||
 		fail "no replicated region: $(ctl "$host" status -j | jq -c .redundancy)"
+	# Over verbs each node's write-backs are one-sided RDMA WRITEs,
+	# posted in chains: more work requests than doorbells.
+	[ "$TEST_TRANSPORT" != verbs ] || verbs_chains "$host"
 
 	# The first memory node dies mid-run.
 	kill -KILL "${MEMPIDS[0]}"

@@ -26,3 +26,19 @@ start_memory() {
 	start_memory_plain "$@"
 	MEMPIDS+=("$MEM_PID")
 }
+
+# verbs_chains NAME: over verbs, the host NAME read and wrote every memory
+# node it is up with one-sided RDMA READs and WRITEs (on whichever of its
+# connections to the node), posted in chains: more reads and writes than
+# doorbells. The figures are printed.
+verbs_chains() {
+	local links
+	links=$(ctl "$1" status -j | jq -c '[.peers[] | select(.role == "memory" and .state == "up")
+		| [.link, .background_link] | {reads: (map(.reads) | add), writes: (map(.writes) | add),
+		onesided: (map(.onesided) | add), doorbells: (map(.doorbells) | add),
+		work_requests: (map(.work_requests) | add)}]')
+	echo "# memory links: $links"
+	echo "$links" | jq -e 'length > 0 and all(.writes > 0 and .onesided == .reads + .writes
+		and .reads + .writes > .doorbells)' >/dev/null ||
+		fail "write-backs not posted as chains of one-sided writes: $links"
+}

@@ -71,10 +71,10 @@ modes=("$@")
 # verbs).
 E2E_LOOPBACK="host-famtest host-killed host-readahead host-programs
 	host-memory-lost host-striping host-client-exit host-shared-file"
-# (host-replicate and host-ec, over verbs too, only when named:
-# RXE_ONLY="e2e-host-replicate e2e-host-ec"; with them the loopback guest
-# outlasts RXE_TEST_TIMEOUT)
-E2E_VETH="dpu-forward dpu-path dpu-aggregate dpu-static dpu-dynamic dpu-adaptive"
+# host-replicate and host-ec (memory nodes over the veth pair) run in the
+# veth guest: with them the loopback guest would outlast RXE_TEST_TIMEOUT.
+E2E_VETH="dpu-forward dpu-path dpu-aggregate dpu-static dpu-dynamic dpu-adaptive
+	host-replicate host-ec"
 # e2e_env NAME: the environment a test of tests/e2e gets in the guest, where
 # Soft-RoCE moves tens of MB/s: smaller data through the same buffers.
 e2e_env() {
