@@ -303,8 +303,10 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		    "that continues a sequential run makes the prefetch workers "
 		    "load from its end twice the run's length so far, up to "
 		    "prefetch_depth entries further (what is not cached, loading "
-		    "or being forwarded yet), but never more than half the "
-		    "cache's entries.",
+		    "or being forwarded yet), but never more than its share of "
+		    "the cache: the entries over the runs going on, less two "
+		    "(the one read and the one just left), and at most half "
+		    "the entries.",
 	},
 	[CFG_DPU_PREFETCH_WORKERS] = {
 		.section = "dpu", .name = "prefetch_workers", .type = CFG_T_INT,
