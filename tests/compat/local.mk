@@ -15,6 +15,7 @@ COMPAT_TESTS = \
 	tests/compat/redis.sh \
 	tests/compat/sort.sh \
 	tests/compat/sqlite3.sh \
+	tests/compat/sqlite3-rand.sh \
 	tests/compat/xz.sh
 
 # What does not work yet, each for its reason (they fail as they should

@@ -3,9 +3,7 @@
 # sqlite3 with a page cache larger than the buffer, FAM_HEAP=all (its
 # cache is many small allocations): a 2-million-row table built, indexed,
 # scanned and queried in memory. Its keys grow with the rowid, as a
-# timestamp's would: an index built or filled in random key order over
-# more than the buffer is random access through 64 KiB chunks, which
-# thrashes whatever holds the heap (like xz -9's match finder).
+# timestamp's would (sqlite3-rand.sh builds one in random key order).
 . "$(dirname "$0")/lib-compat.sh"
 compat_need sqlite3:sqlite3
 
