@@ -523,7 +523,8 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		    "memory-node capacity, ec:K+M (K + M) / K times both (1.5 "
 		    "for ec:2+1) and K reads of a K-th of a chunk per fault. A "
 		    "program may ask for another mode with the environment "
-		    "variable FAM_REDUNDANCY (the same syntax). Files mapped "
+		    "variable FAM_REDUNDANCY (the same syntax), or block by "
+		    "block with fam_alloc_redundant. Files mapped "
 		    "with fam_map and the copies a fork makes are not "
 		    "replicated.",
 	},
@@ -554,10 +555,10 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		    "acknowledged lost right after loses the chunk (its faults "
 		    "get SIGBUS). It costs a copy of each chunk written back, "
 		    "held in famd's memory until every copy has it (at most "
-		    "buffer_size of them, and 64 MiB at the least; past it a "
-		    "write-back waits for every copy). A program's own "
-		    "redundancy (FAM_REDUNDANCY, fam_alloc_redundant) takes N "
-		    "at most its copies and, ec:K+M, K at the least.",
+		    "buffer_size bytes of such copies, 64 MiB at the least; "
+		    "past that a write-back waits for every copy). A program's "
+		    "own redundancy (FAM_REDUNDANCY, fam_alloc_redundant) takes "
+		    "N at most its copies and, ec:K+M, K at the least.",
 	},
 	[CFG_HOST_UID_MAX_BYTES] = {
 		.section = "host", .name = "uid_max_bytes", .type = CFG_T_SIZE,
