@@ -36,6 +36,18 @@ extern "C" {
 #define FAM_ADVISE_RANDOM 2 /* read at random, each piece seldom: no
                              * read-ahead, not worth a dpu's dynamic cache */
 
+/*
+ * fam_alloc_redundant() redundancy: how many memory nodes hold each chunk
+ * of the block (famd.conf(5), [host] redundancy).
+ */
+#define FAM_ALLOC_DEFAULT 0u /* as fam_alloc(): FAM_REDUNDANCY, else famd's */
+#define FAM_ALLOC_NONE    1u /* one memory node: lost with it */
+/* n copies (2 to 16) on n memory nodes: survives n - 1 of them lost */
+#define FAM_ALLOC_REPLICATE(n) ((unsigned)(n))
+/* k data and m parity fragments (1 to 16 each): survives m lost */
+#define FAM_ALLOC_EC(k, m) \
+	(0x10000u | ((unsigned)(k) & 0xffu) << 8 | ((unsigned)(m) & 0xffu))
+
 /* fam_stat() flags. */
 #define FAM_STAT_FILE     0x1
 #define FAM_STAT_READONLY 0x2
@@ -50,6 +62,13 @@ struct fam_stat {
 
 /* Zero-filled memory of at least size bytes, aligned to the chunk size. */
 void *fam_alloc(size_t size);
+
+/*
+ * Like fam_alloc(), each chunk kept as `redundancy` asks (FAM_ALLOC_*),
+ * whatever FAM_REDUNDANCY and famd's configuration say. EINVAL when it asks
+ * for a mode famd does not know or more memory nodes than it has.
+ */
+void *fam_alloc_redundant(size_t size, unsigned redundancy);
 
 /*
  * Memory holding the file `path` (relative to the memory node's

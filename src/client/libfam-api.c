@@ -32,6 +32,11 @@
 
 static pthread_once_t libfam_once = PTHREAD_ONCE_INIT;
 
+/* FAM_ALLOC_* (the public header) are ALLOC's d (wire/session.h). */
+_Static_assert(FAM_ALLOC_EC(3, 2) == (FAM_SESSION_EC | 3u << 8 | 2u) &&
+    FAM_ALLOC_REPLICATE(FAM_SESSION_MAX_COPIES) == FAM_SESSION_MAX_COPIES,
+    "FAM_ALLOC_* and ALLOC's d differ");
+
 /* Tells whether v is a power of two. */
 static bool
 is_pow2(uint64_t v)
@@ -155,7 +160,7 @@ alloc_new_arena(int memfd, uint64_t id, size_t len, struct libfam_arena **ap)
  */
 static int
 alloc_locked(size_t size, size_t align, unsigned flags, const char *path,
-    size_t plen, uintptr_t *addrp, size_t *lenp)
+    size_t plen, uint64_t copies, uintptr_t *addrp, size_t *lenp)
 {
 	struct libfam_arena *a = NULL;
 	struct libfam_region r;
@@ -169,7 +174,7 @@ alloc_locked(size_t size, size_t align, unsigned flags, const char *path,
 	m.a = size;
 	m.b = flags;
 	m.c = align > libfam.chunk ? align : 0;
-	m.d = alloc_copies();
+	m.d = copies;
 	rc = session_call(FAM_S_ALLOC, &m, path, -1, &memfd);
 	if (rc < 0)
 		return rc;
@@ -241,10 +246,13 @@ proto:
 	return -EPROTO;
 }
 
-/* Allocates a zero-filled region of at least size bytes, aligned to align. */
-int
-libfam_alloc(size_t size, size_t align, unsigned flags, void **ptr,
-    size_t *usable, bool *quiet)
+/*
+ * Allocates a zero-filled region of at least size bytes, aligned to align,
+ * each chunk on as many memory nodes as copies asks (ALLOC's d).
+ */
+static int
+alloc_region(size_t size, size_t align, unsigned flags, uint64_t copies,
+    void **ptr, size_t *usable, bool *quiet)
 {
 	uintptr_t addr;
 	size_t len;
@@ -265,7 +273,8 @@ libfam_alloc(size_t size, size_t align, unsigned flags, void **ptr,
 	cancel = libfam_lock();
 	rc = session_get(quiet);
 	if (rc == 0)
-		rc = alloc_locked(size, align, flags, NULL, 0, &addr, &len);
+		rc = alloc_locked(size, align, flags, NULL, 0, copies, &addr,
+		    &len);
 	libfam_unlock(cancel);
 	if (rc < 0)
 		return rc;
@@ -273,6 +282,15 @@ libfam_alloc(size_t size, size_t align, unsigned flags, void **ptr,
 	if (usable != NULL)
 		*usable = len;
 	return 0;
+}
+
+/* Allocates a zero-filled region of at least size bytes, aligned to align. */
+int
+libfam_alloc(size_t size, size_t align, unsigned flags, void **ptr,
+    size_t *usable, bool *quiet)
+{
+	return alloc_region(size, align, flags, alloc_copies(), ptr, usable,
+	    quiet);
 }
 
 /* Allocates a region holding the file path, preloaded on the memory node. */
@@ -297,7 +315,8 @@ libfam_alloc_file(const char *path, unsigned flags, void **ptr, size_t *len)
 	cancel = libfam_lock();
 	rc = session_get(NULL);
 	if (rc == 0)
-		rc = alloc_locked(0, 0, flags, buf, plen, &addr, &l);
+		rc = alloc_locked(0, 0, flags, buf, plen, alloc_copies(), &addr,
+		    &l);
 	libfam_unlock(cancel);
 	if (rc < 0)
 		return rc;
@@ -581,6 +600,41 @@ fam_alloc(size_t size)
 {
 	void *p;
 	int rc = libfam_alloc(size, 0, 0, &p, NULL, NULL);
+
+	if (rc < 0) {
+		errno = -rc;
+		return NULL;
+	}
+	return p;
+}
+
+/*
+ * Returns ALLOC's d for a FAM_ALLOC_* redundancy (the same encoding), or
+ * -1 when it is none that famd knows.
+ */
+static int64_t
+alloc_redundancy(unsigned red)
+{
+	unsigned k = red >> 8 & 0xff, m = red & 0xff;
+
+	if (red == FAM_ALLOC_DEFAULT)
+		return (int64_t)alloc_copies();
+	if (red <= FAM_SESSION_MAX_COPIES)
+		return red;
+	if ((red & ~(FAM_SESSION_EC | 0xffffu)) == 0 &&
+	    (red & FAM_SESSION_EC) && k >= 1 && k <= 16 && m >= 1 && m <= 16)
+		return red;
+	return -1;
+}
+
+/* Zero-filled memory of at least size bytes, kept as redundancy asks. */
+void *
+fam_alloc_redundant(size_t size, unsigned redundancy)
+{
+	int64_t d = alloc_redundancy(redundancy);
+	void *p;
+	int rc = d < 0 ? -EINVAL : alloc_region(size, 0, 0, (uint64_t)d, &p,
+	    NULL, NULL);
 
 	if (rc < 0) {
 		errno = -rc;

@@ -525,7 +525,8 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		    "memory-node capacity, ec:K+M (K + M) / K times both (1.5 "
 		    "for ec:2+1) and K reads of a K-th of a chunk per fault. A "
 		    "program may ask for another mode with the environment "
-		    "variable FAM_REDUNDANCY (the same syntax). Files mapped "
+		    "variable FAM_REDUNDANCY (the same syntax), or block by "
+		    "block with fam_alloc_redundant. Files mapped "
 		    "with fam_map and the copies a fork makes are not "
 		    "replicated.",
 	},
@@ -538,6 +539,28 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		    "fragment) up to date again (a memory node that came back "
 		    "or restarted empty). famctl status "
 		    "shows the redundancy state and the rebuild's progress.",
+	},
+	[CFG_HOST_WRITE_QUORUM] = {
+		.section = "host", .name = "write_quorum", .type = CFG_T_STRING,
+		.min = 0, .max = 15, .def = "all", .roles = HOST,
+		.help = "How many copies of a chunk (replicate:N), or fragments "
+		    "(ec:K+M), must have its write-back before the chunk is "
+		    "clean and its frame reused: all (every copy the write-back "
+		    "went to) or N, from 1 (ec:K+M: from K) to the copies. With "
+		    "N below all, the writes to the other copies go on in the "
+		    "background and each such copy is stale (never read) until "
+		    "its write is acknowledged; a write that fails leaves it "
+		    "stale and the rebuild copies it later. A slow or stalled "
+		    "memory node then holds no write-back up, but a chunk is "
+		    "only on N nodes until the others have it: with "
+		    "write_quorum = 1 and replicate:2, the node that "
+		    "acknowledged lost right after loses the chunk (its faults "
+		    "get SIGBUS). It costs a copy of each chunk written back, "
+		    "held in famd's memory until every copy has it (at most "
+		    "buffer_size bytes of such copies, 64 MiB at the least; "
+		    "past that a write-back waits for every copy). A program's "
+		    "own redundancy (FAM_REDUNDANCY, fam_alloc_redundant) takes "
+		    "N at most its copies and, ec:K+M, K at the least.",
 	},
 	[CFG_HOST_UID_MAX_BYTES] = {
 		.section = "host", .name = "uid_max_bytes", .type = CFG_T_SIZE,

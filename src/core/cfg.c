@@ -35,11 +35,8 @@ struct cfg_parse {
 	size_t bufsz;
 };
 
-static void cfg_error(struct cfg_errors *errs, const char *fmt, ...)
-    printflike(2, 3);
-
 /* Appends one message to errs. */
-static void
+void
 cfg_error(struct cfg_errors *errs, const char *fmt, ...)
 {
 	va_list ap;
@@ -794,80 +791,6 @@ cfg_check_tls(struct cfg *cfg, const char *path, struct cfg_errors *errs)
 			    path, line, cfg_keys[files[i]].name);
 }
 
-/*
- * Parses a redundancy mode: "none" (copies 1) or "replicate:N" with N
- * from 2 to 16. Returns 0 or -EINVAL.
- */
-int
-cfg_redundancy_parse(const char *text, unsigned *copies)
-{
-	char *end;
-	unsigned long n;
-
-	if (strcmp(text, "none") == 0) {
-		*copies = 1;
-		return 0;
-	}
-	if (strncmp(text, "replicate:", 10) != 0 || text[10] < '0' ||
-	    text[10] > '9')
-		return -EINVAL;
-	errno = 0;
-	n = strtoul(text + 10, &end, 10);
-	if (errno != 0 || *end != '\0' || n < 2 || n > 16)
-		return -EINVAL;
-	*copies = (unsigned)n;
-	return 0;
-}
-
-/* Parses "ec:K+M" (K data, M parity fragments, 1 to 16 each); 0/-EINVAL. */
-int
-cfg_redundancy_parse_ec(const char *text, unsigned *k, unsigned *m)
-{
-	const char *plus = strchr(text, '+');
-	unsigned a, b;
-	int n = -1;
-
-	if (strncmp(text, "ec:", 3) != 0 || plus == NULL || text[3] < '0' ||
-	    text[3] > '9' || plus[1] < '0' || plus[1] > '9' ||
-	    sscanf(text + 3, "%2u+%2u%n", &a, &b, &n) != 2 || n < 0 ||
-	    text[3 + n] != '\0' || a < 1 || a > 16 || b < 1 || b > 16)
-		return -EINVAL;
-	*k = a;
-	*m = b;
-	return 0;
-}
-
-/* Checks [host] redundancy: its syntax, and enough memory nodes for it. */
-static void
-cfg_check_redundancy(struct cfg *cfg, const char *path,
-    struct cfg_errors *errs)
-{
-	const struct cfg_value *v = &cfg->v[CFG_HOST_REDUNDANCY];
-	const char *text = cfg_str(cfg, CFG_HOST_REDUNDANCY);
-	const char *nodes = cfg_str(cfg, CFG_HOST_MEMORY_NODES);
-	unsigned copies, nnodes = 0, k, m;
-
-	if (cfg->v[CFG_ROLE].i != ROLE_HOST)
-		return;
-	if (cfg_redundancy_parse_ec(text, &k, &m) == 0) {
-		copies = k + m;
-	} else if (cfg_redundancy_parse(text, &copies) < 0) {
-		cfg_error(errs, "%s:%u: [host] redundancy = %s: want none or "
-		    "replicate:N (N from 2 to 16) or ec:K+M (K and M from 1 "
-		    "to 16)", path, v->line, text);
-		return;
-	}
-	if (nodes != NULL && *nodes != '\0') {
-		nnodes = 1;
-		for (const char *p = nodes; *p != '\0'; p++)
-			nnodes += *p == ',';
-	}
-	if (copies > 1 && copies > nnodes)
-		cfg_error(errs, "%s:%u: [host] redundancy = %s needs at least "
-		    "%u memory_nodes; %u given", path, v->line, text, copies,
-		    nnodes);
-}
-
 /* Checks the rules that tie several keys together. */
 static void
 cfg_check(struct cfg *cfg, const char *path, struct cfg_errors *errs)
@@ -888,7 +811,7 @@ cfg_check(struct cfg *cfg, const char *path, struct cfg_errors *errs)
 	    cfg_str(cfg, CFG_HOST_DPU)[0] == '\0')
 		cfg_error(errs, "%s:%u: [host] path = dpu needs [host] dpu", path,
 		    cfg->v[CFG_HOST_PATH].line);
-	cfg_check_redundancy(cfg, path, errs);
+	cfg_redundancy_check(cfg, path, errs);
 	cfg_check_secret(cfg, path, errs);
 	cfg_check_session_group(cfg, path, errs);
 	cfg_check_tls(cfg, path, errs);

@@ -130,6 +130,7 @@ enum cfg_key {
 	CFG_HOST_FALLBACK,
 	CFG_HOST_REDUNDANCY,
 	CFG_HOST_REBUILD_RATE,
+	CFG_HOST_WRITE_QUORUM,
 	CFG_HOST_UID_MAX_BYTES,
 	CFG_HOST_UID_MAX_REGIONS,
 	CFG_HOST_UID_MAX_ARENAS,
@@ -213,6 +214,8 @@ int cfg_load_file(struct cfg *cfg, FILE *f, const char *path,
     char *const *overrides, size_t noverrides, struct cfg_errors *errs);
 void cfg_free(struct cfg *cfg);
 void cfg_errors_free(struct cfg_errors *errs);
+void cfg_error(struct cfg_errors *errs, const char *fmt, ...)
+    printflike(2, 3);
 int64_t cfg_int(const struct cfg *cfg, enum cfg_key key);
 const char *cfg_str(const struct cfg *cfg, enum cfg_key key);
 int cfg_find(const char *section, const char *name);
@@ -226,6 +229,9 @@ void cfg_write_example(FILE *f, enum famd_role role);
 void cfg_write_man_keys(FILE *f);
 int cfg_redundancy_parse(const char *text, unsigned *copies);
 int cfg_redundancy_parse_ec(const char *text, unsigned *k, unsigned *m);
+int cfg_write_quorum_parse(const char *text, unsigned *n);
+void cfg_redundancy_check(struct cfg *cfg, const char *path,
+    struct cfg_errors *errs);
 
 /* ---- notify.c ----------------------------------------------------------- */
 

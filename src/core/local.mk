@@ -5,6 +5,7 @@ src_libfamdcore_la_SOURCES += \
 	src/core/famd.h \
 	src/core/admin.c \
 	src/core/cfg.c \
+	src/core/cfg-redundancy.c \
 	src/core/cfg-table.c \
 	src/core/metrics.c \
 	src/core/notify.c \

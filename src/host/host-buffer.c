@@ -6,7 +6,15 @@
  *
  * Owns: frames (free list, hand, evict_gen), staging slots, write-backs in
  * flight (at most MAX_WRITEBACKS; one write per copy of the chunk, a copy
- * it cannot reach marked stale), the clean/dirty counts.
+ * it cannot reach marked stale), the late write-backs (h->late: below),
+ * the clean/dirty counts.
+ * write_quorum N: a write-back of a replicated (or erasure-coded) chunk
+ *   goes from a copy of the chunk it holds (wb->hold), and its chunk is
+ *   clean once N copies acknowledged; it is then late until its other
+ *   writes are over, each such copy stale meanwhile (no read goes there)
+ *   and made up to date by its write, unless a later write-back of the
+ *   chunk began (superseded: that one's writes decide; it skips the copies
+ *   still being written, leaving them stale for the rebuild).
  * Chunk states it moves: RESIDENT -> ABSENT (clean: punched at once),
  *   RESIDENT -> EVICTING -> ABSENT (dirty: write-protected, written back
  *   from famd's mapping, punched; written again meanwhile: stays RESIDENT,
@@ -31,6 +39,7 @@
 #include "host/host-uffd.h"
 
 #define MAX_WRITEBACKS 64
+#define WB_HOLD_MIN ((uint64_t)64 << 20) /* write_quorum's copies: room */
 #define GRAIN_FRAMES_MAX ((uint64_t)1 << 22) /* frames for partial chunks */
 
 struct writeback;
@@ -50,6 +59,7 @@ struct wb_copy {
 	uint32_t crc;        /* ec:K+M: the fragment's CRC32C */
 	uint32_t off;        /* partial: the run's first byte in the chunk */
 	bool zero;           /* ... written as zeros (not in place) */
+	bool out;            /* its write is in flight */
 };
 
 /* A chunk's write-back: one write per copy that can take it. */
@@ -60,8 +70,14 @@ struct writeback {
 	unsigned ok;   /* copies that acknowledged */
 	int err;       /* the first write's error */
 	uint8_t *ecbuf; /* ec:K+M: the parity (and padded) fragments */
+	uint8_t *hold; /* write_quorum: the chunk, copied; what is written */
+	unsigned quorum; /* acknowledgements that make the chunk clean before
+	                  * every write is over (0: only once all are) */
+	bool acked;    /* quorum reached: late (in h->late) */
+	bool superseded; /* late, and a later write-back of the chunk began */
 	bool partial;  /* of a partial chunk: every run must be written */
 	unsigned nwrites;
+	struct writeback *late_prev, *late_next;
 	struct wb_copy copy[];
 };
 
@@ -327,43 +343,16 @@ chunk_evict(struct host *h, struct region *r, uint64_t c)
 	r->resident--;
 }
 
-/* Completion of a write-back's write to one copy; the last ends it. */
+/*
+ * The write-back of chunk ch of r is over for the program (status 0: the
+ * chunk is clean, it leaves the buffer unless written again meanwhile; or
+ * it failed: the chunk stays, dirty).
+ */
 static void
-writeback_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
+writeback_end(struct host *h, struct region *r, struct chunk *ch, int status)
 {
-	struct wb_copy *wc = ctx;
-	struct writeback *wb = wc->wb;
-	struct region *r = wb->r;
-	struct host *h = r->cl->h;
-	struct chunk *ch = &r->chunks[wb->chunk];
-	uint64_t row = wb->chunk / r->width;
-
-	host_route_done(h, wc->s);
-	if (status == 0) {
-		wb->ok++;
-		h->stats.writeback_bytes += wc->len;
-		host_stale_clear(wc->s, row); /* it has the latest now */
-		if (r->ec != NULL)
-			host_ec_wb_done(r, wb->chunk, wc->k, wc->crc);
-	} else {
-		if (wb->err == 0)
-			wb->err = status;
-		host_stale_set(wc->s, row);
-	}
-	if (--wb->out > 0)
-		return;
-	/*
-	 * ec:K+M: K fragments at least, or the chunk cannot be read again;
-	 * a partial chunk: every run.
-	 */
-	status = wb->ok >= (r->ec != NULL ? host_ec_k(r) : wb->partial ?
-	    wb->nwrites : 1) ? 0 : wb->err != 0 ? wb->err : -EHOSTDOWN;
-	free(wb->ecbuf);
-	free(wb);
 	h->writebacks_inflight--;
-	r->busy--;
 	if (r->dying) {
-		host_region_idle(r);
 		host_wake(h, HOST_WAKE_KICK);
 		return;
 	}
@@ -400,23 +389,169 @@ writeback_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 }
 
 /*
+ * wb has its quorum of copies: its chunk is clean now; the copies still
+ * being written are stale until their writes land (wb is late).
+ */
+static void
+writeback_ack(struct host *h, struct writeback *wb)
+{
+	struct region *r = wb->r;
+	struct chunk *ch = &r->chunks[wb->chunk];
+
+	wb->acked = true;
+	for (unsigned i = 0; i < wb->nwrites; i++)
+		if (wb->copy[i].out)
+			host_stale_set(wb->copy[i].s, wb->chunk / r->width);
+	if (ch->late < UINT16_MAX)
+		ch->late++;
+	wb->late_prev = NULL;
+	wb->late_next = h->late;
+	if (h->late != NULL)
+		h->late->late_prev = wb;
+	h->late = wb;
+	h->nlate++;
+	h->stats.writebacks_early++;
+	writeback_end(h, r, ch, 0);
+}
+
+/* Frees wb, its writes all over (a late one leaves h->late). */
+static void
+writeback_free(struct host *h, struct writeback *wb)
+{
+	if (wb->acked) {
+		struct chunk *ch = &wb->r->chunks[wb->chunk];
+
+		if (ch->late > 0)
+			ch->late--;
+		if (wb->late_prev != NULL)
+			wb->late_prev->late_next = wb->late_next;
+		else
+			h->late = wb->late_next;
+		if (wb->late_next != NULL)
+			wb->late_next->late_prev = wb->late_prev;
+		h->nlate--;
+	}
+	if (wb->hold != NULL)
+		h->wb_held--;
+	free(wb->hold);
+	free(wb->ecbuf);
+	free(wb);
+}
+
+/* Completion of a write-back's write to one copy; the last ends it. */
+static void
+writeback_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
+{
+	struct wb_copy *wc = ctx;
+	struct writeback *wb = wc->wb;
+	struct region *r = wb->r;
+	struct host *h = r->cl->h;
+	struct chunk *ch = &r->chunks[wb->chunk];
+	uint64_t row = wb->chunk / r->width;
+	bool acked = wb->acked;
+
+	host_route_done(h, wc->s);
+	wc->out = false;
+	if (status == 0) {
+		wb->ok++;
+		h->stats.writeback_bytes += wc->len;
+		if (!wb->superseded) {
+			host_stale_clear(wc->s, row); /* it has the latest now */
+			if (r->ec != NULL)
+				host_ec_wb_done(r, wb->chunk, wc->k, wc->crc);
+		}
+	} else {
+		if (wb->err == 0)
+			wb->err = status;
+		host_stale_set(wc->s, row);
+		h->stats.late_failed += acked;
+	}
+	wb->out--;
+	if (!acked && wb->quorum > 0 && wb->ok >= wb->quorum && wb->out > 0)
+		writeback_ack(h, wb);
+	if (wb->out > 0)
+		return;
+	/*
+	 * ec:K+M: K fragments at least, or the chunk cannot be read again;
+	 * a partial chunk: every run.
+	 */
+	status = wb->ok >= (r->ec != NULL ? host_ec_k(r) : wb->partial ?
+	    wb->nwrites : 1) ? 0 : wb->err != 0 ? wb->err : -EHOSTDOWN;
+	acked = wb->acked;
+	writeback_free(h, wb);
+	r->busy--;
+	if (!acked)
+		writeback_end(h, r, ch, status);
+	host_region_idle(r);
+}
+
+/*
+ * A write-back of chunk c of r begins: the late ones of the same chunk are
+ * superseded (what they write is not the latest any more). Returns a bit
+ * per copy that one of them is still writing (to be skipped: a write of
+ * ours there might land before theirs).
+ */
+static uint64_t
+writeback_supersede(struct host *h, struct region *r, uint64_t c)
+{
+	uint64_t busy = 0;
+
+	if (r->chunks[c].late == 0)
+		return 0;
+	for (struct writeback *wb = h->late; wb != NULL; wb = wb->late_next) {
+		if (wb->r != r || wb->chunk != c)
+			continue;
+		wb->superseded = true;
+		for (unsigned i = 0; i < wb->nwrites; i++)
+			if (wb->copy[i].out)
+				busy |= 1ull << wb->copy[i].k;
+	}
+	return busy;
+}
+
+/*
+ * Returns the acknowledgements a write-back of r to n copies waits for
+ * before its chunk is clean: write_quorum (ec:K+M: K at least), or 0 (all
+ * of them: write_quorum = all or not below n, no copies, or too many
+ * write-backs hold a copy of their chunk already).
+ */
+static unsigned
+writeback_quorum(const struct host *h, const struct region *r, unsigned n)
+{
+	uint64_t room = h->npages << 12;
+	unsigned q = h->write_quorum;
+
+	if (q == 0 || r->ncopies <= 1)
+		return 0;
+	if (q < host_ec_k(r))
+		q = host_ec_k(r);
+	if (room < WB_HOLD_MIN)
+		room = WB_HOLD_MIN;
+	if (q >= n || (h->wb_held + 1) * h->chunk > room)
+		return 0;
+	return q;
+}
+
+/*
  * Routes the write-back of chunk c to each copy that can take it now, into
- * wb; a copy that cannot (its node away, its region gone) falls behind
- * (stale) once the write-back goes. Returns the copies routed.
+ * wb; a copy that cannot (its node away, its region gone, a late write of
+ * the chunk still going there) falls behind (stale) once the write-back
+ * goes. Returns the copies routed.
  */
 static unsigned
 writeback_route(struct host *h, struct region *r, uint64_t c,
     struct writeback *wb)
 {
 	unsigned col = (unsigned)(c % r->width), n = 0;
+	uint64_t busy = writeback_supersede(h, r, c);
 
 	for (unsigned k = 0; k < r->ncopies; k++) {
 		struct wb_copy *wc = &wb->copy[n];
 		struct fam_mr *mr; /* the staging buffers': not the source */
 
 		wc->s = &r->stripes[k * r->width + col];
-		if (wc->s->gone || host_route(h, wc->s, true, &wc->conn, &mr,
-		    &wc->remote) < 0)
+		if (wc->s->gone || (busy >> k & 1) || host_route(h, wc->s, true,
+		    &wc->conn, &mr, &wc->remote) < 0)
 			continue;
 		wc->wb = wb;
 		wc->k = k;
@@ -450,7 +585,9 @@ writeback_skipped(struct host *h, struct region *r, uint64_t c,
 /*
  * Gives each of the n copies wb routed what it is written: the chunk (its
  * bytes on the memory node), or, ec:K+M, its fragment, encoded now from
- * the write-protected chunk. 0 or -ENOMEM.
+ * the write-protected chunk; from a copy of it (wb->hold) when wb may be
+ * acknowledged before every write is over (its chunk then leaves the
+ * buffer while they go on). 0 or -ENOMEM.
  */
 static int
 writeback_source(struct host *h, struct region *r, uint64_t c,
@@ -462,6 +599,16 @@ writeback_source(struct host *h, struct region *r, uint64_t c,
 	unsigned si;
 	uint64_t off = host_stripe_offset(h, r, c, &si);
 
+	wb->quorum = writeback_quorum(h, r, n);
+	if (wb->quorum > 0)
+		wb->hold = malloc(h->chunk);
+	if (wb->hold != NULL) {
+		memcpy(wb->hold, chunk, h->chunk);
+		chunk = wb->hold;
+		h->wb_held++;
+	} else {
+		wb->quorum = 0; /* no room: every copy, from the buffer */
+	}
 	if (r->ec != NULL && host_ec_wb_encode(r, chunk, &wb->ecbuf, frag,
 	    crc) < 0)
 		return -ENOMEM;
@@ -560,6 +707,7 @@ writeback_start_partial(struct host *h, struct region *r, uint64_t c)
 	for (unsigned i = 0; i < n; i++) {
 		struct wb_copy *wc = &wb->copy[i];
 
+		wc->out = true;
 		rc = fam_conn_writef(wc->conn, wc->remote, off + wc->off,
 		    wc->len, wc->zero ? h->zero : r->ar->local + r->off +
 		    (c << h->chunk_shift) + wc->off, NULL, FAM_F_BACKGROUND,
@@ -612,7 +760,7 @@ writeback_start(struct host *h, struct region *r, uint64_t c)
 	if (rc < 0) {
 		for (unsigned i = 0; i < n; i++)
 			host_route_done(h, wb->copy[i].s);
-		free(wb);
+		writeback_free(h, wb);
 		return rc;
 	}
 	writeback_skipped(h, r, c, wb, n);
@@ -622,12 +770,13 @@ writeback_start(struct host *h, struct region *r, uint64_t c)
 	ch->state = CH_EVICTING;
 	wb->r = r;
 	wb->chunk = c;
-	wb->out = n;
+	wb->out = wb->nwrites = n;
 	r->busy++;
 	h->writebacks_inflight++;
 	for (unsigned i = 0; i < n; i++) {
 		struct wb_copy *wc = &wb->copy[i];
 
+		wc->out = true;
 		rc = fam_conn_writef(wc->conn, wc->remote, r->ec != NULL ?
 		    (c / r->width) * wc->len : off, wc->len, wc->src, NULL,
 		    FAM_F_BACKGROUND, writeback_done, wc);
@@ -644,8 +793,7 @@ writeback_start(struct host *h, struct region *r, uint64_t c)
 			ch->flags |= CH_DIRTY;
 			r->dirty++;
 			h->dirty++;
-			free(wb->ecbuf);
-			free(wb);
+			writeback_free(h, wb);
 			return rc;
 		}
 		writeback_done(wc, rc, NULL, 0);

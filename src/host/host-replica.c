@@ -385,7 +385,7 @@ rebuild_start(struct host *h, struct stripe *dst, uint64_t row)
 		host_stale_clear(dst, row); /* nothing there to copy */
 		return 0;
 	}
-	if (r->chunks[c].state == CH_EVICTING)
+	if (r->chunks[c].state == CH_EVICTING || r->chunks[c].late > 0)
 		return -EAGAIN; /* its write-back brings every copy up */
 	if (r->ec != NULL) {
 		rb->r = r;
@@ -567,7 +567,7 @@ host_replica_json(struct host *h)
 {
 	int worst = HOST_RED_HEALTHY;
 	uint64_t behind = 0, regions = 0, degraded = 0, rebuilding = 0;
-	char mode[32];
+	char mode[32], quorum[16];
 	json_t *each = json_array(), *o;
 
 	for (struct host_client *cl = h->clients; cl != NULL; cl = cl->next)
@@ -593,6 +593,7 @@ host_replica_json(struct host *h)
 				worst = st;
 		}
 	replica_mode(NULL, h->copies, h->ec_k, h->ec_m, mode, sizeof mode);
+	snprintf(quorum, sizeof quorum, "%u", h->write_quorum);
 	o = json_pack("{s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
 	    "mode", mode, "state", replica_state_name(worst),
 	    "regions", (json_int_t)regions,
@@ -604,6 +605,14 @@ host_replica_json(struct host *h)
 	    "copies_made_again", (json_int_t)h->rb.recreated,
 	    "rebuild_rate", (json_int_t)h->rb.rate,
 	    "failovers", (json_int_t)h->stats.replica_failovers);
+	json_object_set_new(o, "write_quorum", json_string(h->write_quorum == 0 ?
+	    "all" : quorum));
+	json_object_set_new(o, "writebacks_early", json_integer((json_int_t)
+	    h->stats.writebacks_early));
+	json_object_set_new(o, "writebacks_late", json_integer((json_int_t)
+	    h->nlate));
+	json_object_set_new(o, "late_writes_failed", json_integer((json_int_t)
+	    h->stats.late_failed));
 	json_object_set_new(o, "ec", host_ec_json(h));
 	json_object_set_new(o, "each", each);
 	return o;

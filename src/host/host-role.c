@@ -120,6 +120,9 @@ role_host_start(struct famd *d)
 	if (cfg_redundancy_parse_ec(cfg_str(d->cfg, CFG_HOST_REDUNDANCY),
 	    &h->ec_k, &h->ec_m) < 0 || h->ec_k + h->ec_m > h->nnodes)
 		h->ec_k = h->ec_m = 0;
+	if (cfg_write_quorum_parse(cfg_str(d->cfg, CFG_HOST_WRITE_QUORUM),
+	    &h->write_quorum) < 0)
+		h->write_quorum = 0;
 	h->node_up = host_path_node_up;
 	if (host_session_open(h, &cause) < 0)
 		goto fail;

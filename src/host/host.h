@@ -59,10 +59,13 @@ enum chunk_state {
 #define CH_COUNTED  0x80 /* partial, counted in its region's density */
 
 struct fetch;
+struct writeback;
 
 struct chunk {
 	uint8_t state;
 	uint8_t flags;
+	uint16_t late;       /* its write-backs acknowledged by write_quorum
+	                      * whose writes to other copies are still out */
 	uint32_t frame;      /* buffer frame while RESIDENT or EVICTING */
 	struct fetch *fetch; /* while FETCHING, or GROWING */
 	uint64_t present;    /* CH_PARTIAL: a bit per grain in place */
@@ -333,6 +336,10 @@ struct host_stats {
 	uint64_t ec_frag_errors;    /* ... failed or with a wrong CRC */
 	uint64_t ec_decodes;        /* chunks decoded (a data fragment
 	                             * missing) */
+	uint64_t writebacks_early;  /* acknowledged by write_quorum copies,
+	                             * before every copy had them */
+	uint64_t late_failed;       /* ... whose write to another copy then
+	                             * failed (that copy left stale) */
 	uint64_t lat_hist[32]; /* fault service time, log2 microseconds */
 	uint64_t lat_count;
 	uint64_t lat_sum_ns;   /* of the fault service times */
@@ -430,6 +437,12 @@ struct host {
 	uint64_t npages, pages_used;
 	bool evicting;
 	unsigned writebacks_inflight;
+	unsigned write_quorum;    /* [host] write_quorum: N, or 0 for all */
+	struct writeback *late;   /* write-backs acknowledged by their quorum
+	                           * with writes still out (host-buffer.c) */
+	uint64_t nlate;           /* ... how many */
+	uint64_t wb_held;         /* write-backs holding a copy of their chunk
+	                           * (write_quorum), late ones included */
 	int writeback_err;        /* of the last write-back, 0 if it worked */
 	uint64_t evict_gen; /* background eviction passes so far */
 	bool punch_batch;   /* a background pass gathers adjacent punches */

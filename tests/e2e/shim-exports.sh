@@ -32,12 +32,14 @@ case " $needed" in
 esac
 pass "libfamshim.so stands alone (needs: $needed)"
 
-want="fam_advise fam_alloc fam_alloc_file fam_free fam_owns fam_stat fam_usable_size"
+want="fam_advise fam_alloc fam_alloc_file fam_alloc_redundant fam_free fam_owns fam_stat fam_usable_size"
 got=$(exports "$LIBFAM")
 [ "$got" = "$want" ] || fail "libfamd-client.so exports [$got], not [$want]"
 nm -D --defined-only "$LIBFAM" | grep -q ' fam_alloc@@FAMD_CLIENT_1$' ||
 	fail "libfamd-client.so's symbols are not versioned FAMD_CLIENT_1"
-pass "libfamd-client.so exports only the famd-client.h API, versioned FAMD_CLIENT_1"
+nm -D --defined-only "$LIBFAM" | grep -q ' fam_alloc_redundant@@FAMD_CLIENT_1.1$' ||
+	fail "fam_alloc_redundant is not versioned FAMD_CLIENT_1.1"
+pass "libfamd-client.so exports only the famd-client.h API, versioned FAMD_CLIENT_1 (and 1.1: fam_alloc_redundant)"
 
 grep -q '^Libs: -L${libdir} -lfamd-client$' "$top_builddir/src/client/famd-client.pc" ||
 	fail "famd-client.pc has no Libs line for -lfamd-client"

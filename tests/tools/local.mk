@@ -5,7 +5,7 @@
 TEST_TOOLS = tests/shim/shimtest tests/tools/famtest tests/tools/famlost \
 	tests/tools/famhold tests/tools/famsoak tests/tools/famclient \
 	tests/tools/famsess tests/tools/famfile tests/tools/fammap \
-	tests/tools/famheap
+	tests/tools/famheap tests/tools/famred
 check_PROGRAMS += $(TEST_TOOLS)
 
 # Preloaded programs cannot be sanitized: no sanitizer flags, nothing of
@@ -46,3 +46,6 @@ tests_tools_famsess_LDADD =
 # the program must carry the sanitizer too (it is not preloaded).
 tests_tools_famfile_CFLAGS = $(AM_CFLAGS) -pthread
 tests_tools_famfile_LDADD = src/libfamd-client.la -lpthread
+tests_tools_famred_SOURCES = tests/tools/famred.c $(TOOLUTIL)
+tests_tools_famred_CFLAGS = $(AM_CFLAGS)
+tests_tools_famred_LDADD = src/libfamd-client.la

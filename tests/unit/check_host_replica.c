@@ -6,7 +6,9 @@
  * loopback, the host's two memory nodes two sessions with that one role
  * (a process has one memory role), a second thread paging: write-backs
  * reach both copies, a copy behind is not read and is rebuilt, a node out
- * of reach leaves every byte readable from the other.
+ * of reach leaves every byte readable from the other; with write_quorum
+ * = 1, a copy whose write is still out after the write-back was
+ * acknowledged is stale until it lands, and if it fails, until rebuilt.
  * tests/e2e/host-replicate.sh covers the same with memory famd processes
  * killed and started again empty, and famtest.
  */
@@ -346,6 +348,110 @@ START_TEST(test_copy_whose_session_ended_is_made_again_and_rebuilt)
 }
 END_TEST
 
+static uint64_t touch_seed;
+
+/* Writes unit_pages' pattern of touch_seed over the region at arg. */
+static void
+touch_write(void *arg)
+{
+	volatile uint8_t *p = arg;
+
+	for (uint64_t off = 0; off < NCHUNK * CHUNK; off += 4096)
+		*(volatile uint64_t *)(p + off) =
+		    (off * 0x9e3779b97f4a7c15ull) ^ touch_seed;
+}
+
+/* Tells whether a write-back is late (acknowledged, a write still out). */
+static bool
+late_out(void)
+{
+	return h->nlate > 0;
+}
+
+/* Tells whether no write-back is late. */
+static bool
+none_late(void)
+{
+	return h->nlate == 0;
+}
+
+/*
+ * Checks each chunk of r whose write-back is late: exactly one copy stale
+ * (the one being written), and a read routed to the other. Returns the
+ * memory node of a late copy (or 2: none).
+ */
+static unsigned
+late_copies_stale(struct region *r)
+{
+	unsigned node = 2;
+
+	for (uint64_t c = 0; c < r->nchunks; c++) {
+		unsigned col = (unsigned)(c % r->width), stale = 0;
+		uint64_t row = c / r->width;
+		struct stripe *s;
+		struct fam_conn *conn;
+		struct fam_mr *mr;
+		const struct fam_remote *remote;
+
+		if (r->chunks[c].late == 0)
+			continue;
+		for (unsigned k = 0; k < r->ncopies; k++) {
+			s = &r->stripes[k * r->width + col];
+			if (host_stale_test(s, row)) {
+				stale++;
+				node = s->node->index;
+			}
+		}
+		ck_assert_uint_eq(stale, 1);
+		ck_assert_int_eq(host_chunk_route(h, r, c, true, &s, &conn, &mr,
+		    &remote), 0);
+		ck_assert(!host_stale_test(s, row));
+		host_route_done(h, s);
+	}
+	return node;
+}
+
+START_TEST(test_late_copy_is_stale_until_its_write_lands)
+{
+	struct unit_touch t;
+	unsigned node;
+
+	start("write_quorum = 1\n");
+	ck_assert_uint_eq(h->write_quorum, 1);
+	ck_assert_uint_eq(pages(21, true), 0);
+	ck_assert_uint_eq(pages(21, false), 0);
+	/* the first copy to answer acknowledges, the other lands later */
+	ck_assert_uint_gt(h->stats.writebacks_early, 0);
+	ck_assert(unit_run_until(base, none_late, 10000));
+	ck_assert(healthy()); /* their writes made them up to date */
+	ck_assert_uint_eq(h->rb.done, 0);
+	/*
+	 * Node 1's write-backs go unanswered (the host reads nothing more
+	 * of its background connection): they are late, their copies stale
+	 * and not read meanwhile.
+	 */
+	ck_assert_ptr_nonnull(h->nodes[1].bg);
+	ck_assert_int_eq(fam_conn_throttle(h->nodes[1].bg, true), 0);
+	touch_seed = 22;
+	ck_assert_int_eq(unit_touch_start(&t, touch_write, mem), 0);
+	ck_assert(unit_run_until(base, late_out, 10000));
+	node = late_copies_stale(region());
+	ck_assert_uint_eq(node, 1);
+	/* that late write fails: the copy stays stale, the rebuild mends it */
+	fam_conn_close(h->nodes[node].conn);
+	ck_assert(unit_touch_wait(base, &t, 60000));
+	ck_assert(!t.sigbus);
+	ck_assert_uint_gt(h->stats.late_failed, 0);
+	ck_assert(unit_run_until(base, both_up, 10000));
+	ck_assert(unit_run_until(base, healthy, 20000));
+	ck_assert_uint_eq(pages(22, false), 0);
+	/* the other node out of reach: read from the copies mended */
+	free(node_unreachable(1 - node));
+	ck_assert_uint_eq(pages(22, false), 0);
+	ck_assert_uint_eq(h->stats.sigbus, 0);
+}
+END_TEST
+
 /* The suite's tests. */
 static Suite *
 host_replica_suite(void)
@@ -367,6 +473,7 @@ host_replica_suite(void)
 	tcase_add_test(l,
 	    test_reads_go_to_the_other_copy_when_a_node_is_out_of_reach);
 	tcase_add_test(l, test_copy_whose_session_ended_is_made_again_and_rebuilt);
+	tcase_add_test(l, test_late_copy_is_stale_until_its_write_lands);
 	suite_add_tcase(s, l);
 	return s;
 }
