@@ -333,6 +333,8 @@ struct host_stats {
 	uint64_t ec_frag_errors;    /* ... failed or with a wrong CRC */
 	uint64_t ec_decodes;        /* chunks decoded (a data fragment
 	                             * missing) */
+	uint64_t ec_hedges;         /* fragments asked for past hedge_after */
+	uint64_t ec_hedges_won;     /* chunks decoded with reads still out */
 	uint64_t lat_hist[32]; /* fault service time, log2 microseconds */
 	uint64_t lat_count;
 	uint64_t lat_sum_ns;   /* of the fault service times */

@@ -8,7 +8,9 @@
 # goes on reading every byte right, with no SIGBUS, long before op_timeout
 # - not stalled until then. The node continued (SIGCONT): its late
 # answers are dropped, nothing is lost, the session stays healthy and
-# reads go to both nodes again. hedge_after = 0: no read is hedged.
+# reads go to both nodes again. hedge_after = 0: no read is hedged. With
+# ec:2+1 over three nodes the fragment m0 does not send is replaced by the
+# third one, the chunk decoded from the two that came.
 # (tcp only: over verbs the kernel serves one-sided reads of a stopped
 # memory famd, which stalls nothing.)
 . "$(dirname "$0")/lib.sh"
@@ -110,3 +112,39 @@ shim "$FAMTEST" -f -s "$size" seq random >"$T/s.out" 2>&1 ||
 ctl host0 status -j | jq -e '.redundancy.hedge | .hedge_after_ms == 0 and .sent == 0 and (.reads_by_copy | add) > 0' >/dev/null ||
 	fail "hedge_after = 0: $(ctl host0 status -j | jq -c .redundancy.hedge)"
 pass "hedge_after = 0: no read hedged, every byte right"
+stop_famd "$HOST_PID" || fail "host0 exit"
+
+# ec:2+1 over three nodes: a fragment read m0 does not answer is replaced
+# by the third fragment after hedge_after, the chunk decoded from the two
+# that came; the late one dropped.
+start_memory m2
+start_host hostec "$buffer" "$a0, $MEM_ADDR, $(mem_addr m1)" -o host.redundancy=ec:2+1 \
+	-o famd.op_timeout=20s
+LD_PRELOAD=$SHIM "$FAMTEST" -f -s "$size" reads >"$T/r.out" 2>&1 &
+ft=$!
+wait_until 60 reads_past 1 && kill -0 "$ft" || fail "ec: no read pass: $(tail -3 "$T/r.out")"
+wait_until 20 sh -c "[ \$(\"$FAMCTL\" -s \"$(sock hostec)\" status -j | jq '.buffer.dirty_bytes + .buffer.writebacks_in_flight') = 0 ]" ||
+	fail "ec: dirty chunks left: $(ctl hostec status -j | jq -c .buffer)"
+kill -STOP "${MEMPIDS[0]}"
+t0=$(date +%s%N)
+p=$(reads_done)
+if ! wait_until 15 reads_past $((p + 3)) || ! kill -0 "$ft"; then
+	kill -CONT "${MEMPIDS[0]}"
+	fail "ec: famtest with m0 stopped: $(tail -3 "$T/r.out"); $(ctl hostec status -j | jq -c .redundancy.ec)"
+fi
+took=$((($(date +%s%N) - t0) / 1000000))
+if ! ctl hostec status -j | jq -e '.redundancy.ec | .hedges > 0 and .hedges_won > 0' >/dev/null ||
+	! counter_is hostec sigbus 0; then
+	kill -CONT "${MEMPIDS[0]}"
+	fail "ec: no hedge won, or SIGBUS: $(ctl hostec status -j | jq -c '[.redundancy.ec, .counters.sigbus]')"
+fi
+kill -CONT "${MEMPIDS[0]}"
+p=$(reads_done)
+wait_until 60 reads_past $((p + 2)) && kill -0 "$ft" || fail "ec: famtest after SIGCONT: $(tail -3 "$T/r.out")"
+kill -USR1 "$ft"
+wait "$ft" || fail "ec: famtest: $(tail -5 "$T/r.out")"
+grep -q '^ok - reads: ' "$T/r.out" || fail "ec: famtest: $(tail -3 "$T/r.out")"
+counter_is hostec sigbus 0 || fail "ec: SIGBUS: $(ctl hostec status -j | jq -c .counters)"
+red hostec '.state == "healthy" and .chunks_to_rebuild == 0' ||
+	fail "ec: not healthy: $(ctl hostec status -j | jq -c .redundancy)"
+pass "ec:2+1, m0 stopped: 3 read passes in $took ms (op_timeout 20 s), every byte right, no SIGBUS; $(ctl hostec status -j | jq -c '.redundancy.ec | {hedges, hedges_won, decodes}')"
