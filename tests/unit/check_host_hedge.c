@@ -57,7 +57,8 @@ struct relay {
 };
 
 static struct event_base *base;
-static struct relay relays[2]; /* one per memory node of the host */
+static struct relay relays[3]; /* one per memory node of the host */
+static unsigned nrelays;
 static struct unit_role memr, hostr;
 static struct unit_prog prog;
 static struct host *h;
@@ -202,21 +203,34 @@ pages(unsigned first, unsigned n, uint64_t seed, bool write)
 	    seed, write);
 }
 
-/* Tells whether the host is connected to both memory nodes. */
+/* Tells whether the host is connected to every memory node. */
 static bool
-both_up(void)
+all_up(void)
 {
-	return h->nnodes == 2 && h->nodes[0].state == MN_UP &&
-	    h->nodes[1].state == MN_UP;
+	if (h->nnodes != nrelays)
+		return false;
+	for (unsigned i = 0; i < h->nnodes; i++)
+		if (h->nodes[i].state != MN_UP)
+			return false;
+	return true;
+}
+
+static void start_nodes(unsigned n, const char *red, const char *keys);
+
+/* The same with replicate:2 over two memory nodes. */
+static void
+start(const char *keys)
+{
+	start_nodes(2, "replicate:2", keys);
 }
 
 /*
- * A memory role, a host with replicate:2 on two sessions with it, each
- * through a relay, op_timeout 10 s (and keys, more lines of
- * [host]), a region of NCHUNK chunks on them.
+ * A memory role, a host with n sessions with it (memory nodes), each
+ * through a relay, op_timeout 30 s, redundancy red (and keys, more lines
+ * of [host]), a region of NCHUNK chunks on them.
  */
 static void
-start(const char *keys)
+start_nodes(unsigned n, const char *red, const char *keys)
 {
 	const char *dir = unit_dir();
 	char *a, *text;
@@ -228,27 +242,29 @@ start(const char *keys)
 	base = event_base_new();
 	ck_assert_ptr_nonnull(base);
 	text = xasprintf("[famd]\nrole = memory\nnode_name = unit-memory\n"
-	    "secret_file = %s/secret\nop_timeout = 10s\n"
+	    "secret_file = %s/secret\nop_timeout = 30s\n"
 	    "[memory]\nlisten = 127.0.0.1:0\ncapacity = 256M\n"
 	    "preload_dir = %s\n", dir, dir);
 	ck_assert_int_eq(unit_role_start(&memr, base, ROLE_MEMORY, text), 0);
 	free(text);
 	a = unit_role_listen(&memr, "memory");
 	ck_assert_ptr_nonnull(a);
-	relay_start(&relays[0], a);
-	relay_start(&relays[1], a);
+	nrelays = n;
+	for (unsigned i = 0; i < n; i++)
+		relay_start(&relays[i], a);
 	snprintf(session, sizeof session, "%s/session.sock", dir);
 	text = xasprintf("[famd]\nrole = host\nnode_name = unit-host\n"
-	    "secret_file = %s/secret\nop_timeout = 10s\n"
-	    "[host]\nmemory_nodes = %s, %s\nsession_socket = %s\n"
+	    "secret_file = %s/secret\nop_timeout = 30s\n"
+	    "[host]\nmemory_nodes = %s, %s%s%s\nsession_socket = %s\n"
 	    "arena_size = 1G\nbuffer_size = 1M\nchunk_size = 64K\n"
-	    "prefetch = 0\nredundancy = replicate:2\n%s", dir, relays[0].addr,
-	    relays[1].addr, session, keys);
+	    "prefetch = 0\nredundancy = %s\n%s", dir, relays[0].addr,
+	    relays[1].addr, n > 2 ? ", " : "", n > 2 ? relays[2].addr : "",
+	    session, red, keys);
 	free(a);
 	ck_assert_int_eq(unit_role_start(&hostr, base, ROLE_HOST, text), 0);
 	free(text);
 	h = hostr.d.role_state;
-	ck_assert(unit_run_until(base, both_up, 5000));
+	ck_assert(unit_run_until(base, all_up, 5000));
 	ck_assert_int_eq(unit_prog_open(&prog, base, session), 0);
 	ck_assert_int_eq(unit_prog_alloc(&prog, NCHUNK * CHUNK, &mem, &handle),
 	    0);
@@ -258,12 +274,12 @@ start(const char *keys)
 static void
 teardown(void)
 {
-	relay_release(&relays[0]);
-	relay_release(&relays[1]);
+	for (unsigned i = 0; i < nrelays; i++)
+		relay_release(&relays[i]);
 	unit_prog_close(&prog);
 	unit_role_stop(&hostr);
-	relay_stop(&relays[0]);
-	relay_stop(&relays[1]);
+	for (unsigned i = 0; i < nrelays; i++)
+		relay_stop(&relays[i]);
 	unit_role_stop(&memr);
 	if (base != NULL)
 		event_base_free(base);
@@ -311,14 +327,14 @@ healthy(void)
 }
 
 /*
- * Writes the region with seed, node 1's answers 20 ms late, and reads it
- * back once: the estimates have their samples, every chunk is clean.
+ * Writes the region with seed, node 1's answers delay_ms late, and reads
+ * it back once: the estimates have their samples, every chunk is clean.
  */
 static void
-start_written(const char *keys, uint64_t seed)
+start_written(const char *keys, uint64_t seed, unsigned delay_ms)
 {
 	start(keys);
-	relays[1].delay_ms = 20;
+	relays[1].delay_ms = delay_ms;
 	ck_assert_uint_eq(pages(0, NCHUNK, seed, true), 0);
 	ck_assert_uint_eq(pages(0, NCHUNK, seed, false), 0);
 }
@@ -327,7 +343,8 @@ START_TEST(test_reads_go_to_the_copy_that_answers_first)
 {
 	int64_t r0, r1;
 
-	start_written("", 61);
+	/* the routing alone, node 1 far slower than the noise of a busy CPU */
+	start_written("hedge_after = 0\n", 61, 100);
 	r0 = node_stat(0, "reads");
 	r1 = node_stat(1, "reads");
 	ck_assert_uint_eq(pages(0, NCHUNK, 61, false), 0);
@@ -335,9 +352,7 @@ START_TEST(test_reads_go_to_the_copy_that_answers_first)
 	r0 = node_stat(0, "reads") - r0;
 	r1 = node_stat(1, "reads") - r1;
 	/* one copy always read first: each node would get half */
-	ck_assert_int_gt(r0, 4 * r1);
-	ck_assert_int_gt(node_stat(1, "chunk_read_us"),
-	    node_stat(0, "chunk_read_us"));
+	ck_assert_int_gt(r0, 2 * r1);
 	ck_assert_uint_eq(h->stats.sigbus, 0);
 }
 END_TEST
@@ -347,22 +362,22 @@ START_TEST(test_stalled_copy_is_read_from_the_other_long_before_op_timeout)
 	uint64_t t0, took;
 	int64_t reads1;
 
-	start_written("", 31);
+	start_written("", 31, 20);
 	relays[0].hold = true; /* node 0 stalls */
 	reads1 = node_stat(1, "reads");
 	t0 = mono_ns();
 	ck_assert_uint_eq(pages(0, NCHUNK, 31, false), 0);
 	took = mono_ns() - t0;
-	ck_assert_uint_lt(took, 10ull * 1000000000u); /* op_timeout */
+	ck_assert_uint_lt(took, 30ull * 1000000000u); /* op_timeout */
 	ck_assert_int_gt(hedge_stat("sent"), 0);
 	ck_assert_int_gt(hedge_stat("won"), 0);
 	ck_assert_int_gt(node_stat(1, "reads"), reads1);
 	/* once stuck, node 0 is passed over: it is not sent every read */
 	ck_assert_int_lt(node_stat(0, "in_flight"), NCHUNK / 4);
 	ck_assert_uint_eq(h->stats.sigbus, 0);
-	ck_assert(both_up());
+	ck_assert(all_up());
 	relay_release(&relays[0]);
-	ck_assert(unit_run_until(base, settled, 5000));
+	ck_assert(unit_run_until(base, settled, 20000));
 	ck_assert_uint_eq(pages(0, NCHUNK, 31, false), 0);
 	ck_assert(healthy());
 	ck_assert_uint_eq(h->stats.fetch_errors, 0);
@@ -371,7 +386,7 @@ END_TEST
 
 START_TEST(test_late_answer_of_a_hedged_read_installs_nothing)
 {
-	start_written("", 41);
+	start_written("", 41, 20);
 	relays[0].hold = true;
 	ck_assert_uint_eq(pages(0, NCHUNK, 41, false), 0);
 	ck_assert_int_gt(hedge_stat("won"), 0);
@@ -379,7 +394,7 @@ START_TEST(test_late_answer_of_a_hedged_read_installs_nothing)
 	/* the program writes chunks just read while their old data is out */
 	ck_assert_uint_eq(pages(NCHUNK - 4, 4, 42, true), 0);
 	relay_release(&relays[0]);
-	ck_assert(unit_run_until(base, settled, 5000));
+	ck_assert(unit_run_until(base, settled, 20000));
 	ck_assert_uint_eq(pages(NCHUNK - 4, 4, 42, false), 0);
 	ck_assert_uint_eq(pages(0, NCHUNK - 4, 41, false), 0);
 	ck_assert_uint_eq(pages(NCHUNK - 4, 4, 42, false), 0);
@@ -388,9 +403,39 @@ START_TEST(test_late_answer_of_a_hedged_read_installs_nothing)
 }
 END_TEST
 
+/* Tells whether no fragment read of the region is out any more. */
+static bool
+ec_idle(void)
+{
+	return h->clients->regions->busy == 0;
+}
+
+START_TEST(test_ec_fragment_a_stalled_node_holds_is_replaced)
+{
+	uint64_t t0, hedges;
+
+	start_nodes(3, "ec:2+1", "");
+	ck_assert_uint_eq(pages(0, NCHUNK, 71, true), 0);
+	ck_assert_uint_eq(pages(0, NCHUNK, 71, false), 0);
+	hedges = h->stats.ec_hedges;
+	relays[0].hold = true; /* its fragments do not come */
+	t0 = mono_ns();
+	ck_assert_uint_eq(pages(0, NCHUNK, 71, false), 0);
+	ck_assert_uint_lt(mono_ns() - t0, 30ull * 1000000000u); /* op_timeout */
+	ck_assert_uint_gt(h->stats.ec_hedges, hedges);
+	ck_assert_uint_gt(h->stats.ec_hedges_won, 0);
+	ck_assert_uint_gt(h->stats.ec_decodes, 0);
+	relay_release(&relays[0]);
+	ck_assert(unit_run_until(base, ec_idle, 20000)); /* late ones dropped */
+	ck_assert_uint_eq(pages(0, NCHUNK, 71, false), 0);
+	ck_assert_uint_eq(h->stats.sigbus, 0);
+	ck_assert(healthy());
+}
+END_TEST
+
 START_TEST(test_hedge_after_zero_hedges_nothing)
 {
-	start_written("hedge_after = 0\n", 51);
+	start_written("hedge_after = 0\n", 51, 100);
 	ck_assert_uint_eq(pages(0, NCHUNK, 51, false), 0);
 	ck_assert_int_eq(hedge_stat("hedge_after_ms"), 0);
 	ck_assert_int_eq(hedge_stat("sent"), 0);
@@ -406,11 +451,12 @@ host_hedge_suite(void)
 	TCase *l = tcase_create("loop");
 
 	tcase_add_checked_fixture(l, NULL, teardown);
-	tcase_set_timeout(l, 120);
+	tcase_set_timeout(l, 180);
 	tcase_add_test(l, test_reads_go_to_the_copy_that_answers_first);
 	tcase_add_test(l,
 	    test_stalled_copy_is_read_from_the_other_long_before_op_timeout);
 	tcase_add_test(l, test_late_answer_of_a_hedged_read_installs_nothing);
+	tcase_add_test(l, test_ec_fragment_a_stalled_node_holds_is_replaced);
 	tcase_add_test(l, test_hedge_after_zero_hedges_nothing);
 	suite_add_tcase(s, l);
 	return s;
