@@ -65,6 +65,8 @@ struct ec_read {
 	                        * (a late one must not land in dst) */
 	bool over;             /* done() called; freed once out is 0 */
 	unsigned extra;        /* fragments asked for beyond K (hedges) */
+	uint64_t lat_cap;      /* a hedge: nodes slower lately than this
+	                        * (us) are not asked; 0: any */
 	struct event *timer;   /* the next hedge (NULL: none) */
 	struct ec_frag {
 		struct ec_read *er;
@@ -373,6 +375,8 @@ ec_pick(const struct ec_read *er, uint32_t skip)
 		if (((er->asked | skip) >> i & 1) || !ec_usable(er->h, s, row))
 			continue;
 		lat = ec_node_lat(er->h, s->node);
+		if (er->lat_cap != 0 && lat > er->lat_cap)
+			continue; /* a hedge there would not come sooner */
 		key = i < k ? lat : 4 * lat + EC_PARITY_US;
 		if (best < 0 || key < best_key) {
 			best = (int)i;
@@ -569,14 +573,15 @@ ec_hedge_arm(struct ec_read *er)
 /*
  * er's deadline passed with fragments still out: their nodes are counted
  * that slow (ec_pick passes them over for a while) and one more fragment
- * is asked for; the first K good ones decode the chunk.
+ * is asked for, of a node not known to be slower than what they waited
+ * (else again at the next deadline); the first K good decode the chunk.
  */
 static void
 ec_hedge_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct ec_read *er = arg;
 	struct host *h = er->h;
-	uint64_t now = mono_ns();
+	uint64_t now = mono_ns(), waited = 1;
 
 	if (er->over)
 		return;
@@ -591,10 +596,16 @@ ec_hedge_cb(evutil_socket_t fd, short what, void *arg)
 		if (l->us < (now - fr->sent_ns) / 1000u)
 			l->us = (now - fr->sent_ns) / 1000u;
 		l->at_ns = now;
+		if (waited < l->us)
+			waited = l->us;
 	}
 	er->extra++;
+	er->lat_cap = waited;
 	if (ec_read_more(er) > 0)
 		h->stats.ec_hedges++;
+	else
+		er->extra--;
+	er->lat_cap = 0;
 	ec_hedge_arm(er);
 }
 

@@ -44,7 +44,7 @@ struct hedge_node {
 	uint64_t at_ns;    /* ... its last sample */
 	uint64_t stuck_ns; /* a read hedged away from it unanswered since */
 	unsigned out;      /* chunks being read there */
-	uint64_t reads, chunks; /* reads sent there, and their chunks */
+	uint64_t reads;    /* reads sent there */
 	uint64_t hedged;   /* reads hedged away from it */
 };
 
@@ -224,7 +224,6 @@ hedge_node_sent(struct host *h, struct hedge_leg *lg, unsigned n)
 		return;
 	hn->out += n;
 	hn->reads++;
-	hn->chunks += n;
 }
 
 /*
@@ -557,9 +556,9 @@ host_hedge_fini(struct host *h)
 }
 
 /*
- * Describes reads from memory node n: the service time of a chunk read
- * lately (us), the time a read is expected to take now (us), chunks in
- * flight, reads and chunks sent, reads hedged away from it.
+ * Describes reads from memory node n, as fields of its peer entry: the
+ * service time of a chunk read lately (us), the time a read is expected
+ * to take now (us), chunks in flight, reads sent, reads hedged away.
  */
 json_t *
 host_hedge_node_json(const struct host *h, const struct mnode *n)
@@ -570,13 +569,13 @@ host_hedge_node_json(const struct host *h, const struct mnode *n)
 	if (h->hedge == NULL || n->is_dpu)
 		return json_object();
 	hn = &h->hedge->node[n - h->nodes];
-	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}",
-	    "chunk_read_us", (json_int_t)(hedge_svc(hn, mono_ns()) / 1000u),
-	    "expected_us", (json_int_t)(host_hedge_expect(h, &s, 1) / 1000u),
-	    "in_flight", (json_int_t)hn->out,
+	return json_pack("{s:I,s:I,s:I,s:I,s:I}",
+	    "read_us", (json_int_t)(hedge_svc(hn, mono_ns()) / 1000u),
+	    "read_expected_us", (json_int_t)(host_hedge_expect(h, &s, 1) /
+	    1000u),
+	    "reads_in_flight", (json_int_t)hn->out,
 	    "reads", (json_int_t)hn->reads,
-	    "chunks", (json_int_t)hn->chunks,
-	    "hedged_away", (json_int_t)hn->hedged);
+	    "reads_hedged_away", (json_int_t)hn->hedged);
 }
 
 /*

@@ -64,7 +64,7 @@ FAMD_NETNS=${NS}h start_host host "$buffer" "10.232.1.2:$pa, 10.232.2.2:$pb" \
 
 # node_reads I: reads the host sent to memory node I.
 node_reads() {
-	ctl host status -j | jq -er ".peers[$1].reads.reads"
+	ctl host status -j | jq -er ".peers[$1].reads"
 }
 
 LD_PRELOAD=$SHIM "$FAMTEST" -f -s "$size" reads >"$T/r.out" 2>&1 &
@@ -81,7 +81,7 @@ wait "$ft" || fail "famtest: $(tail -5 "$T/r.out")"
 grep -q '^ok - reads: ' "$T/r.out" || fail "famtest: $(tail -3 "$T/r.out")"
 fast=$(($(node_reads 0) - fast0))
 slow=$(($(node_reads 1) - slow0))
-est=$(ctl host status -j | jq -c '[.peers[].reads | {chunk_read_us, reads}]')
+est=$(ctl host status -j | jq -c '[.peers[] | {read_us, reads}]')
 [ "$fast" -gt 0 ] && [ $((slow * 2)) -lt "$fast" ] ||
 	fail "the slow node got $slow reads, the fast one $fast: $est"
 counter_is host sigbus 0 || fail "SIGBUS: $(ctl host status -j | jq -c .counters)"
