@@ -561,6 +561,23 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		    "past that a write-back waits for every copy). A program's "
 		    "own redundancy (FAM_REDUNDANCY, fam_alloc_redundant) takes "
 		    "N at most its copies and, ec:K+M, K at the least.",
+	[CFG_HOST_HEDGE_AFTER] = {
+		.section = "host", .name = "hedge_after", .type = CFG_T_DURATION,
+		.min = 0, .max = 3600000, .auto_ok = true, .def = "auto",
+		.reloadable = true, .roles = HOST,
+		.help = "With redundancy = replicate:N, a chunk read not answered "
+		    "after this long is sent to another up-to-date copy too "
+		    "(a hedged read): the first whole answer whose CRC checks "
+		    "is installed, the other dropped when it comes, so that a "
+		    "memory node that stalls delays a fault by this much, not "
+		    "op_timeout; with ec:K+M one more fragment is read, and "
+		    "the first K good ones decode the chunk. auto: four times "
+		    "the time the node is expected to take (its moving average "
+		    "per chunk read, times the reads it has in flight), at "
+		    "least 2ms and at most half op_timeout. 0: never hedged. "
+		    "Each read goes to the copy expected to answer first; "
+		    "famctl status shows each memory node's estimate and the "
+		    "hedged reads.",
 	},
 	[CFG_HOST_UID_MAX_BYTES] = {
 		.section = "host", .name = "uid_max_bytes", .type = CFG_T_SIZE,

@@ -454,19 +454,17 @@ cfg_parse_value(enum cfg_key key, const char *text, struct cfg_value *out,
 		rc = cfg_parse_bool(text, &v, cause);
 		break;
 	case CFG_T_INT:
+	case CFG_T_DURATION:
 		if (d->auto_ok && strcmp(text, "auto") == 0) {
 			v = -1; /* "auto": no bounds to check */
 			break;
 		}
-		rc = cfg_parse_int(text, &v, cause);
+		rc = d->type == CFG_T_INT ? cfg_parse_int(text, &v, cause) :
+		    cfg_parse_duration(text, &v, cause);
 		ranged = true;
 		break;
 	case CFG_T_SIZE:
 		rc = cfg_parse_size(text, &v, cause);
-		ranged = true;
-		break;
-	case CFG_T_DURATION:
-		rc = cfg_parse_duration(text, &v, cause);
 		ranged = true;
 		break;
 	case CFG_T_ENUM:
@@ -508,11 +506,10 @@ cfg_format_value(enum cfg_key key, const struct cfg_value *v)
 	case CFG_T_BOOL:
 		return strdup(v->i ? "yes" : "no");
 	case CFG_T_INT:
-		if (d->auto_ok && v->i == -1)
-			return strdup("auto");
-		return cfg_format_number(d, v->i);
 	case CFG_T_SIZE:
 	case CFG_T_DURATION:
+		if (d->auto_ok && v->i == -1)
+			return strdup("auto");
 		return cfg_format_number(d, v->i);
 	case CFG_T_ENUM:
 		return strdup(d->choices[v->i]);
@@ -1063,7 +1060,7 @@ cfg_type_arg(const struct cfg_key_def *d)
 	case CFG_T_BOOL: return "yes | no";
 	case CFG_T_INT: return d->auto_ok ? "auto | number" : "number";
 	case CFG_T_SIZE: return "size";
-	case CFG_T_DURATION: return "duration";
+	case CFG_T_DURATION: return d->auto_ok ? "auto | duration" : "duration";
 	case CFG_T_STRING: return "text";
 	case CFG_T_PATH: return "path";
 	case CFG_T_ENUM: return NULL;

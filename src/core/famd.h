@@ -63,7 +63,8 @@ struct cfg_key_def {
 	bool reloadable;     /* SIGHUP applies it without a restart */
 	unsigned roles;      /* roles that read it (CFG_ROLE_BIT mask) */
 	const char *example; /* value set in the shipped example, or NULL */
-	bool auto_ok;        /* CFG_T_INT: "auto" is accepted, stored as -1 */
+	bool auto_ok;        /* CFG_T_INT, CFG_T_DURATION: "auto" is accepted,
+	                      * stored as -1 */
 	bool pow2;           /* CFG_T_SIZE: must be a power of two */
 	bool empty_ok;       /* PATH, ADDR, ADDRLIST: empty means "none" */
 	bool any_port;       /* CFG_T_ADDR: port 0 means any free port */
@@ -131,6 +132,7 @@ enum cfg_key {
 	CFG_HOST_REDUNDANCY,
 	CFG_HOST_REBUILD_RATE,
 	CFG_HOST_WRITE_QUORUM,
+	CFG_HOST_HEDGE_AFTER,
 	CFG_HOST_UID_MAX_BYTES,
 	CFG_HOST_UID_MAX_REGIONS,
 	CFG_HOST_UID_MAX_ARENAS,

@@ -18,6 +18,11 @@
  *   (-EHOSTDOWN while a node that has one may return, else -EIO).
  * A fragment read whose CRC does not match is marked stale: never used,
  *   rebuilt from the others.
+ * Hedged (hedge_after, not 0): fragments are read into er->buf, never in
+ *   place; past the deadline with reads out, their nodes count as that
+ *   slow and one more fragment is asked for (up to M); the first K good
+ *   decode the chunk and done() goes then; the reads still out are
+ *   dropped as they come, er freed after the last.
  * Locks: none; everything runs on the control loop.
  */
 #include "config.h"
@@ -32,6 +37,7 @@
 #include "host/host-ec.h"
 
 #define EC_PARITY_US 1000u /* a parity fragment's read counted slower */
+#define EC_HEDGE_FLOOR_NS (2ull * 1000000u) /* auto: 2 ms at least */
 
 /* A region's ec:K+M state. */
 struct host_ec {
@@ -51,9 +57,17 @@ struct ec_read {
 	fam_done_fn done;
 	void *ctx;
 	uint32_t asked;        /* fragments asked for (bit i) */
+	uint32_t back;         /* ... whose read came back */
 	uint32_t good;         /* ... read, their CRC right */
 	unsigned out;          /* reads in flight */
 	int err;               /* the first failure */
+	bool hedge;            /* hedge_after on: every fragment read into buf
+	                        * (a late one must not land in dst) */
+	bool over;             /* done() called; freed once out is 0 */
+	unsigned extra;        /* fragments asked for beyond K (hedges) */
+	uint64_t lat_cap;      /* a hedge: nodes slower lately than this
+	                        * (us) are not asked; 0: any */
+	struct event *timer;   /* the next hedge (NULL: none) */
 	struct ec_frag {
 		struct ec_read *er;
 		unsigned i;
@@ -310,7 +324,7 @@ ec_read_to(const struct ec_read *er, unsigned i)
 {
 	const struct host_ec_codec *ec = &er->r->ec->codec;
 
-	if (i < ec->k && host_ec_data_len(ec, i) == ec->frag)
+	if (!er->hedge && i < ec->k && host_ec_data_len(ec, i) == ec->frag)
 		return er->dst + (size_t)i * ec->frag; /* in place */
 	return er->buf + (size_t)i * ec->frag;
 }
@@ -361,6 +375,8 @@ ec_pick(const struct ec_read *er, uint32_t skip)
 		if (((er->asked | skip) >> i & 1) || !ec_usable(er->h, s, row))
 			continue;
 		lat = ec_node_lat(er->h, s->node);
+		if (er->lat_cap != 0 && lat > er->lat_cap)
+			continue; /* a hedge there would not come sooner */
 		key = i < k ? lat : 4 * lat + EC_PARITY_US;
 		if (best < 0 || key < best_key) {
 			best = (int)i;
@@ -372,7 +388,7 @@ ec_pick(const struct ec_read *er, uint32_t skip)
 
 /*
  * Asks for fragments of er's chunk, the fastest first (ec_pick), until K
- * are good or out. Returns the reads started.
+ * (and er->extra more, hedges) are good or out. Returns the reads started.
  */
 static unsigned
 ec_read_more(struct ec_read *er)
@@ -385,7 +401,7 @@ ec_read_more(struct ec_read *er)
 	uint32_t skip = 0;
 	int i;
 
-	while (__builtin_popcount(er->good) + er->out < ec->k &&
+	while (__builtin_popcount(er->good) + er->out < ec->k + er->extra &&
 	    (i = ec_pick(er, skip)) >= 0) {
 		struct ec_frag *fr = &er->frag[i];
 		struct fam_conn *conn;
@@ -418,7 +434,26 @@ ec_read_more(struct ec_read *er)
 	return started;
 }
 
-/* Ends er: decodes the chunk from K good fragments, or fails. */
+/* Frees er once it is over and no fragment read of it is out. */
+static void
+ec_read_free(struct ec_read *er)
+{
+	struct region *r = er->r;
+
+	if (!er->over || er->out > 0)
+		return;
+	if (er->timer != NULL)
+		event_free(er->timer);
+	free(er->buf);
+	free(er);
+	r->busy--; /* r stayed: it was still busy with us */
+	host_region_idle(r);
+}
+
+/*
+ * Ends er: decodes the chunk from K good fragments, or fails; once. Reads
+ * still out (a hedge won) are dropped as they come (ec_read_free).
+ */
 static void
 ec_read_end(struct ec_read *er)
 {
@@ -427,8 +462,6 @@ ec_read_end(struct ec_read *er)
 	const struct host_ec_codec *ec = &r->ec->codec;
 	uint8_t *frag[HOST_EC_MAX] = { NULL };
 	uint32_t bad;
-	fam_done_fn done;
-	void *ctx;
 	int status;
 
 	/* too few: to wait for (a node away) or lost (fewer than K left) */
@@ -443,14 +476,13 @@ ec_read_end(struct ec_read *er)
 		    ec->frag, &bad);
 		h->stats.ec_decodes += status == 0 && (er->good &
 		    ((1u << ec->k) - 1)) != (1u << ec->k) - 1;
+		h->stats.ec_hedges_won += status == 0 && er->out > 0;
 	}
-	done = er->done;
-	ctx = er->ctx;
-	free(er->buf);
-	free(er);
-	done(ctx, status, NULL, 0); /* r stays: it is still busy with us */
-	r->busy--;
-	host_region_idle(r);
+	er->over = true;
+	if (er->timer != NULL)
+		event_del(er->timer);
+	er->done(er->ctx, status, NULL, 0);
+	ec_read_free(er);
 }
 
 /* Completion of one fragment's read: checked, replaced if bad, or done. */
@@ -467,6 +499,13 @@ ec_read_frag_done(void *ctx, int status, const uint8_t *payload,
 
 	host_route_done(h, fr->s);
 	er->out--;
+	er->back |= 1u << fr->i;
+	if (er->over) { /* answered without it: dropped */
+		if (status == 0)
+			ec_node_sample(h, fr->s->node, fr->sent_ns);
+		ec_read_free(er);
+		return;
+	}
 	if (status == 0 &&
 	    proto_crc32c(0, ec_read_to(er, fr->i), ec->frag) !=
 	    r->ec->crc[er->c * (ec->k + ec->m) + fr->i])
@@ -487,8 +526,87 @@ ec_read_frag_done(void *ctx, int status, const uint8_t *payload,
 		}
 		ec_read_more(er);
 	}
-	if (er->out == 0)
+	if (er->out == 0 || (unsigned)__builtin_popcount(er->good) >= ec->k)
 		ec_read_end(er);
+}
+
+/*
+ * Returns how long er's reads wait before one more fragment is asked for
+ * (0: never): hedge_after, or (auto) 4 times the slowest of the nodes
+ * asked lately, 2 ms at least and half op_timeout at most.
+ */
+static uint64_t
+ec_hedge_wait(const struct ec_read *er)
+{
+	const struct host *h = er->h;
+	const struct region *r = er->r;
+	int64_t after = cfg_int(h->d->cfg, CFG_HOST_HEDGE_AFTER);
+	uint64_t cap = (uint64_t)cfg_int(h->d->cfg, CFG_OP_TIMEOUT) *
+	    1000000u / 2, w = 0;
+
+	if (after >= 0)
+		return (uint64_t)after * 1000000u;
+	for (unsigned i = 0; i < r->ncopies; i++)
+		if (er->asked >> i & 1 && er->frag[i].s->node != NULL) {
+			uint64_t us = ec_node_lat(h, er->frag[i].s->node);
+
+			w = 4 * us * 1000u > w ? 4 * us * 1000u : w;
+		}
+	w = w < EC_HEDGE_FLOOR_NS ? EC_HEDGE_FLOOR_NS : w;
+	return w < cap ? w : cap;
+}
+
+/* Arms er's next hedge, while fragments are left to ask for. */
+static void
+ec_hedge_arm(struct ec_read *er)
+{
+	uint64_t wait = ec_hedge_wait(er);
+	struct timeval tv;
+
+	if (wait == 0 || er->extra >= er->r->ec->codec.m)
+		return;
+	tv.tv_sec = (time_t)(wait / 1000000000u);
+	tv.tv_usec = (suseconds_t)(wait % 1000000000u / 1000u);
+	evtimer_add(er->timer, &tv);
+}
+
+/*
+ * er's deadline passed with fragments still out: their nodes are counted
+ * that slow (ec_pick passes them over for a while) and one more fragment
+ * is asked for, of a node not known to be slower than what they waited
+ * (else again at the next deadline); the first K good decode the chunk.
+ */
+static void
+ec_hedge_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct ec_read *er = arg;
+	struct host *h = er->h;
+	uint64_t now = mono_ns(), waited = 1;
+
+	if (er->over)
+		return;
+	for (unsigned i = 0; i < er->r->ncopies; i++) {
+		const struct ec_frag *fr = &er->frag[i];
+		struct host_ec_lat *l;
+
+		if (!(er->asked >> i & 1) || (er->back >> i & 1) ||
+		    fr->s->node == NULL)
+			continue;
+		l = &h->ec_lat[fr->s->node - h->nodes];
+		if (l->us < (now - fr->sent_ns) / 1000u)
+			l->us = (now - fr->sent_ns) / 1000u;
+		l->at_ns = now;
+		if (waited < l->us)
+			waited = l->us;
+	}
+	er->extra++;
+	er->lat_cap = waited;
+	if (ec_read_more(er) > 0)
+		h->stats.ec_hedges++;
+	else
+		er->extra--;
+	er->lat_cap = 0;
+	ec_hedge_arm(er);
 }
 
 /*
@@ -523,14 +641,27 @@ host_ec_read(struct host *h, struct region *r, uint64_t c, uint8_t *dst,
 	er->background = background;
 	er->done = done;
 	er->ctx = ctx;
+	er->hedge = cfg_int(h->d->cfg, CFG_HOST_HEDGE_AFTER) != 0;
+	if (er->hedge) {
+		er->timer = evtimer_new(h->base, ec_hedge_cb, er);
+		if (er->timer == NULL) {
+			free(er->buf);
+			free(er);
+			return -ENOMEM;
+		}
+	}
 	if (ec_read_more(er) == 0) {
 		rc = er->err != 0 ? er->err : -EHOSTDOWN;
+		if (er->timer != NULL)
+			event_free(er->timer);
 		free(er->buf);
 		free(er);
 		return rc;
 	}
 	r->busy++;
 	h->stats.ec_reads++;
+	if (er->timer != NULL)
+		ec_hedge_arm(er);
 	return 0;
 }
 
@@ -643,8 +774,9 @@ host_ec_rebuild_start(struct host *h, struct stripe *dst, uint64_t c)
 
 /*
  * Describes ec:K+M's reads: chunks read, fragment reads and those that
- * failed or had a wrong CRC, chunks decoded, and how long a fragment read
- * from each memory node takes lately (us; what ec_pick goes by).
+ * failed or had a wrong CRC, chunks decoded, hedges (fragments asked for
+ * past hedge_after) and chunks done with reads still out, and how long a
+ * fragment read from each memory node takes lately (us; ec_pick's).
  */
 json_t *
 host_ec_json(struct host *h)
@@ -654,10 +786,12 @@ host_ec_json(struct host *h)
 	for (unsigned i = 0; i < h->nnodes; i++)
 		json_array_append_new(lat, json_integer((json_int_t)
 		    ec_node_lat(h, &h->nodes[i])));
-	return json_pack("{s:I,s:I,s:I,s:I,s:o}",
+	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:o}",
 	    "reads", (json_int_t)h->stats.ec_reads,
 	    "fragment_reads", (json_int_t)h->stats.ec_frag_reads,
 	    "fragment_errors", (json_int_t)h->stats.ec_frag_errors,
 	    "decodes", (json_int_t)h->stats.ec_decodes,
+	    "hedges", (json_int_t)h->stats.ec_hedges,
+	    "hedges_won", (json_int_t)h->stats.ec_hedges_won,
 	    "fragment_read_us", lat);
 }

@@ -609,7 +609,8 @@ fetch_unrouted(struct host *h, struct fetch *f, bool demand, int rc)
 /*
  * Tells whether f's read may go straight into its arena (install =
  * continue): a chunk of the memory nodes, not a fork's copy of another
- * region's, in an arena the program has mapped.
+ * region's, in an arena the program has mapped, not a read that may be
+ * hedged.
  */
 static bool
 fetch_direct_ok(const struct host *h, const struct fetch *f)
@@ -617,7 +618,8 @@ fetch_direct_ok(const struct host *h, const struct fetch *f)
 	const struct arena *ar = f->r->ar;
 
 	return h->cont_ok && f->src == NULL && !f->zero && f->g_n == 0 &&
-	    ar != NULL && ar->local != NULL && ar->uaddr != 0;
+	    ar != NULL && ar->local != NULL && ar->uaddr != 0 &&
+	    !host_hedge_on(h, f->r); /* a late answer would land there */
 }
 
 /*
@@ -702,10 +704,9 @@ fetch_send(struct host *h, struct fetch *f, bool demand, bool urgent,
 	for (struct fetch *g = f; g != NULL; g = g->run)
 		g->sent_ns = mono_ns();
 	f->r->filling += direct;
-	rc = fam_conn_readf(conn, remote, off,
+	rc = host_hedge_read(h, f, s, conn, remote, direct ? NULL : mr, off,
 	    (uint32_t)(((uint64_t)(n - 1) << h->chunk_shift) + len),
-	    f->staging, direct ? NULL : mr, urgent ? 0 : FAM_F_BACKGROUND,
-	    fetch_done, f);
+	    urgent ? 0 : FAM_F_BACKGROUND, fetch_done);
 	if (rc < 0) {
 		f->r->filling -= direct;
 		f->s = NULL;

@@ -4,7 +4,8 @@
  * (and the placement and states of ec:K+M's fragments, host-ec.c).
  *
  * Owns: where the copies of a column live (host_replica_node), which copy
- * a read goes to (host_chunk_route), each copy's stale bits, making a
+ * a read goes to (host_chunk_route: the one expected to answer first,
+ * host-hedge.c's estimates), each copy's stale bits, making a
  * copy's region again on a node that restarted empty, and the background
  * rebuild (h->rb) that copies stale chunks from a copy that has them (a
  * fragment: host_ec_rebuild_start decodes it from K others).
@@ -117,33 +118,56 @@ host_replica_valid(const struct stripe *s, uint64_t row)
 
 /*
  * Routes a read of chunk c of r (host_route): to its one stripe, or with
- * copies to the first that is up to date and reachable. Returns 0 (*sp
- * the stripe, done with host_route_done), -EAGAIN when an up-to-date copy
- * may come back (its node is away), -EIO when none is left.
+ * copies to the up-to-date one expected to answer first (host-hedge.c:
+ * its node's read time lately, and the reads out there), a copy whose
+ * node is out of reach last. Returns 0 (*sp the stripe, done with
+ * host_route_done), -EAGAIN when an up-to-date copy may come back (its
+ * node is away), -EIO when none is left. A read that had fewer copies to
+ * choose from than the region has (one stale, or out of reach) counts as
+ * a failover.
  */
 int
 host_chunk_route(struct host *h, struct region *r, uint64_t c,
     bool background, struct stripe **sp, struct fam_conn **conn,
     struct fam_mr **mr, const struct fam_remote **remote)
 {
-	unsigned col = (unsigned)(c % r->width);
-	uint64_t row = c / r->width;
-	bool waits = false;
+	unsigned col = (unsigned)(c % r->width), ncand = 0;
+	uint64_t row = c / r->width, exp[HOST_MAX_NODES];
+	unsigned cand[HOST_MAX_NODES];
+	bool waits = false, fewer = false;
 
 	*sp = &r->stripes[col];
 	if (r->ec != NULL)
 		return -EIO; /* a fragment is no chunk: host_ec_read() */
 	if (r->ncopies <= 1)
 		return host_route(h, *sp, background, conn, mr, remote);
-	for (unsigned k = 0; k < r->ncopies; k++) {
+	for (unsigned k = 0; k < r->ncopies && k < HOST_MAX_NODES; k++) {
 		struct stripe *s = &r->stripes[k * r->width + col];
-		int rc;
+		uint64_t e;
+		unsigned j;
 
-		if (!host_replica_valid(s, row))
+		if (!host_replica_valid(s, row)) {
+			fewer = true;
 			continue;
-		rc = host_route(h, s, background, conn, mr, remote);
+		}
+		e = s->node != NULL && !h->has_dpu && !host_node_usable(h, s) ?
+		    UINT64_MAX : host_hedge_expect(h, s, 1);
+		fewer |= e == UINT64_MAX;
+		for (j = ncand; j > 0 && exp[j - 1] > e; j--) {
+			cand[j] = cand[j - 1];
+			exp[j] = exp[j - 1];
+		}
+		cand[j] = k;
+		exp[j] = e;
+		ncand++;
+	}
+	for (unsigned j = 0; j < ncand; j++) {
+		struct stripe *s = &r->stripes[cand[j] * r->width + col];
+		int rc = host_route(h, s, background, conn, mr, remote);
+
 		if (rc == 0) {
-			h->stats.replica_failovers += k > 0;
+			h->stats.replica_failovers += fewer || j > 0;
+			host_hedge_routed(h, cand[j]);
 			*sp = s;
 			return 0;
 		}
@@ -614,6 +638,7 @@ host_replica_json(struct host *h)
 	json_object_set_new(o, "late_writes_failed", json_integer((json_int_t)
 	    h->stats.late_failed));
 	json_object_set_new(o, "ec", host_ec_json(h));
+	json_object_set_new(o, "hedge", host_hedge_json(h));
 	json_object_set_new(o, "each", each);
 	return o;
 }

@@ -109,7 +109,8 @@ role_host_start(struct famd *d)
 	if (host_buffer_init(h, (uint64_t)cfg_int(d->cfg, CFG_HOST_BUFFER_SIZE),
 	    &cause) < 0)
 		goto fail;
-	if (host_fault_init(h) < 0 || host_replica_init(h) < 0) {
+	if (host_fault_init(h) < 0 || host_replica_init(h) < 0 ||
+	    host_hedge_init(h) < 0) {
 		cause = xasprintf("out of memory");
 		goto fail;
 	}
@@ -353,6 +354,11 @@ role_host_status(struct famd *d, json_t *st)
 		    "last_error", n->last_error != NULL ? n->last_error : "",
 		    "link", host_link_json(n->conn),
 		    "background_link", host_link_json(n->bg)));
+		json_t *reads = host_hedge_node_json(h, n);
+
+		json_object_update(json_array_get(peers,
+		    json_array_size(peers) - 1), reads);
+		json_decref(reads);
 	}
 	for (struct host_client *cl = h->clients; cl != NULL; cl = cl->next) {
 		clients++;
@@ -486,6 +492,7 @@ role_host_stop(struct famd *d)
 	host_fork_fini(h);
 	host_fault_fini(h);
 	host_replica_fini(h);
+	host_hedge_fini(h);
 	for (unsigned i = 0; i < h->nnodes; i++)
 		host_node_fini(&h->nodes[i]);
 	if (h->has_dpu)

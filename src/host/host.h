@@ -340,6 +340,8 @@ struct host_stats {
 	                             * before every copy had them */
 	uint64_t late_failed;       /* ... whose write to another copy then
 	                             * failed (that copy left stale) */
+	uint64_t ec_hedges;         /* fragments asked for past hedge_after */
+	uint64_t ec_hedges_won;     /* chunks decoded with reads still out */
 	uint64_t lat_hist[32]; /* fault service time, log2 microseconds */
 	uint64_t lat_count;
 	uint64_t lat_sum_ns;   /* of the fault service times */
@@ -417,6 +419,7 @@ struct host {
 		uint64_t at_ns;  /* the last one's end */
 	} ec_lat[HOST_MAX_NODES];
 	struct host_rebuild rb;
+	struct host_hedge *hedge; /* reads' estimates, hedged reads */
 	/* programs */
 	int listen_fd;
 	int session_lock;
@@ -699,6 +702,21 @@ void host_replica_rebuild_end(struct host *h, int status);
 uint32_t host_replica_unit(const struct host *h, const struct region *r);
 unsigned host_replica_copies(const struct host *h, uint64_t d, bool file,
     unsigned *k, unsigned *m);
+
+/* host-hedge.c: beside host-replica.c (the copy a read goes to) */
+struct host_hedge;
+int host_hedge_init(struct host *h);
+void host_hedge_fini(struct host *h);
+uint64_t host_hedge_expect(const struct host *h, const struct stripe *s,
+    unsigned n);
+bool host_hedge_on(const struct host *h, const struct region *r);
+void host_hedge_routed(struct host *h, unsigned k);
+int host_hedge_read(struct host *h, struct fetch *f, struct stripe *s,
+    struct fam_conn *conn, const struct fam_remote *remote,
+    struct fam_mr *mr, uint64_t off, uint32_t len, uint16_t flags,
+    fam_done_fn done);
+json_t *host_hedge_node_json(const struct host *h, const struct mnode *n);
+json_t *host_hedge_json(const struct host *h);
 
 /* host-ec.c: ec:K+M, beside host-replica.c (its placement and states) */
 int host_ec_new(struct host *h, struct region *r, unsigned k, unsigned m);

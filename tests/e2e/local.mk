@@ -33,6 +33,8 @@ E2E_TESTS = \
 	tests/e2e/host-shared-file.sh \
 	tests/e2e/host-striping.sh \
 	tests/e2e/host-replicate.sh \
+	tests/e2e/host-hedge.sh \
+	tests/e2e/host-hedge-netns.sh \
 	tests/e2e/host-ec.sh \
 	tests/e2e/host-quorum.sh \
 	tests/e2e/host-alloc-redundant.sh \

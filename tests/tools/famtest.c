@@ -53,6 +53,9 @@
  *             average, over a calloc'd buffer: written, verified and
  *             rewritten in another order, verified in a third; the word
  *             after each stays zero (few of a chunk's pages are used)
+ *   reads     (only when named) one block written once, then read and
+ *             verified in passes, "read N" printed after each, until
+ *             SIGUSR1; then one more pass (nothing written back meanwhile)
  *   passes    (only when named) one block, rewritten with a new pattern
  *             and verified in passes, "pass N" printed after each, until
  *             SIGUSR1; then one more pass: a driver changes things under
@@ -299,6 +302,40 @@ test_passes(void)
 	free(p);
 	printf("ok - passes: %u passes over %zu MiB, each verified twice\n", n,
 	    opt_size / MIB);
+}
+
+/*
+ * One block written once, then only read and verified in passes, "read N"
+ * printed after each, until SIGUSR1, then once more: a driver changes
+ * things under a program that writes nothing back meanwhile.
+ */
+static void
+test_reads(void)
+{
+	size_t words = opt_size / 8;
+	uint64_t *p = xmalloc("reads", opt_size);
+	struct sigaction sa;
+	unsigned n = 0;
+	bool last = false;
+
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = passes_signal;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGUSR1, &sa, NULL) < 0)
+		FAIL("reads: sigaction: %s", strerror(errno));
+	check_kind("reads", p);
+	write_words(p, 0, words, opt_seed);
+	printf("written\n");
+	for (;;) {
+		check_words("reads", p, 0, words, opt_seed);
+		printf("read %u\n", ++n);
+		if (last)
+			break;
+		last = passes_stop != 0;
+	}
+	free(p);
+	printf("ok - reads: written once, read and verified %u times over "
+	    "%zu MiB\n", n, opt_size / MIB);
 }
 
 /* The greatest common divisor of a and b. */
@@ -944,6 +981,7 @@ static const struct {
 	{ "cow", test_cow },
 	{ "cowfree", test_cowfree },
 	{ "sparse", test_sparse }, /* only when named */
+	{ "reads", test_reads }, /* only when named */
 	{ "passes", test_passes }, /* last: only when named */
 };
 
@@ -1035,7 +1073,7 @@ main(int argc, char **argv)
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (i = 0; i < sizeof tests / sizeof tests[0]; i++) {
 		bool run = optind == argc && tests[i].fn != test_passes &&
-		    tests[i].fn != test_sparse;
+		    tests[i].fn != test_sparse && tests[i].fn != test_reads;
 
 		for (j = optind; j < argc; j++)
 			run |= strcmp(argv[j], tests[i].name) == 0;

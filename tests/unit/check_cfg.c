@@ -516,6 +516,39 @@ START_TEST(test_addresses_and_auto)
 }
 END_TEST
 
+START_TEST(test_duration_takes_auto_where_allowed)
+{
+	struct cfg cfg;
+	struct cfg_errors errs = { 0 };
+	struct cfg_value v = { 0 };
+	char *cause, *text;
+
+	ck_assert_int_eq(load_text("[famd]\nrole = host\n[host]\n"
+	    "memory_nodes = m:1\n", &cfg, &errs), 0);
+	ck_assert_int_eq(cfg_int(&cfg, CFG_HOST_HEDGE_AFTER), -1);
+	text = cfg_format_value(CFG_HOST_HEDGE_AFTER,
+	    &cfg.v[CFG_HOST_HEDGE_AFTER]);
+	ck_assert_str_eq(text, "auto");
+	free(text);
+	cfg_free(&cfg);
+	ck_assert_int_eq(load_text("[famd]\nrole = host\n[host]\n"
+	    "memory_nodes = m:1\nhedge_after = 5ms\n", &cfg, &errs), 0);
+	ck_assert_int_eq(cfg_int(&cfg, CFG_HOST_HEDGE_AFTER), 5);
+	cfg_free(&cfg);
+	ck_assert_int_eq(load_text("[famd]\nrole = host\n[host]\n"
+	    "memory_nodes = m:1\nhedge_after = 0\n", &cfg, &errs), 0);
+	ck_assert_int_eq(cfg_int(&cfg, CFG_HOST_HEDGE_AFTER), 0);
+	cfg_free(&cfg);
+	/* a duration without auto_ok refuses it */
+	ck_assert_int_lt(cfg_parse_value(CFG_OP_TIMEOUT, "auto", &v, &cause),
+	    0);
+	free(cause);
+	free(v.s);
+	assert_one_error("[famd]\nrole = host\n[host]\nmemory_nodes = m:1\n"
+	    "hedge_after = 2h\n", "hedge_after");
+}
+END_TEST
+
 START_TEST(test_error_required_only_for_its_role)
 {
 	struct cfg cfg;
@@ -645,6 +678,7 @@ cfg_suite(void)
 	tcase_add_test(t, test_error_size_malformed_range_pow2);
 	tcase_add_test(t, test_error_addresses);
 	tcase_add_test(t, test_addresses_and_auto);
+	tcase_add_test(t, test_duration_takes_auto_where_allowed);
 	tcase_add_test(t, test_error_required_only_for_its_role);
 	tcase_add_test(t, test_error_watermarks_crossed);
 	tcase_add_test(t, test_list_items_are_trimmed_and_empty_ones_kept);

@@ -9,6 +9,7 @@ UNIT_TESTS = \
 	tests/unit/check_host_buffer \
 	tests/unit/check_host_ec \
 	tests/unit/check_host_fault \
+	tests/unit/check_host_hedge \
 	tests/unit/check_host_path \
 	tests/unit/check_host_replica \
 	tests/unit/check_host_restart \
@@ -37,6 +38,7 @@ UNIT_HARNESS = tests/unit/unit.c tests/unit/unit.h
 tests_unit_check_host_buffer_SOURCES = tests/unit/check_host_buffer.c $(UNIT_HARNESS)
 tests_unit_check_host_ec_SOURCES = tests/unit/check_host_ec.c $(UNIT_HARNESS)
 tests_unit_check_host_fault_SOURCES = tests/unit/check_host_fault.c $(UNIT_HARNESS)
+tests_unit_check_host_hedge_SOURCES = tests/unit/check_host_hedge.c $(UNIT_HARNESS)
 tests_unit_check_host_path_SOURCES = tests/unit/check_host_path.c $(UNIT_HARNESS)
 tests_unit_check_host_replica_SOURCES = tests/unit/check_host_replica.c $(UNIT_HARNESS)
 tests_unit_check_host_restart_SOURCES = tests/unit/check_host_restart.c $(UNIT_HARNESS)
