@@ -371,6 +371,20 @@ struct host_rebuild {
 	size_t ecbuf_size;
 };
 
+/*
+ * [host] replace_after (host-replace.c): the copies and fragments of a
+ * memory node down that long move to other memory nodes.
+ */
+struct host_replace {
+	uint64_t down_ns[HOST_MAX_NODES]; /* each node first seen down (0:
+	                                   * up) */
+	bool told[HOST_MAX_NODES];        /* ... logged that some of its
+	                                   * copies have nowhere to go */
+	uint64_t moved;                   /* copies moved so far */
+	uint64_t stuck;                   /* copies that no node can take
+	                                   * (the last pass) */
+};
+
 struct host {
 	struct famd *d;
 	struct event_base *base;
@@ -410,6 +424,7 @@ struct host {
 		uint64_t at_ns;  /* the last one's end */
 	} ec_lat[HOST_MAX_NODES];
 	struct host_rebuild rb;
+	struct host_replace rp;  /* replace_after (host-replace.c) */
 	/* programs */
 	int listen_fd;
 	int session_lock;
@@ -686,6 +701,10 @@ void host_replica_rebuild_end(struct host *h, int status);
 uint32_t host_replica_unit(const struct host *h, const struct region *r);
 unsigned host_replica_copies(const struct host *h, uint64_t d, bool file,
     unsigned *k, unsigned *m);
+
+/* host-replace.c: beside host-replica.c (whose copies it moves) */
+void host_replace_tick(struct host *h);
+void host_replace_json(const struct host *h, json_t *red);
 
 /* host-ec.c: ec:K+M, beside host-replica.c (its placement and states) */
 int host_ec_new(struct host *h, struct region *r, unsigned k, unsigned m);
