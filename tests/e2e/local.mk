@@ -34,6 +34,7 @@ E2E_TESTS = \
 	tests/e2e/host-striping.sh \
 	tests/e2e/host-replicate.sh \
 	tests/e2e/host-ec.sh \
+	tests/e2e/host-replace.sh \
 	tests/e2e/host-readahead.sh \
 	tests/e2e/host-client-exit.sh \
 	tests/e2e/host-attacks.sh \
