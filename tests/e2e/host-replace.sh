@@ -66,6 +66,7 @@ run_case() {
 	red "$host" ".mode == \"$mode\" and .state == \"healthy\" and .replace_after_ms == 3000 and .copies_moved == 0" ||
 		fail "status: $(ctl "$host" status -j | jq -c .redundancy)"
 
+	: >"$T/p.out" # emptied first: the last case's passes must not count
 	LD_PRELOAD=$SHIM "$FAMTEST" -f -s "$size" passes >"$T/p.out" 2>&1 &
 	ft=$!
 	wait_until 60 passes_past 1 && kill -0 "$ft" ||
@@ -144,6 +145,7 @@ stall_case() {
 	done
 	start_host hosts "$buffer" "$(IFS=,; echo "${addrs[*]}")" \
 		-o host.redundancy=replicate:2 -o host.replace_after=$after
+	: >"$T/p.out" # emptied first: the last case's passes must not count
 	LD_PRELOAD=$SHIM "$FAMTEST" -f -s "$size" passes >"$T/p.out" 2>&1 &
 	ft=$!
 	wait_until 60 passes_past 1 && kill -0 "$ft" || fail "no pass: $(tail -3 "$T/p.out")"
@@ -169,3 +171,45 @@ stall_case() {
 	stop_famd "$HOST_PID" || fail "host exit"
 }
 [ "$TEST_TRANSPORT" = verbs ] || stall_case
+
+# The restart state names where each copy is: a copy moved is named where
+# it went, so that a host famd killed and started again frees it there
+# when the program's session is released (its process gone).
+restart_case() {
+	local addrs=() i state=$T/hostr.session.state
+	MEMPIDS=()
+	for i in 0 1 2; do
+		start_memory "r$i"
+		addrs+=("$MEM_ADDR")
+	done
+	start_host hostr "$buffer" "$(IFS=,; echo "${addrs[*]}")" \
+		-o host.redundancy=replicate:2 -o host.replace_after=$after
+	: >"$T/p.out" # emptied first: the last case's passes must not count
+	LD_PRELOAD=$SHIM "$FAMTEST" -f -s "$size" passes >"$T/p.out" 2>&1 &
+	ft=$!
+	wait_until 60 passes_past 1 && kill -0 "$ft" || fail "no pass: $(tail -3 "$T/p.out")"
+	kill -KILL "${MEMPIDS[0]}"
+	wait_until 60 red hostr '.copies_moved > 0 and .state == "healthy"' ||
+		fail "not moved: $(ctl hostr status -j | jq -c 'del(.redundancy.each) | .redundancy')"
+	# (saved within a tick of the last copy made where it went)
+	sleep 0.5
+	jq -s -e '[.[0].sessions[].regions[], (.[1:][] | .region // empty)]
+		| any(.stripes | any(.node == 0)) | not' "$state" >/dev/null ||
+		fail "the restart state names copies on the dead node: $(cat "$state")"
+	kill -KILL "$HOST_PID"
+	wait "$HOST_PID" 2>/dev/null
+	kill -KILL "$ft"
+	wait "$ft" 2>/dev/null
+	start_famd hostr "$T/hostr.conf" -o host.redundancy=replicate:2 \
+		-o host.replace_after=$after
+	HOST_PID=$FAMD_PID
+	grep -q "restart state $state: 1 sessions" "$T/hostr.log" ||
+		fail "the new famd did not read the restart state: $(tail -5 "$T/hostr.log")"
+	for i in 1 2; do
+		wait_until 15 sh -c "[ \$(\"$FAMCTL\" -s \"$(sock r$i)\" status -j | jq .counters.regions) = 0 ]" ||
+			fail "regions left on r$i after the restarted host released the session: $(regions r$i)"
+	done
+	pass "the restart state names the copies where they moved: a restarted host famd frees them there"
+	stop_famd "$HOST_PID" || fail "host exit"
+}
+restart_case
