@@ -578,6 +578,23 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		    "Each read goes to the copy expected to answer first; "
 		    "famctl status shows each memory node's estimate and the "
 		    "hedged reads.",
+	[CFG_HOST_REPLACE_AFTER] = {
+		.section = "host", .name = "replace_after",
+		.type = CFG_T_DURATION, .min = 0, .max = 86400000, .def = "60s",
+		.reloadable = true, .roles = HOST,
+		.help = "How long a memory node may stay unreachable before the "
+		    "host moves the copies (replicate:N) and fragments (ec:K+M) "
+		    "it held to other memory nodes: each to one that is up and "
+		    "holds no copy or fragment of the same chunks, where its "
+		    "region is made and filled from the others at rebuild_rate. "
+		    "The node, when it comes back, holds nothing of them any "
+		    "more (their regions there are freed). Where no memory node "
+		    "qualifies (replicate:N over N memory nodes, ec:K+M over "
+		    "K + M) nothing moves and the region stays degraded until "
+		    "the node returns. 0: never move. The default is longer "
+		    "than the memory nodes' session_grace (30s by default): a "
+		    "node back sooner keeps its copies and catches up only on "
+		    "what it missed, one back later has lost them anyway.",
 	},
 	[CFG_HOST_UID_MAX_BYTES] = {
 		.section = "host", .name = "uid_max_bytes", .type = CFG_T_SIZE,

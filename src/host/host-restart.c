@@ -16,7 +16,7 @@
  * When it is written: before the reply to an ALLOC, MAP, ADOPT or REARENA
  * that worked (a program never holds a region the file does not name),
  * and at the next tick after anything else (a FREE, a session's end, a
- * memory node's new session token).
+ * memory node's new session token, a copy moved or made again).
  * Locks: none; the control loop.
  */
 #include "config.h"
@@ -224,6 +224,7 @@ host_restart_save(struct host *h)
 			rs->node_session[i] = h->nodes[i].session;
 			rs->node_instance[i] = h->nodes[i].instance;
 		}
+		rs->copies_placed = h->rp.moved + h->rb.recreated;
 	}
 	free(tmp);
 	json_decref(st);
@@ -925,6 +926,9 @@ host_restart_tick(struct host *h)
 		if (rs->node_session[i] != h->nodes[i].session ||
 		    rs->node_instance[i] != h->nodes[i].instance)
 			rs->dirty = true;
+	/* Copies moved (replace_after) or made again: their stripes changed. */
+	if (rs->copies_placed != h->rp.moved + h->rb.recreated)
+		rs->dirty = true;
 	/* A session ended; or the journal outgrew a snapshot. */
 	if (state_sessions(h) != rs->sessions || (rs->jlines > 1024 &&
 	    rs->jlines > 2 * state_regions(h)))

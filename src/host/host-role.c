@@ -31,6 +31,7 @@ host_tick_cb(evutil_socket_t fd, short what, void *arg)
 	struct host *h = arg;
 
 	host_path_tick(h);
+	host_replace_tick(h);
 	host_replica_tick(h);
 	host_session_retry(h);
 	host_session_orphans(h);
@@ -332,7 +333,7 @@ role_host_status(struct famd *d, json_t *st)
 {
 	struct host *h = d->role_state;
 	struct host_stats *s = &h->stats;
-	json_t *peers = json_object_get(st, "peers");
+	json_t *peers = json_object_get(st, "peers"), *red;
 	uint64_t clients = 0, regions = 0, bytes = 0;
 
 	for (unsigned i = 0; i < h->nnodes + h->has_dpu; i++) {
@@ -377,7 +378,9 @@ role_host_status(struct famd *d, json_t *st)
 	    CFG_EVICTION_CLOCK ? "clock" : "fifo",
 	    "numa_node", h->numa_node));
 	json_object_set_new(st, "path", host_path_json(h));
-	json_object_set_new(st, "redundancy", host_replica_json(h));
+	red = host_replica_json(h);
+	host_replace_json(h, red);
+	json_object_set_new(st, "redundancy", red);
 	json_object_set_new(st, "restart", host_restart_json(h));
 	json_object_set_new(st, "programs", json_pack("{s:I,s:I,s:I}",
 	    "sessions", (json_int_t)clients, "regions", (json_int_t)regions,

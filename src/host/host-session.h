@@ -36,6 +36,7 @@ struct host_restart {
 	uint64_t sessions;    /* sessions in the state file */
 	uint64_t node_session[HOST_MAX_NODES]; /* as last saved */
 	uint64_t node_instance[HOST_MAX_NODES];
+	uint64_t copies_placed; /* copies moved and made again, as saved */
 	uint64_t saves, save_errors;
 	uint64_t restored, reclaimed, released; /* sessions */
 	uint64_t chunks_resident, chunks_punched; /* found by reclaims */

@@ -380,6 +380,20 @@ struct host_rebuild {
 	size_t ecbuf_size;
 };
 
+/*
+ * [host] replace_after (host-replace.c): the copies and fragments of a
+ * memory node down that long move to other memory nodes.
+ */
+struct host_replace {
+	uint64_t down_ns[HOST_MAX_NODES]; /* each node first seen down (0:
+	                                   * up) */
+	bool told[HOST_MAX_NODES];        /* ... logged that some of its
+	                                   * copies have nowhere to go */
+	uint64_t moved;                   /* copies moved so far */
+	uint64_t stuck;                   /* copies that no node can take
+	                                   * (the last pass) */
+};
+
 struct host {
 	struct famd *d;
 	struct event_base *base;
@@ -420,6 +434,7 @@ struct host {
 	} ec_lat[HOST_MAX_NODES];
 	struct host_rebuild rb;
 	struct host_hedge *hedge; /* reads' estimates, hedged reads */
+	struct host_replace rp;  /* replace_after (host-replace.c) */
 	/* programs */
 	int listen_fd;
 	int session_lock;
@@ -717,6 +732,9 @@ int host_hedge_read(struct host *h, struct fetch *f, struct stripe *s,
     fam_done_fn done);
 json_t *host_hedge_node_json(const struct host *h, const struct mnode *n);
 json_t *host_hedge_json(const struct host *h);
+/* host-replace.c: beside host-replica.c (whose copies it moves) */
+void host_replace_tick(struct host *h);
+void host_replace_json(const struct host *h, json_t *red);
 
 /* host-ec.c: ec:K+M, beside host-replica.c (its placement and states) */
 int host_ec_new(struct host *h, struct region *r, unsigned k, unsigned m);

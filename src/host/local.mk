@@ -16,6 +16,7 @@ src_libfamdcore_la_SOURCES += \
 	src/host/host-reclaim.c \
 	src/host/host-replica.c \
 	src/host/host-hedge.c \
+	src/host/host-replace.c \
 	src/host/host-ec.h \
 	src/host/host-ec.c \
 	src/host/host-restart.c \

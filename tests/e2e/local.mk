@@ -38,6 +38,7 @@ E2E_TESTS = \
 	tests/e2e/host-ec.sh \
 	tests/e2e/host-quorum.sh \
 	tests/e2e/host-alloc-redundant.sh \
+	tests/e2e/host-replace.sh \
 	tests/e2e/host-readahead.sh \
 	tests/e2e/host-client-exit.sh \
 	tests/e2e/host-attacks.sh \

@@ -11,6 +11,7 @@ UNIT_TESTS = \
 	tests/unit/check_host_fault \
 	tests/unit/check_host_hedge \
 	tests/unit/check_host_path \
+	tests/unit/check_host_replace \
 	tests/unit/check_host_replica \
 	tests/unit/check_host_restart \
 	tests/unit/check_libfam \
@@ -40,6 +41,7 @@ tests_unit_check_host_ec_SOURCES = tests/unit/check_host_ec.c $(UNIT_HARNESS)
 tests_unit_check_host_fault_SOURCES = tests/unit/check_host_fault.c $(UNIT_HARNESS)
 tests_unit_check_host_hedge_SOURCES = tests/unit/check_host_hedge.c $(UNIT_HARNESS)
 tests_unit_check_host_path_SOURCES = tests/unit/check_host_path.c $(UNIT_HARNESS)
+tests_unit_check_host_replace_SOURCES = tests/unit/check_host_replace.c $(UNIT_HARNESS)
 tests_unit_check_host_replica_SOURCES = tests/unit/check_host_replica.c $(UNIT_HARNESS)
 tests_unit_check_host_restart_SOURCES = tests/unit/check_host_restart.c $(UNIT_HARNESS)
 tests_unit_check_transport_SOURCES = tests/unit/check_transport.c $(UNIT_HARNESS)
