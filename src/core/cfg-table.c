@@ -561,6 +561,7 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		    "past that a write-back waits for every copy). A program's "
 		    "own redundancy (FAM_REDUNDANCY, fam_alloc_redundant) takes "
 		    "N at most its copies and, ec:K+M, K at the least.",
+	},
 	[CFG_HOST_HEDGE_AFTER] = {
 		.section = "host", .name = "hedge_after", .type = CFG_T_DURATION,
 		.min = 0, .max = 3600000, .auto_ok = true, .def = "auto",
@@ -578,6 +579,7 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		    "Each read goes to the copy expected to answer first; "
 		    "famctl status shows each memory node's estimate and the "
 		    "hedged reads.",
+	},
 	[CFG_HOST_REPLACE_AFTER] = {
 		.section = "host", .name = "replace_after",
 		.type = CFG_T_DURATION, .min = 0, .max = 86400000, .def = "60s",
