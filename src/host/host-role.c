@@ -327,21 +327,17 @@ host_link_json(struct fam_conn *c)
 	    "work_requests", (json_int_t)t.wrs);
 }
 
-/* Adds the host role's state and counters to a status object. */
+/* Appends each memory node's and the dpu's link state to peers. */
 static void
-role_host_status(struct famd *d, json_t *st)
+host_peers_json(struct host *h, json_t *peers)
 {
-	struct host *h = d->role_state;
-	struct host_stats *s = &h->stats;
-	json_t *peers = json_object_get(st, "peers"), *red;
-	uint64_t clients = 0, regions = 0, bytes = 0;
-
 	for (unsigned i = 0; i < h->nnodes + h->has_dpu; i++) {
 		struct mnode *n = i < h->nnodes ? &h->nodes[i] : &h->dpu;
 		const struct fam_conn_stats *cs = n->conn != NULL ?
 		    fam_conn_stats(n->conn) : NULL;
+		json_t *peer, *reads;
 
-		json_array_append_new(peers, json_pack(
+		peer = json_pack(
 		    "{s:s,s:s,s:s,s:s,s:b,s:I,s:I,s:I,s:I,s:s,s:o,s:o}",
 		    "role", n->is_dpu ? "dpu" : "memory", "address", n->addr,
 		    "name", n->name,
@@ -354,13 +350,24 @@ role_host_status(struct famd *d, json_t *st)
 		    "frees_pending", (json_int_t)n->nfrees,
 		    "last_error", n->last_error != NULL ? n->last_error : "",
 		    "link", host_link_json(n->conn),
-		    "background_link", host_link_json(n->bg)));
-		json_t *reads = host_hedge_node_json(h, n);
-
-		json_object_update(json_array_get(peers,
-		    json_array_size(peers) - 1), reads);
+		    "background_link", host_link_json(n->bg));
+		reads = host_hedge_node_json(h, n);
+		json_object_update(peer, reads);
 		json_decref(reads);
+		json_array_append_new(peers, peer);
 	}
+}
+
+/* Adds the host role's state and counters to a status object. */
+static void
+role_host_status(struct famd *d, json_t *st)
+{
+	struct host *h = d->role_state;
+	struct host_stats *s = &h->stats;
+	json_t *peers = json_object_get(st, "peers"), *red;
+	uint64_t clients = 0, regions = 0, bytes = 0;
+
+	host_peers_json(h, peers);
 	for (struct host_client *cl = h->clients; cl != NULL; cl = cl->next) {
 		clients++;
 		regions += cl->nregions;
