@@ -285,21 +285,46 @@ host_chunks_punch(struct host *h, struct region *r, uint64_t c, uint64_t n)
 		    (unsigned long long)(c + n - 1), strerror(errno));
 }
 
-/* Punches the chunks gathered by chunk_punch() so far. */
+/* Orders gathered punches by region, then chunk. */
+static int
+punch_cmp(const void *a, const void *b)
+{
+	const struct host_punch *x = a, *y = b;
+
+	if (x->r != y->r)
+		return (uintptr_t)x->r < (uintptr_t)y->r ? -1 : 1;
+	return x->chunk < y->chunk ? -1 : x->chunk > y->chunk;
+}
+
+/*
+ * Punches the chunks gathered by chunk_punch() so far, sorted, one
+ * fallocate per run of adjacent chunks of a region (one walk of the page
+ * tables and one TLB flush for the run).
+ */
 static void
 punch_flush(struct host *h)
 {
-	if (h->punch_n > 0)
-		host_chunks_punch(h, h->punch_r, h->punch_first, h->punch_n);
+	unsigned i = 0;
+
+	if (h->punch_n > 1)
+		qsort(h->punch, h->punch_n, sizeof h->punch[0], punch_cmp);
+	while (i < h->punch_n) {
+		struct host_punch *p = &h->punch[i];
+		uint64_t n = 1;
+
+		while (i + n < h->punch_n && p[n].r == p->r &&
+		    p[n].chunk == p->chunk + n)
+			n++;
+		host_chunks_punch(h, p->r, p->chunk, n);
+		i += (unsigned)n;
+	}
 	h->punch_n = 0;
-	h->punch_r = NULL;
 }
 
 /*
  * Punches chunk c of r out of its memfd, at once, or during background
- * eviction together with the chunks next to it evicted in the same pass
- * (punch_flush() before the pass returns, so that no chunk is installed
- * in between).
+ * eviction with the other chunks the pass evicts (punch_flush() before
+ * the pass returns, so that no chunk is installed in between).
  */
 static void
 chunk_punch(struct host *h, struct region *r, uint64_t c)
@@ -308,20 +333,11 @@ chunk_punch(struct host *h, struct region *r, uint64_t c)
 		host_chunks_punch(h, r, c, 1);
 		return;
 	}
-	if (h->punch_n > 0 && h->punch_r == r &&
-	    c == h->punch_first + h->punch_n) {
-		h->punch_n++;
-		return;
-	}
-	if (h->punch_n > 0 && h->punch_r == r && c + 1 == h->punch_first) {
-		h->punch_first = c;
-		h->punch_n++;
-		return;
-	}
-	punch_flush(h);
-	h->punch_r = r;
-	h->punch_first = c;
-	h->punch_n = 1;
+	if (h->punch_n == HOST_PUNCH_MAX)
+		punch_flush(h);
+	h->punch[h->punch_n].r = r;
+	h->punch[h->punch_n].chunk = c;
+	h->punch_n++;
 }
 
 /* Removes resident chunk c of r from the buffer (it is clean or lost). */

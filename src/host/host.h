@@ -41,6 +41,7 @@ struct host;
 struct host_client;
 
 #define HOST_MAX_NODES 16
+#define HOST_PUNCH_MAX 64 /* punches a background pass gathers, at most */
 
 enum chunk_state {
 	CH_ABSENT = 0,
@@ -463,9 +464,12 @@ struct host {
 	                           * (write_quorum), late ones included */
 	int writeback_err;        /* of the last write-back, 0 if it worked */
 	uint64_t evict_gen; /* background eviction passes so far */
-	bool punch_batch;   /* a background pass gathers adjacent punches */
-	struct region *punch_r;
-	uint64_t punch_first, punch_n; /* chunks of punch_r to punch */
+	bool punch_batch;   /* a background pass gathers its punches */
+	struct host_punch {
+		struct region *r;
+		uint64_t chunk;
+	} punch[HOST_PUNCH_MAX]; /* chunks to punch, punch_n of them */
+	unsigned punch_n;
 	/* chunk reads */
 	uint8_t *staging;        /* nstaging chunk-sized slots */
 	uint64_t *staging_busy;  /* a bit per slot: taken */

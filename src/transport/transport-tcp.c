@@ -16,7 +16,11 @@
  * Output: a queue of iovecs written with writev(); headers live in the
  * entries, payloads are referenced, and each entry's callback (reply sent,
  * hold released, request on the wire) fires once the kernel has all its
- * bytes.
+ * bytes. What is queued is written at the end of the loop's round
+ * (ev_flush, no system call to arm it); the socket is watched for room
+ * (ev_write) only while it has none, or while connecting.
+ * A read that returns fewer bytes than asked for has drained the socket:
+ * input stops there until the loop says there is more (level-triggered).
  *
  * TLS (fam_conn_opts.tls): tls_readv() and tls_writev() (transport-tls.c)
  * stand in for readv() and writev(); the handshake runs inside them before
@@ -91,6 +95,7 @@ struct tcp_conn {
 	int fd;
 	struct tls_conn *tls;          /* NULL: plain tcp */
 	struct event *ev_read, *ev_write;
+	struct event *ev_flush;        /* writes the queue this loop round */
 	bool reading, writing, paused;
 	bool throttled;     /* the role stopped our input */
 	uint64_t rx_progress, tx_progress;
@@ -176,6 +181,7 @@ tcp_close_hook(struct tp_conn *tc)
 
 	event_del(c->ev_read);
 	event_del(c->ev_write);
+	event_del(c->ev_flush);
 	c->reading = c->writing = false;
 	if (c->fd >= 0) {
 		close(c->fd);
@@ -260,6 +266,8 @@ tcp_destroy(struct tp_conn *tc)
 		event_free(c->ev_read);
 	if (c->ev_write != NULL)
 		event_free(c->ev_write);
+	if (c->ev_flush != NULL)
+		event_free(c->ev_flush);
 	tp_conn_fini(tc);
 	free(c->stage);
 	free(c);
@@ -267,6 +275,7 @@ tcp_destroy(struct tp_conn *tc)
 
 static void tcp_read_cb(evutil_socket_t fd, short what, void *arg);
 static void tcp_write_cb(evutil_socket_t fd, short what, void *arg);
+static void tcp_flush_cb(evutil_socket_t fd, short what, void *arg);
 
 /* Allocates a connection on fd (non-blocking) with its events. */
 static struct tcp_conn *
@@ -287,10 +296,11 @@ tcp_conn_new(struct event_base *evb, int fd, const struct fam_conn_opts *opts,
 	c->ev_read = event_new(evb, fd, EV_READ | EV_PERSIST, tcp_read_cb, c);
 	c->ev_write = event_new(evb, fd, EV_WRITE | EV_PERSIST, tcp_write_cb,
 	    c);
+	c->ev_flush = event_new(evb, -1, 0, tcp_flush_cb, c);
 	if (opts->tls != NULL)
 		c->tls = tls_conn_new(opts->tls, fd, active, c->tc.peer);
 	if (c->stage == NULL || c->ev_read == NULL || c->ev_write == NULL ||
-	    (opts->tls != NULL && c->tls == NULL)) {
+	    c->ev_flush == NULL || (opts->tls != NULL && c->tls == NULL)) {
 		tcp_destroy(&c->tc);
 		return NULL;
 	}
@@ -362,6 +372,21 @@ tcp_stop_write(struct tcp_conn *c)
 
 /* ---- output ------------------------------------------------------------ */
 
+/*
+ * Asks for the queue to be written: at the end of this loop round, or
+ * when the socket has room (connecting, or it had none the last time).
+ */
+static void
+tcp_want_flush(struct tcp_conn *c)
+{
+	if (c->writing || c->tc.state == TPS_CLOSED)
+		return;
+	if (c->tc.state == TPS_CONNECTING)
+		tcp_want_write(c);
+	else
+		event_active(c->ev_flush, EV_WRITE, 0);
+}
+
 /* Appends an entry to the output queue and asks for a write. */
 static void
 tcp_enqueue(struct tcp_conn *c, struct tcp_out *o)
@@ -388,7 +413,7 @@ tcp_enqueue(struct tcp_conn *c, struct tcp_out *o)
 		c->paused = true;
 		c->tc.stats.input_pauses++;
 	}
-	tcp_want_write(c);
+	tcp_want_flush(c);
 }
 
 /* Accounts for w bytes written: finishes the entries fully sent. */
@@ -791,7 +816,8 @@ static void
 tcp_read_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct tcp_conn *c = arg;
-	size_t budget = TCP_READ_BUDGET;
+	size_t budget = TCP_READ_BUDGET, asked;
+	bool drained = false; /* a short read: the socket had no more */
 	char who[160];
 
 	while (budget > 0 && c->tc.state != TPS_CLOSED) {
@@ -809,7 +835,7 @@ tcp_read_cb(evutil_socket_t fd, short what, void *arg)
 				break;
 			continue;
 		}
-		if (c->paused || c->throttled)
+		if (c->paused || c->throttled || drained)
 			break;
 		c->stage_off = c->stage_len = 0;
 		if (c->rx == RX_DIRECT && (c->tc.state == TPS_OPEN ||
@@ -820,6 +846,7 @@ tcp_read_cb(evutil_socket_t fd, short what, void *arg)
 			};
 			size_t direct;
 
+			asked = iov[0].iov_len + iov[1].iov_len;
 			n = c->tls == NULL ? readv(c->fd, iov, 2) :
 			    tls_readv(c->tls, iov, 2);
 			if (n > 0) {
@@ -831,6 +858,7 @@ tcp_read_cb(evutil_socket_t fd, short what, void *arg)
 		} else {
 			struct iovec iov = { c->stage, TCP_STAGE_LEN };
 
+			asked = TCP_STAGE_LEN;
 			n = c->tls == NULL ? read(c->fd, c->stage,
 			    TCP_STAGE_LEN) : tls_readv(c->tls, &iov, 1);
 			if (n > 0)
@@ -853,6 +881,8 @@ tcp_read_cb(evutil_socket_t fd, short what, void *arg)
 			break;
 		}
 		c->rx_progress = mono_ns();
+		/* TLS may hold more than the socket had: read on */
+		drained = c->tls == NULL && (size_t)n < asked;
 		budget -= (size_t)n < budget ? (size_t)n : budget;
 		if (c->rx == RX_DIRECT && c->dst_got == c->dst_len &&
 		    c->dst_len > 0)
@@ -898,6 +928,18 @@ tcp_write_cb(evutil_socket_t fd, short what, void *arg)
 		event_active(c->ev_read, EV_READ, 0);
 	tcp_send_queued(c);
 	tp_arm_timer(&c->tc);
+}
+
+/* Writes what was queued during this loop round (tcp_want_flush). */
+static void
+tcp_flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct tcp_conn *c = arg;
+
+	if (c->writing || c->tc.state == TPS_CLOSED ||
+	    c->tc.state == TPS_CONNECTING)
+		return; /* the socket's own event writes */
+	tcp_write_cb(c->fd, EV_WRITE, c);
 }
 
 /* ---- listener ---------------------------------------------------------- */

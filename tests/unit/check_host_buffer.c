@@ -10,6 +10,7 @@
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "host/host.h"
 #include "unit.h"
@@ -191,6 +192,52 @@ START_TEST(test_background_eviction_runs_from_high_to_low_watermark)
 }
 END_TEST
 
+/* Counts the pages of chunk c of the region in its arena's memfd. */
+static unsigned
+pages_in_memfd(uint64_t c)
+{
+	struct region *r = h->clients->regions;
+	unsigned char vec[CHUNK / PAGE];
+	unsigned n = 0;
+
+	ck_assert_int_eq(mincore(r->ar->local + r->off + c * CHUNK, CHUNK,
+	    vec), 0);
+	for (unsigned i = 0; i < CHUNK / PAGE; i++)
+		n += vec[i] & 1;
+	return n;
+}
+
+START_TEST(test_background_pass_punches_each_evicted_chunk_and_no_other)
+{
+	static const uint64_t order[] = { 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5,
+	    13 };
+
+	start("eviction = fifo\nhigh_watermark = 100\nlow_watermark = 99\n");
+	/* arrival order interleaves two runs of the region */
+	for (unsigned i = 0; i < 12; i++)
+		ck_assert_uint_eq(chunks(order[i], 1, false).wrong, 0);
+	unit_run_for(u.base, 200);
+	for (unsigned i = 0; i < 12; i++)
+		ck_assert_uint_eq(pages_in_memfd(order[i]), CHUNK / PAGE);
+	h->high_pct = 50;
+	h->low_pct = 25;
+	unit_run_for(u.base, 300);
+	/* the 8 oldest left (two runs of 4), the 4 newest stay whole */
+	ck_assert_uint_eq(h->used, 4);
+	for (unsigned i = 0; i < 12; i++) {
+		bool gone = i < 8;
+
+		ck_assert_uint_eq(state(order[i]), (gone ? CH_ABSENT :
+		    CH_RESIDENT));
+		ck_assert_uint_eq(pages_in_memfd(order[i]), (gone ? 0 :
+		    CHUNK / PAGE));
+	}
+	ck_assert_uint_eq(pages_in_memfd(6), 0); /* never touched */
+	/* and they come back */
+	ck_assert_uint_eq(chunks(0, 14, false).wrong, 0);
+}
+END_TEST
+
 START_TEST(test_occupancy_and_dirty_counters)
 {
 	struct fam_smsg m = { .type = FAM_S_STAT };
@@ -234,6 +281,7 @@ host_buffer_suite(void)
 	tcase_add_test(t, test_fifo_evicts_in_arrival_order_and_writes_back_first);
 	tcase_add_test(t, test_clock_gives_a_written_chunk_a_second_chance);
 	tcase_add_test(t, test_background_eviction_runs_from_high_to_low_watermark);
+	tcase_add_test(t, test_background_pass_punches_each_evicted_chunk_and_no_other);
 	tcase_add_test(t, test_occupancy_and_dirty_counters);
 	suite_add_tcase(s, t);
 	return s;

@@ -982,6 +982,44 @@ START_TEST(test_crc32c_matches_the_castagnoli_check_value)
 }
 END_TEST
 
+/* CRC32C a bit at a time: the definition, to check the fast ones by. */
+static uint32_t
+crc32c_bitwise(const uint8_t *p, size_t len)
+{
+	uint32_t crc = 0xffffffffu;
+
+	while (len-- > 0) {
+		crc ^= *p++;
+		for (int k = 0; k < 8; k++)
+			crc = crc & 1 ? crc >> 1 ^ 0x82f63b78u : crc >> 1;
+	}
+	return ~crc;
+}
+
+START_TEST(test_crc32c_of_long_runs_matches_the_definition)
+{
+	static const size_t lens[] = { 7, 255, 767, 768, 769, 4096, 24575,
+	    24576, 24577, 65536, 65536 + 769, 3 * 8192 * 5 + 3 * 256 + 9,
+	    1 << 20 };
+	size_t max = (1 << 20) + 16;
+	uint8_t *buf = malloc(max);
+
+	ck_assert_ptr_nonnull(buf);
+	for (size_t i = 0; i < max; i++)
+		buf[i] = (uint8_t)(i * 2654435761u >> 13);
+	/* every stream length, at aligned and odd addresses */
+	for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
+		for (size_t off = 0; off < 16; off += 5)
+			ck_assert_uint_eq(proto_crc32c(0, buf + off, lens[i]),
+			    crc32c_bitwise(buf + off, lens[i]));
+	/* a flipped bit anywhere in a long run changes it */
+	buf[3 * 8192 + 100] ^= 4;
+	ck_assert_uint_eq(proto_crc32c(0, buf, 1 << 16),
+	    crc32c_bitwise(buf, 1 << 16));
+	free(buf);
+}
+END_TEST
+
 START_TEST(test_crc_only_on_chunk_data)
 {
 	struct fam_hdr h = hdr(FAM_MSG_WRITE, 0, FAM_WRITE_HDR_LEN + 64);
@@ -1196,6 +1234,7 @@ proto_suite(void)
 	tcase_add_test(t, test_type_names);
 	tcase_add_test(t, test_message_types_have_distinct_wire_numbers_and_names);
 	tcase_add_test(t, test_crc32c_matches_the_castagnoli_check_value);
+	tcase_add_test(t, test_crc32c_of_long_runs_matches_the_definition);
 	tcase_add_test(t, test_crc_only_on_chunk_data);
 	tcase_add_test(t, test_auth_proof_holds_only_with_the_same_secret);
 	tcase_add_test(t, test_lease_adopt_advise_lengths_checked);
