@@ -789,14 +789,17 @@ fetch_send_src(struct host *h, struct fetch *f, bool demand, bool urgent)
 
 /*
  * Starts what the queues allow: frames for waiting fetches, zero-fills at
- * once, reads up to max_fetches. A fault that waited op_timeout for room
- * fails.
+ * once, reads up to max_fetches. A fault that waited one and a half
+ * op_timeout for room fails: the write-backs that make its room, started
+ * as it began to wait, may each take op_timeout (a copy's node that stalls
+ * is given up on then, and the write-back succeeds on the others).
  */
 void
 host_fetch_kick(struct host *h)
 {
 	unsigned max = (unsigned)cfg_int(h->d->cfg, CFG_HOST_MAX_FETCHES);
-	uint64_t limit = (uint64_t)cfg_int(h->d->cfg, CFG_OP_TIMEOUT) * 1000000u;
+	uint64_t limit = (uint64_t)cfg_int(h->d->cfg, CFG_OP_TIMEOUT) *
+	    1500000u;
 
 	if (max > h->nstaging)
 		max = h->nstaging;

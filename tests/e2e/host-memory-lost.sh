@@ -34,7 +34,7 @@ wait_until 15 grep -q '^waiting' "$T/lost.out" ||
 	fail "famlost: $(cat "$T/lost.out" "$T/lost.err")"
 cat "$T/lost.out"
 # Readers get SIGBUS at op_timeout; the writer once the buffer holds only
-# dirty chunks and op_timeout more: seconds, far from famlost's -w 30.
+# dirty chunks and 1.5 op_timeout more: seconds, far from famlost's -w 30.
 [ $((SECONDS - start)) -le 12 ] || fail "SIGBUS took $((SECONDS - start)) s, op_timeout is 2 s"
 grep -q "^ok - 4 threads reading the block and one writing got SIGBUS when the memory node died" "$T/lost.out" ||
 	fail "not every thread got SIGBUS"
