@@ -24,6 +24,9 @@
  * so later writes count); chunks of a sequential run get none. `fifo`
  * evicts in arrival order. Above high_watermark, background eviction runs
  * down to low_watermark.
+ * Refaults: a chunk read in for a fault less than a buffer's worth of
+ * evicted pages after it left (chunk.ghost: when it left, on a 16-bit
+ * clock of evicted pages) is counted, to tell how well the hand chooses.
  * Locks: none; everything runs on the control loop.
  */
 #include "config.h"
@@ -40,6 +43,7 @@
 
 #define MAX_WRITEBACKS 64
 #define WB_HOLD_MIN ((uint64_t)64 << 20) /* write_quorum's copies: room */
+#define GHOST_TICKS    1024 /* ghost clock units in a buffer's pages */
 #define GRAIN_FRAMES_MAX ((uint64_t)1 << 22) /* frames for partial chunks */
 
 struct writeback;
@@ -116,6 +120,8 @@ host_buffer_init(struct host *h, uint64_t buffer_size, char **cause)
 
 	h->nframes = buffer_size >> h->chunk_shift;
 	h->npages = h->nframes * h->chunk_pages;
+	for (h->ghost_shift = 0; h->npages >> h->ghost_shift > GHOST_TICKS;)
+		h->ghost_shift++;
 	if (h->adaptive) {
 		/* a partial chunk holds a grain or more: more slots */
 		uint64_t slots = buffer_size >> h->grain_shift;
@@ -340,12 +346,38 @@ chunk_punch(struct host *h, struct region *r, uint64_t c)
 	h->punch_n++;
 }
 
+/* Returns the ghost clock now: the pages evicted so far, in its units. */
+static uint16_t
+ghost_now(const struct host *h)
+{
+	uint16_t t = (uint16_t)(h->evicted_pages >> h->ghost_shift);
+
+	return t != 0 ? t : 1; /* 0: never evicted */
+}
+
+/*
+ * A chunk was read in again: if a fault waited for it and it left the
+ * buffer less than a buffer's worth of evictions ago, it counts as a
+ * refault (the hand took what the program was still using).
+ */
+void
+host_chunk_admitted(struct host *h, struct chunk *ch, bool demand)
+{
+	uint16_t left = ch->ghost;
+
+	ch->ghost = 0;
+	if (demand && left != 0 && (uint16_t)(ghost_now(h) - left) <=
+	    (h->npages >> h->ghost_shift))
+		h->stats.refaults++;
+}
+
 /* Removes resident chunk c of r from the buffer (it is clean or lost). */
 static void
 chunk_evict(struct host *h, struct region *r, uint64_t c)
 {
 	struct chunk *ch = &r->chunks[c];
 
+	h->evicted_pages += h->frames[ch->frame].pages;
 	chunk_punch(h, r, c);
 	host_grain_evicted(h, r, ch);
 	if (ch->flags & CH_DIRTY) {
@@ -356,6 +388,7 @@ chunk_evict(struct host *h, struct region *r, uint64_t c)
 	ch->flags &= CH_REMOTE;
 	ch->state = CH_ABSENT;
 	host_frame_put(h, ch->frame);
+	ch->ghost = ghost_now(h); /* (in place of the frame, ABSENT) */
 	r->resident--;
 }
 
@@ -854,13 +887,16 @@ evict_one(struct host *h, bool background)
 		}
 		if (!(ch->flags & CH_DIRTY) || r->lost) {
 			h->stats.evictions_clean++;
+			host_grain_left(r, ch, false);
 			chunk_evict(h, r, c);
 			return 1;
 		}
 		if (h->writebacks_inflight >= MAX_WRITEBACKS)
 			continue;
-		if (writeback_start(h, r, c) == 0)
+		if (writeback_start(h, r, c) == 0) {
+			host_grain_left(r, ch, true);
 			return 0;
+		}
 	}
 	return -1;
 }
@@ -969,6 +1005,7 @@ host_chunks_discard(struct host *h, struct region *r, uint64_t first,
 			run = 0;
 		}
 		ch->flags = 0;
+		ch->ghost = 0;
 		ch->present = 0;
 	}
 	if (run > 0)

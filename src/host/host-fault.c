@@ -177,7 +177,7 @@ queue_push(struct fetch **head, struct fetch **tail, struct fetch *f)
  * program): maps the pages the read filled (direct), or copies them in.
  */
 static int
-fetch_install(struct host *h, const struct fetch *f, uint64_t len)
+fetch_install(struct host *h, struct fetch *f, uint64_t len)
 {
 	struct region *r = f->r;
 	uint64_t at = (uint64_t)f->g_first << h->grain_shift;
@@ -187,8 +187,9 @@ fetch_install(struct host *h, const struct fetch *f, uint64_t len)
 		    len, true);
 	if (f->g_n > 0) /* its grains (fetch = adaptive) */
 		len = host_grain_bytes(h, f);
+	f->writable = host_grain_writable(f);
 	return uffd_copy(r->cl->uffd, chunk_uaddr(h, r, f->chunk) + at,
-	    f->zero ? h->zero : f->staging, len, true);
+	    f->zero ? h->zero : f->staging, len, !f->writable);
 }
 
 /* Drops what a read into the arena left of f's chunk (it is not served). */
@@ -243,13 +244,16 @@ fetch_complete(struct host *h, struct fetch *f, int status)
 		status = fetch_install(h, f, h->chunk);
 	if (f->grow && status == 0) {
 		host_grain_installed(h, f); /* more of a partial chunk */
+		host_grain_written(h, f);
 		goto out;
 	}
 	if (status == 0) {
+		host_chunk_admitted(h, ch, f->fault_ns != 0); /* before frame */
 		ch->state = CH_RESIDENT;
 		ch->frame = (uint32_t)f->frame;
 		ch->fetch = NULL;
 		host_grain_installed(h, f);
+		host_grain_written(h, f);
 		/*
 		 * Scan resistance: a chunk brought in by a sequential run
 		 * (read ahead, or faulted while the run's window is open)
@@ -278,9 +282,10 @@ fetch_complete(struct host *h, struct fetch *f, int status)
 		goto out;
 	}
 	/* Not served: the chunk stays absent (or partial); waiters: SIGBUS. */
-	if (f->grow)
+	if (f->grow) {
+		host_grain_written(h, f); /* what went in may be written */
 		host_grain_ungrown(h, f);
-	else {
+	} else {
 		fetch_unfill(h, f);
 		ch->state = CH_ABSENT;
 		ch->fetch = NULL;

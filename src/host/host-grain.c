@@ -11,6 +11,10 @@
  * so that its density stays measured. Sequential faults (within two
  * grains after one of the last four), replicated regions, forks' copies
  * and their sources, and install = continue read whole chunks.
+ * Whether grains go in writable (the chunk taken as dirty at once, no
+ * write-protect fault to come): into a chunk already written, and where
+ * most partial chunks of the region leave the buffer dirty (counted as
+ * they leave: host_grain_left()).
  * Below the fault service, above the buffer. A partial chunk's grain
  * bits, and the density counted as chunks leave the buffer: host.h
  * (struct chunk: present; host_grain_evicted()).
@@ -26,6 +30,8 @@
 
 #define GRAIN_SAMPLES 8   /* partial chunks evicted before density counts */
 #define GRAIN_PROBE   16  /* a dense region's demand fetches per probe */
+#define GRAIN_WRITTEN 75  /* percent of partial chunks leaving dirty above
+                           * which grains go in writable */
 
 /* Reads [host] fetch and sizes a grain for the chunk size. */
 void
@@ -193,6 +199,49 @@ host_grain_grow(struct host *h, struct region *r, uint64_t c, uint64_t off,
 	r->busy++;
 	h->stats.grain_grows++;
 	return f;
+}
+
+/*
+ * Tells whether f's grains go in writable, the chunk taken as dirty, with
+ * no write-protect fault to come: more of a chunk whose write protection
+ * is lifted (dirty already), or, where most partial chunks leave the
+ * buffer dirty, a grain a thread faulted on (it will be written).
+ * A write-back protects the whole chunk first, as it does for any.
+ */
+bool
+host_grain_writable(const struct fetch *f)
+{
+	const struct region *r = f->r;
+	const struct chunk *ch = &r->chunks[f->chunk];
+
+	if (f->g_n == 0 || f->direct || f->src != NULL || r->copies != NULL ||
+	    r->cl->forking || (r->flags & FAM_S_ALLOC_SHARED))
+		return false;
+	if (f->grow && ch->state == CH_RESIDENT &&
+	    (ch->flags & (CH_UNPROT | CH_DIRTY)) == (CH_UNPROT | CH_DIRTY))
+		return true;
+	return f->nwaiters > 0 && (!f->grow || ch->state == CH_RESIDENT) &&
+	    r->left >= GRAIN_SAMPLES &&
+	    r->left_dirty * 100 >= (uint64_t)r->left * GRAIN_WRITTEN;
+}
+
+/*
+ * f's grains went in writable: its chunk is dirty, its protection lifted
+ * (a write-back or the hand protects it again).
+ */
+void
+host_grain_written(struct host *h, struct fetch *f)
+{
+	struct chunk *ch = &f->r->chunks[f->chunk];
+
+	if (!f->writable)
+		return;
+	ch->flags |= CH_UNPROT | CH_REF;
+	if (!(ch->flags & CH_DIRTY)) {
+		ch->flags |= CH_DIRTY;
+		f->r->dirty++;
+		h->dirty++;
+	}
 }
 
 /* A read of part of a chunk was installed: its grains are in place. */

@@ -427,6 +427,8 @@ role_host_status(struct famd *d, json_t *st)
 	json_object_set_new(st, "fetch", host_fetch_json(h));
 	json_object_set_new(json_object_get(st, "counters"), "forks",
 	    json_integer((json_int_t)s->forks));
+	json_object_set_new(json_object_get(st, "counters"), "refaults",
+	    json_integer((json_int_t)s->refaults));
 	json_object_set_new(json_object_get(st, "counters"), "fork_errors",
 	    json_integer((json_int_t)s->fork_errors));
 	json_object_set_new(json_object_get(st, "counters"), "fork_copy_bytes",

@@ -67,7 +67,11 @@ struct chunk {
 	uint8_t flags;
 	uint16_t late;       /* its write-backs acknowledged by write_quorum
 	                      * whose writes to other copies are still out */
-	uint32_t frame;      /* buffer frame while RESIDENT or EVICTING */
+	union {
+		uint32_t frame;  /* buffer frame while RESIDENT or EVICTING */
+		uint16_t ghost;  /* ABSENT: host.evicted_pages when it left,
+		                  * in ghost units (0: never) */
+	};
 	struct fetch *fetch; /* while FETCHING, or GROWING */
 	uint64_t present;    /* CH_PARTIAL: a bit per grain in place */
 };
@@ -178,6 +182,8 @@ struct region {
 	uint64_t grain_used;    /* ... and their grains in place then */
 	uint64_t grain_fetches; /* partial fetches; every 16th whole: probe */
 	uint64_t whole_fetches; /* demand fetches of whole chunks */
+	uint32_t left, left_dirty; /* partial chunks that left the buffer
+	                            * (decaying), and of them the dirty */
 	unsigned grain_n;       /* grains a demand fetch reads (0: chunk) */
 	uint64_t grain_last[4]; /* 1 + offsets of recent faults, one per
 	                         * stream (0: none) */
@@ -286,6 +292,7 @@ struct fetch {
 	bool via_dpu;      /* its read went out through the dpu */
 	bool retried;      /* given a new deadline after the dpu failed */
 	bool grow;         /* more grains of a partial, resident chunk */
+	bool writable;     /* its grains went in writable: its chunk is dirty */
 	unsigned g_first;  /* partial: first grain read (0: whole chunk) */
 	unsigned g_n;      /* partial: grains read; 0: the whole chunk */
 	uint32_t g_pages;  /* grow: pages added to its chunk's frame */
@@ -318,6 +325,7 @@ struct host_stats {
 	uint64_t prefetches, prefetch_bytes, prefetch_zero;
 	uint64_t reads, reads_coalesced; /* chunk reads sent; of several chunks */
 	uint64_t evictions_clean, evictions_dirty, writebacks;
+	uint64_t refaults; /* chunks read again soon after they left */
 	uint64_t writeback_bytes, writeback_errors, evictions_cancelled;
 	uint64_t fault_waits_for_room, sigbus;
 	uint64_t sigbus_poisoned, sessions_given_up;
@@ -464,6 +472,8 @@ struct host {
 	                           * (write_quorum), late ones included */
 	int writeback_err;        /* of the last write-back, 0 if it worked */
 	uint64_t evict_gen; /* background eviction passes so far */
+	uint64_t evicted_pages; /* pages that left the buffer, the ghost clock */
+	unsigned ghost_shift;   /* ... counted in units of 2^ghost_shift pages */
 	bool punch_batch;   /* a background pass gathers its punches */
 	struct host_punch {
 		struct region *r;
@@ -580,6 +590,23 @@ host_grain_evicted(const struct host *h, struct region *r, struct chunk *ch)
 	}
 }
 
+/*
+ * Counts partial chunk ch of r leaving the buffer, clean or dirty (its
+ * write-back starting): where most leave dirty, grains go in writable.
+ */
+static inline void
+host_grain_left(struct region *r, const struct chunk *ch, bool dirty)
+{
+	if (!(ch->flags & CH_PARTIAL))
+		return;
+	r->left++;
+	r->left_dirty += dirty;
+	if (r->left >= HOST_GRAIN_DECAY) {
+		r->left /= 2;
+		r->left_dirty /= 2;
+	}
+}
+
 /* The layers, top down: each file calls only those below it. */
 
 /* host-role.c */
@@ -666,6 +693,7 @@ int host_frame_grow(struct host *h, uint32_t frame, int64_t pages);
 unsigned host_grain_settle(struct host_client *cl);
 void host_evict_background(struct host *h);
 bool host_evict_for_room(struct host *h);
+void host_chunk_admitted(struct host *h, struct chunk *ch, bool demand);
 void host_region_drop_chunks(struct host *h, struct region *r);
 void host_chunks_punch(struct host *h, struct region *r, uint64_t c,
     uint64_t n);
@@ -780,6 +808,8 @@ bool host_grain_sequential(const struct host *h, struct region *r,
 struct fetch *host_grain_grow(struct host *h, struct region *r, uint64_t c,
     uint64_t off, pid_t tid, uint64_t addr);
 void host_grain_installed(struct host *h, struct fetch *f);
+bool host_grain_writable(const struct fetch *f);
+void host_grain_written(struct host *h, struct fetch *f);
 void host_grain_ungrown(struct host *h, struct fetch *f);
 bool host_grain_wait(struct fetch *f, pid_t tid, uint64_t addr);
 void host_grain_span(const struct host *h, const struct fetch *f,

@@ -62,6 +62,38 @@ chunks(uint64_t first, uint64_t n, bool write)
 	return w;
 }
 
+/* A word a thread writes (write) or reads into val, at byte off. */
+struct word {
+	uint64_t off, val;
+	bool write;
+};
+
+/* Writes or reads the word. */
+static void
+touch_word(void *arg)
+{
+	struct word *w = arg;
+	volatile uint64_t *q = (volatile uint64_t *)(mem + w->off);
+
+	if (w->write)
+		*q = w->val;
+	else
+		w->val = *q;
+}
+
+/* Writes val (or, read, returns the word) at byte off, from a thread. */
+static uint64_t
+word(uint64_t off, uint64_t val, bool write)
+{
+	struct word w = { .off = off, .val = val, .write = write };
+	struct unit_touch t;
+
+	ck_assert_int_eq(unit_touch_start(&t, touch_word, &w), 0);
+	ck_assert(unit_touch_wait(u.base, &t, 30000));
+	ck_assert(!t.sigbus);
+	return w.val;
+}
+
 /* Returns the state of chunk c of the region. */
 static unsigned
 state(uint64_t c)
@@ -87,7 +119,7 @@ start(const char *host_keys)
 	ck_assert_int_eq(unit_prog_open(&prog, u.base, u.session), 0);
 	ck_assert_int_eq(unit_prog_alloc(&prog, 64 * CHUNK, &mem, &handle),
 	    0);
-	ck_assert_uint_eq(h->nframes, FRAMES);
+	ck_assert_uint_eq(h->npages, FRAMES * CHUNK / PAGE);
 }
 
 /* Ends the session and stops the roles. */
@@ -268,6 +300,92 @@ START_TEST(test_occupancy_and_dirty_counters)
 }
 END_TEST
 
+START_TEST(test_chunk_read_again_soon_after_it_left_counts_as_a_refault)
+{
+	start("eviction = fifo\nhigh_watermark = 100\nlow_watermark = 99\n");
+	chunks(0, FRAMES, false);
+	ck_assert(host_evict_for_room(h));
+	ck_assert_uint_eq(state(0), CH_ABSENT);
+	/* a chunk read for the first time is no refault */
+	ck_assert_uint_eq(chunks(20, 1, false).wrong, 0);
+	ck_assert_uint_eq(h->stats.refaults, 0);
+	/* the one that just left is */
+	ck_assert(host_evict_for_room(h));
+	ck_assert_uint_eq(chunks(0, 1, false).wrong, 0);
+	ck_assert_uint_eq(h->stats.refaults, 1);
+	ck_assert_uint_eq(chunks(0, 1, false).wrong, 0); /* resident: none */
+	ck_assert_uint_eq(h->stats.refaults, 1);
+}
+END_TEST
+
+START_TEST(test_grain_read_into_a_written_chunk_takes_writes_without_a_fault)
+{
+	start("fetch = adaptive\neviction = fifo\nhigh_watermark = 100\n"
+	    "low_watermark = 99\n");
+	/* a grain of chunk 0, written: one write-protect fault */
+	word(0, 11, true);
+	ck_assert(h->clients->regions->chunks[0].flags & CH_PARTIAL);
+	ck_assert_uint_eq(h->stats.faults_wp, 1);
+	/* another grain of it, far enough not to look sequential */
+	word(CHUNK / 2, 22, true);
+	ck_assert_uint_eq(h->stats.grain_grows, 1);
+	ck_assert_uint_eq(h->stats.faults_wp, 1); /* it went in writable */
+	ck_assert_uint_eq(h->dirty, 1);
+	/* both writes are written back, and read again */
+	while (state(0) == CH_RESIDENT)
+		ck_assert(host_evict_for_room(h) ||
+		    unit_run_until(u.base, no_writebacks, 5000));
+	ck_assert(unit_run_until(u.base, no_writebacks, 5000));
+	ck_assert_uint_eq(state(0), CH_ABSENT);
+	ck_assert_uint_eq(h->stats.evictions_dirty, 1);
+	ck_assert_uint_eq(word(CHUNK / 2, 0, false), 22);
+	ck_assert_uint_eq(word(0, 0, false), 11);
+}
+END_TEST
+
+/* Evicts every chunk, waiting for their write-backs. */
+static void
+evict_all(void)
+{
+	while (h->used > 0)
+		if (!host_evict_for_room(h))
+			ck_assert(unit_run_until(u.base, no_writebacks, 5000));
+	ck_assert(unit_run_until(u.base, no_writebacks, 5000));
+}
+
+START_TEST(test_grain_read_where_chunks_leave_written_takes_writes_at_once)
+{
+	uint64_t wp;
+
+	start("fetch = adaptive\neviction = fifo\nhigh_watermark = 100\n"
+	    "low_watermark = 99\n");
+	/* a grain read: it goes in write-protected */
+	ck_assert_uint_eq(word(40 * CHUNK, 0, false), 0);
+	word(40 * CHUNK, 40, true);
+	ck_assert_uint_eq(h->stats.faults_wp, 1);
+	/* ten partial chunks, each written, leave the buffer dirty */
+	for (uint64_t c = 0; c < 10; c++)
+		word(c * CHUNK, c + 1, true);
+	evict_all();
+	ck_assert_uint_ge(h->stats.evictions_dirty, 11);
+	/* from now on a grain read goes in writable, its chunk dirty */
+	wp = h->stats.faults_wp;
+	ck_assert_uint_eq(word(20 * CHUNK + PAGE, 0, false), 0);
+	ck_assert(h->clients->regions->chunks[20].flags & CH_DIRTY);
+	ck_assert_uint_eq(h->dirty, 1);
+	word(20 * CHUNK + PAGE, 77, true);
+	ck_assert_uint_eq(h->stats.faults_wp, wp); /* no fault for it */
+	ck_assert_uint_eq(word(5 * CHUNK, 0, false), 6); /* read back */
+	word(5 * CHUNK, 66, true);
+	ck_assert_uint_eq(h->stats.faults_wp, wp);
+	/* both writes are written back, and read again */
+	evict_all();
+	ck_assert_uint_eq(word(20 * CHUNK + PAGE, 0, false), 77);
+	ck_assert_uint_eq(word(5 * CHUNK, 0, false), 66);
+	ck_assert_uint_eq(word(40 * CHUNK, 0, false), 40);
+}
+END_TEST
+
 /* The suite's tests. */
 static Suite *
 host_buffer_suite(void)
@@ -283,6 +401,12 @@ host_buffer_suite(void)
 	tcase_add_test(t, test_background_eviction_runs_from_high_to_low_watermark);
 	tcase_add_test(t, test_background_pass_punches_each_evicted_chunk_and_no_other);
 	tcase_add_test(t, test_occupancy_and_dirty_counters);
+	tcase_add_test(t,
+	    test_chunk_read_again_soon_after_it_left_counts_as_a_refault);
+	tcase_add_test(t,
+	    test_grain_read_into_a_written_chunk_takes_writes_without_a_fault);
+	tcase_add_test(t,
+	    test_grain_read_where_chunks_leave_written_takes_writes_at_once);
 	suite_add_tcase(s, t);
 	return s;
 }
