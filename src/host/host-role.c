@@ -330,11 +330,8 @@ role_host_status(struct famd *d, json_t *st)
 		    "outstanding", (json_int_t)(cs != NULL ? cs->outstanding : 0),
 		    "frees_pending", (json_int_t)n->nfrees,
 		    "last_error", n->last_error != NULL ? n->last_error : ""));
-		json_t *reads = host_hedge_node_json(h, n);
-
-		json_object_update(json_array_get(peers,
-		    json_array_size(peers) - 1), reads);
-		json_decref(reads);
+		host_hedge_peer_json(h, n, json_array_get(peers,
+		    json_array_size(peers) - 1));
 	}
 	for (struct host_client *cl = h->clients; cl != NULL; cl = cl->next) {
 		clients++;

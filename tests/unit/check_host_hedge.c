@@ -316,9 +316,11 @@ hedge_stat(const char *name)
 static int64_t
 node_stat(unsigned i, const char *name)
 {
-	json_t *o = host_hedge_node_json(h, &h->nodes[i]);
-	int64_t v = json_integer_value(json_object_get(o, name));
+	json_t *o = json_object();
+	int64_t v;
 
+	host_hedge_peer_json(h, &h->nodes[i], o);
+	v = json_integer_value(json_object_get(o, name));
 	json_decref(o);
 	return v;
 }
