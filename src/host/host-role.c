@@ -330,8 +330,6 @@ role_host_status(struct famd *d, json_t *st)
 		    "outstanding", (json_int_t)(cs != NULL ? cs->outstanding : 0),
 		    "frees_pending", (json_int_t)n->nfrees,
 		    "last_error", n->last_error != NULL ? n->last_error : ""));
-		host_hedge_peer_json(h, n, json_array_get(peers,
-		    json_array_size(peers) - 1));
 	}
 	for (struct host_client *cl = h->clients; cl != NULL; cl = cl->next) {
 		clients++;
@@ -350,6 +348,7 @@ role_host_status(struct famd *d, json_t *st)
 	    CFG_EVICTION_CLOCK ? "clock" : "fifo",
 	    "numa_node", h->numa_node));
 	json_object_set_new(st, "path", host_path_json(h));
+	host_hedge_peers_json(h, peers);
 	json_object_set_new(st, "redundancy", host_replica_json(h));
 	json_object_set_new(st, "restart", host_restart_json(h));
 	json_object_set_new(st, "programs", json_pack("{s:I,s:I,s:I}",

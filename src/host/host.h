@@ -702,8 +702,7 @@ int host_hedge_read(struct host *h, struct fetch *f, struct stripe *s,
     struct fam_conn *conn, const struct fam_remote *remote,
     struct fam_mr *mr, uint64_t off, uint32_t len, uint16_t flags,
     fam_done_fn done);
-void host_hedge_peer_json(const struct host *h, const struct mnode *n,
-    json_t *peer);
+void host_hedge_peers_json(const struct host *h, json_t *peers);
 json_t *host_hedge_json(const struct host *h);
 
 /* host-ec.c: ec:K+M, beside host-replica.c (its placement and states) */
