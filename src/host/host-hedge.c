@@ -556,26 +556,35 @@ host_hedge_fini(struct host *h)
 }
 
 /*
- * Describes reads from memory node n, as fields of its peer entry: the
- * service time of a chunk read lately (us), the time a read is expected
- * to take now (us), chunks in flight, reads sent, reads hedged away.
+ * Adds what the host knows of reads from each memory node to its entry in
+ * peers (the last nnodes + dpu entries, in the nodes' order): the service
+ * time of a chunk read lately (us), the time a read is expected to take
+ * now (us), chunks in flight, reads sent, reads hedged away.
  */
-json_t *
-host_hedge_node_json(const struct host *h, const struct mnode *n)
+void
+host_hedge_peers_json(const struct host *h, json_t *peers)
 {
-	const struct hedge_node *hn;
-	struct stripe s = { .node = (struct mnode *)n };
+	size_t first = json_array_size(peers);
 
-	if (h->hedge == NULL || n->is_dpu)
-		return json_object();
-	hn = &h->hedge->node[n - h->nodes];
-	return json_pack("{s:I,s:I,s:I,s:I,s:I}",
-	    "read_us", (json_int_t)(hedge_svc(hn, mono_ns()) / 1000u),
-	    "read_expected_us", (json_int_t)(host_hedge_expect(h, &s, 1) /
-	    1000u),
-	    "reads_in_flight", (json_int_t)hn->out,
-	    "reads", (json_int_t)hn->reads,
-	    "reads_hedged_away", (json_int_t)hn->hedged);
+	if (h->hedge == NULL || first < h->nnodes + h->has_dpu)
+		return;
+	first -= h->nnodes + h->has_dpu;
+	for (unsigned i = 0; i < h->nnodes; i++) {
+		const struct hedge_node *hn = &h->hedge->node[i];
+		struct stripe s = { .node = (struct mnode *)&h->nodes[i] };
+		json_t *peer = json_array_get(peers, first + i);
+
+		json_object_set_new(peer, "read_us", json_integer((json_int_t)
+		    (hedge_svc(hn, mono_ns()) / 1000u)));
+		json_object_set_new(peer, "read_expected_us", json_integer(
+		    (json_int_t)(host_hedge_expect(h, &s, 1) / 1000u)));
+		json_object_set_new(peer, "reads_in_flight",
+		    json_integer((json_int_t)hn->out));
+		json_object_set_new(peer, "reads",
+		    json_integer((json_int_t)hn->reads));
+		json_object_set_new(peer, "reads_hedged_away",
+		    json_integer((json_int_t)hn->hedged));
+	}
 }
 
 /*

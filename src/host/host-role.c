@@ -335,9 +335,8 @@ host_peers_json(struct host *h, json_t *peers)
 		struct mnode *n = i < h->nnodes ? &h->nodes[i] : &h->dpu;
 		const struct fam_conn_stats *cs = n->conn != NULL ?
 		    fam_conn_stats(n->conn) : NULL;
-		json_t *peer, *reads;
 
-		peer = json_pack(
+		json_array_append_new(peers, json_pack(
 		    "{s:s,s:s,s:s,s:s,s:b,s:I,s:I,s:I,s:I,s:s,s:o,s:o}",
 		    "role", n->is_dpu ? "dpu" : "memory", "address", n->addr,
 		    "name", n->name,
@@ -350,11 +349,7 @@ host_peers_json(struct host *h, json_t *peers)
 		    "frees_pending", (json_int_t)n->nfrees,
 		    "last_error", n->last_error != NULL ? n->last_error : "",
 		    "link", host_link_json(n->conn),
-		    "background_link", host_link_json(n->bg));
-		reads = host_hedge_node_json(h, n);
-		json_object_update(peer, reads);
-		json_decref(reads);
-		json_array_append_new(peers, peer);
+		    "background_link", host_link_json(n->bg)));
 	}
 }
 
@@ -385,6 +380,7 @@ role_host_status(struct famd *d, json_t *st)
 	    CFG_EVICTION_CLOCK ? "clock" : "fifo",
 	    "numa_node", h->numa_node));
 	json_object_set_new(st, "path", host_path_json(h));
+	host_hedge_peers_json(h, peers);
 	red = host_replica_json(h);
 	host_replace_json(h, red);
 	json_object_set_new(st, "redundancy", red);

@@ -762,7 +762,7 @@ int host_hedge_read(struct host *h, struct fetch *f, struct stripe *s,
     struct fam_conn *conn, const struct fam_remote *remote,
     struct fam_mr *mr, uint64_t off, uint32_t len, uint16_t flags,
     fam_done_fn done);
-json_t *host_hedge_node_json(const struct host *h, const struct mnode *n);
+void host_hedge_peers_json(const struct host *h, json_t *peers);
 json_t *host_hedge_json(const struct host *h);
 /* host-replace.c: beside host-replica.c (whose copies it moves) */
 void host_replace_tick(struct host *h);

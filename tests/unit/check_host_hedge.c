@@ -312,13 +312,17 @@ hedge_stat(const char *name)
 	return v;
 }
 
-/* Returns a field of memory node i's reads (in peers[i]). */
+/* Returns a field of memory node i's reads (as in its peers entry). */
 static int64_t
 node_stat(unsigned i, const char *name)
 {
-	json_t *o = host_hedge_node_json(h, &h->nodes[i]);
-	int64_t v = json_integer_value(json_object_get(o, name));
+	json_t *o = json_array();
+	int64_t v;
 
+	for (unsigned k = 0; k < h->nnodes + h->has_dpu; k++)
+		json_array_append_new(o, json_object());
+	host_hedge_peers_json(h, o);
+	v = json_integer_value(json_object_get(json_array_get(o, i), name));
 	json_decref(o);
 	return v;
 }
