@@ -18,8 +18,8 @@ FAMTEST=$top_builddir/tests/tools/famtest
 # depends on their number (the cache's 64 entries and prefetch depth, a
 # random scan's reads against the recent list of 128 that could make them
 # look like runs). The host then reads no chunks ahead (prefetch = 0), so
-# that each of its reads is one chunk, as unscaled. The second host (famtest,
-# PageRank: no such count of reads to keep) pages chunks of half an entry,
+# that each of its reads is one chunk, as unscaled. The second host
+# (PageRank: no such count of reads to keep) pages chunks of half an entry,
 # so that it reads an eighth as often (each read costs in the emulated
 # Soft-RoCE guest), still two a run for each entry. famtest's blocks and
 # the shim's threshold shrink alike. FAMTEST_SIZE and FAMTEST_THREADS
@@ -103,17 +103,17 @@ start_host host2 "$(scaled 16M)" "$MEM_ADDR" -o host.dpu="$DPU_ADDR" -o host.pat
 	${h2opts[@]+"${h2opts[@]}"}
 dyn() { ctl dpu2 status -j | jq -er ".cache.dynamic.$1"; }
 
-# famtest through the first dpu and host (its 64 entries) unscaled; scaled,
-# through the second (chunks of half an entry: fewer reads).
+# famtest through the first dpu and host: its cache of 64 entries holds
+# four times the host's buffer, so that a write-back finds the entry its
+# chunk was read from still cached (in the second's 16, as large as the
+# buffer, the entries a host has read are the first to go: whether a
+# write-back finds one is luck).
 size=${FAMTEST_SIZE:-$(scaled 96M)}
-fdpu=dpu2 fsock=$FAM_SOCKET
-[ "$TEST_SCALE" = 1 ] && fdpu=dpu fsock=$T/host.session
+fdpu=dpu fsock=$T/host.session
 fdyn() { ctl "$fdpu" status -j | jq -er ".cache.dynamic.$1"; }
 ctl "$fdpu" stats-reset >/dev/null
-# Whether a write-back still finds its chunk's entry cached depends on
-# timing where the cache is small (the second dpu's 16 entries, in the
-# Soft-RoCE guest): famtest runs again, every byte verified each time,
-# until writes have updated an entry (three runs at most).
+# (famtest runs again, every byte verified each time, until writes have
+# updated an entry: three runs at most.)
 for run in 1 2 3; do
 	FAM_SOCKET=$fsock shim env ${fenv[@]+"${fenv[@]}"} "$FAMTEST" -f -s "$size" seq random strided shared split realloc >"$T/ft.txt" 2>&1 ||
 		fail "famtest through the dynamic cache (run $run): $(tail -3 "$T/ft.txt")"

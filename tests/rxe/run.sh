@@ -96,7 +96,7 @@ e2e_env() {
 	# start costing seconds; famtest's threads and programs fewer,
 	# each program paging its buffer through a host's 1 MiB)
 	dpu-aggregate) echo FAMD_TEST_SCALE=64 FAMTEST_PROGRAMS=1 ;;
-	# (famtest through the second host and dpu: its reads cost, and
+	# (famtest: its reads of 4 KiB chunks cost, and
 	# 2M through a 1M buffer pages enough)
 	dpu-dynamic) echo FAMTEST_SIZE=2M ;;
 	esac
