@@ -474,7 +474,8 @@ hedge_timer_cb(evutil_socket_t fd, short what, void *arg)
 /*
  * Sends the read of f's run (f->nrun chunks, len bytes at off of copy s,
  * routed: conn, remote, mr) into f->staging, done(f, ...) once when it is
- * over; hedged after its deadline when r's reads may be. Returns 0, or
+ * over; hedged after its deadline when r's reads may be (a region of one
+ * copy: a plain read, nothing recorded). Returns 0, or
  * the transport's -errno (nothing sent, nothing called).
  */
 int
@@ -483,8 +484,9 @@ host_hedge_read(struct host *h, struct fetch *f, struct stripe *s,
     struct fam_mr *mr, uint64_t off, uint32_t len, uint16_t flags,
     fam_done_fn done)
 {
-	struct hedge_read *hr = h->hedge != NULL ? calloc(1, sizeof *hr) :
-	    NULL;
+	/* one copy: no choice to make, nothing to hedge, nothing to learn */
+	struct hedge_read *hr = h->hedge != NULL && f->r->ncopies > 1 ?
+	    calloc(1, sizeof *hr) : NULL;
 	uint64_t wait, deadline = 0;
 	int rc;
 
