@@ -15,27 +15,7 @@ require_cmd ip
 require_cmd tc
 
 [ "$(id -u)" = 0 ] || skip "network namespaces need root"
-NS=famd$$
-ns_del() {
-	local n
-	for n in h d m; do
-		ip netns del "$NS$n" 2>/dev/null
-	done
-}
-CLEANUP_HOOK=ns_del
-for n in h d m; do
-	ip netns add "$NS$n" 2>"$T/ns.err" || skip "cannot make a network namespace: $(cat "$T/ns.err")"
-	ip -n "$NS$n" link set lo up
-done
-# veth LINK NS_A ADDR_A NS_B ADDR_B: a /24 link between two namespaces.
-veth() {
-	ip link add "$NS$1a" netns "$NS$2" type veth peer name "$NS$1b" netns "$NS$4" ||
-		fail "veth $1"
-	ip -n "$NS$2" addr add "$3/24" dev "$NS$1a"
-	ip -n "$NS$4" addr add "$5/24" dev "$NS$1b"
-	ip -n "$NS$2" link set "$NS$1a" up
-	ip -n "$NS$4" link set "$NS$1b" up
-}
+netns_make famd h d m
 veth hd h 10.231.1.1 d 10.231.1.2
 veth dm d 10.231.2.1 m 10.231.2.2
 veth hm h 10.231.3.1 m 10.231.3.2

@@ -15,27 +15,7 @@ require_cmd tc
 
 [ "$(id -u)" = 0 ] || skip "network namespaces need root"
 [ "$TEST_TRANSPORT" = tcp ] || skip "the namespaces' veth links are tcp's"
-NS=famh$$
-ns_del() {
-	local n
-	for n in h a b; do
-		ip netns del "$NS$n" 2>/dev/null
-	done
-}
-CLEANUP_HOOK=ns_del
-for n in h a b; do
-	ip netns add "$NS$n" 2>"$T/ns.err" || skip "cannot make a network namespace: $(cat "$T/ns.err")"
-	ip -n "$NS$n" link set lo up
-done
-# veth LINK NS_A ADDR_A NS_B ADDR_B: a /24 link between two namespaces.
-veth() {
-	ip link add "$NS$1a" netns "$NS$2" type veth peer name "$NS$1b" netns "$NS$4" ||
-		fail "veth $1"
-	ip -n "$NS$2" addr add "$3/24" dev "$NS$1a"
-	ip -n "$NS$4" addr add "$5/24" dev "$NS$1b"
-	ip -n "$NS$2" link set "$NS$1a" up
-	ip -n "$NS$4" link set "$NS$1b" up
-}
+netns_make famh h a b
 veth ha h 10.232.1.1 a 10.232.1.2
 veth hb h 10.232.2.1 b 10.232.2.2
 # The link to b is slow, both ways.

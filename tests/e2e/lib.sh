@@ -334,3 +334,36 @@ hold_client() {
 	HOLD_PID=$!
 	wait_until 10 grep -q '^holding$' "$out" || fail "famclient $*: $(cat "$out")"
 }
+
+# netns_make PREFIX NAME...: network namespaces $NS$NAME (NS=PREFIX$$),
+# each with its loopback up, deleted when the test ends; the test skips
+# where they cannot be made. veth then joins two of them.
+netns_make() {
+	local n
+	NS=$1$$
+	shift
+	NS_NAMES="$*"
+	CLEANUP_HOOK=netns_del
+	for n in "$@"; do
+		ip netns add "$NS$n" 2>"$T/ns.err" || skip "cannot make a network namespace: $(cat "$T/ns.err")"
+		ip -n "$NS$n" link set lo up
+	done
+}
+
+# netns_del: deletes netns_make's namespaces.
+netns_del() {
+	local n
+	for n in $NS_NAMES; do
+		ip netns del "$NS$n" 2>/dev/null
+	done
+}
+
+# veth LINK NS_A ADDR_A NS_B ADDR_B: a /24 link between two namespaces.
+veth() {
+	ip link add "$NS$1a" netns "$NS$2" type veth peer name "$NS$1b" netns "$NS$4" ||
+		fail "veth $1"
+	ip -n "$NS$2" addr add "$3/24" dev "$NS$1a"
+	ip -n "$NS$4" addr add "$5/24" dev "$NS$1b"
+	ip -n "$NS$2" link set "$NS$1a" up
+	ip -n "$NS$4" link set "$NS$1b" up
+}
