@@ -814,7 +814,14 @@ dpu_dcache_load_new(struct dpu *dpu, struct dpu_mregion *m, uint64_t index,
 	if (q == NULL)
 		return NULL;
 	pthread_mutex_lock(&dc->lock);
-	if ((e = dcache_find(dc, m, index)) == NULL)
+	/*
+	 * Turned off (cache.set, an adaptive switch) after the worker took
+	 * the read: the purge that followed has the lock before us or after,
+	 * and an entry made after it would be a load of a cache that is off.
+	 */
+	if (!atomic_load(&dc->enabled))
+		e = NULL;
+	else if ((e = dcache_find(dc, m, index)) == NULL)
 		e = dcache_entry_new(dpu, m, index);
 	absent = e == NULL || from >= e->len ? 0 :
 	    dcache_gran_mask(dc, from, e->len) & ~(e->valid | e->loading |
@@ -830,6 +837,7 @@ dpu_dcache_load_new(struct dpu *dpu, struct dpu_mregion *m, uint64_t index,
 	e->loading |= dcache_gran_mask(dc, a << dc->gran_shift,
 	    b << dc->gran_shift);
 	e->refs++;
+	DPU_INC(dpu, dyn_loads, 1);
 	pthread_mutex_unlock(&dc->lock);
 	q->kind = DR_LOAD;
 	q->dpu = dpu;
@@ -842,7 +850,6 @@ dpu_dcache_load_new(struct dpu *dpu, struct dpu_mregion *m, uint64_t index,
 	q->flags = FAM_F_BACKGROUND;
 	q->entry = e;
 	q->start_ns = mono_ns();
-	DPU_INC(dpu, dyn_loads, 1);
 	return q;
 }
 
@@ -893,12 +900,13 @@ dpu_dcache_insert(struct dpu *dpu, struct dpu_req *q)
 	struct dpu_dcache *dc = &dpu->dc;
 	uint64_t end = q->off + q->len;
 
-	bool keep = q->status == 0 && q->wseq == atomic_load(&q->m->writes) &&
-	    atomic_load_explicit(&dc->enabled, memory_order_relaxed);
+	bool keep = q->status == 0 && q->wseq == atomic_load(&q->m->writes);
 
 	if (q->len == 0)
 		return;
 	pthread_mutex_lock(&dc->lock);
+	/* (under the lock: a purge that turned the cache off is over) */
+	keep = keep && atomic_load(&dc->enabled);
 	for (uint64_t index = q->off >> dc->entry_shift;
 	    (index << dc->entry_shift) < end; index++) {
 		uint64_t base = index << dc->entry_shift;

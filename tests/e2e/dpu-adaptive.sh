@@ -78,6 +78,7 @@ ctl dpu call cache.set '{"dynamic":"off"}' | jq -e '.dynamic.mode == "off" and (
 	>/dev/null || fail "cache.set off"
 ctl dpu stats-reset >/dev/null
 scan seq
-[ "$(dyn hits)" = 0 ] && [ "$(dyn loads)" = 0 ] || fail "off, yet hits or loads"
+[ "$(dyn hits)" = 0 ] && [ "$(dyn loads)" = 0 ] ||
+	fail "off, yet hits or loads: $(jq -c .cache.dynamic "$T/st.json")"
 ctl dpu call cache.set '{"dynamic":"on"}' >/dev/null || fail "cache.set on"
 pass "cache.set: off (nothing cached, nothing loaded), on; a bad mode is refused"
