@@ -283,6 +283,8 @@ host_frame_grow(struct host *h, uint32_t frame, int64_t pages)
 void
 host_chunks_punch(struct host *h, struct region *r, uint64_t c, uint64_t n)
 {
+	/* the copies left behind are in the restart state before it goes */
+	host_restart_flush(h);
 	if (fallocate(r->ar->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 	    (off_t)(r->off + (c << h->chunk_shift)),
 	    (off_t)(n << h->chunk_shift)) < 0)

@@ -43,6 +43,8 @@
 struct host_ec {
 	struct host_ec_codec codec;
 	uint32_t *crc;  /* [c * (k + m) + i]: CRC32C of fragment i of chunk c */
+	uint64_t *unknown; /* a bit per crc[] not known (restored after a
+	                    * restart of famd): taken from its first read */
 	uint64_t nchunks;
 };
 
@@ -259,6 +261,38 @@ host_ec_alloc(struct region *r)
 	return e->crc != NULL ? 0 : -ENOMEM;
 }
 
+/*
+ * r was restored after a restart of famd, which kept no CRCs: each
+ * fragment's is taken from its first read (its copies' stale marks, in
+ * the restart state, tell which fragments are behind); 0 or -ENOMEM.
+ */
+int
+host_ec_restored(struct region *r)
+{
+	struct host_ec *e = r->ec;
+	uint64_t n;
+
+	if (e == NULL)
+		return 0;
+	n = e->nchunks * (e->codec.k + e->codec.m);
+	e->unknown = malloc(((n + 63) / 64 + 1) * sizeof *e->unknown);
+	if (e->unknown == NULL)
+		return -ENOMEM;
+	memset(e->unknown, 0xff, ((n + 63) / 64 + 1) * sizeof *e->unknown);
+	return 0;
+}
+
+/* Returns true when crc[at] is known, learning it from crc when it is not. */
+static bool
+ec_crc_check(struct host_ec *e, uint64_t at, uint32_t crc)
+{
+	if (e->unknown != NULL && (e->unknown[at / 64] >> (at % 64) & 1)) {
+		e->crc[at] = crc;
+		e->unknown[at / 64] &= ~(1ull << (at % 64));
+	}
+	return e->crc[at] == crc;
+}
+
 /* Frees r's code and CRCs. */
 void
 host_ec_free(struct region *r)
@@ -267,6 +301,7 @@ host_ec_free(struct region *r)
 		return;
 	host_ec_codec_fini(&r->ec->codec);
 	free(r->ec->crc);
+	free(r->ec->unknown);
 	free(r->ec);
 	r->ec = NULL;
 }
@@ -506,9 +541,8 @@ ec_read_frag_done(void *ctx, int status, const uint8_t *payload,
 		ec_read_free(er);
 		return;
 	}
-	if (status == 0 &&
-	    proto_crc32c(0, ec_read_to(er, fr->i), ec->frag) !=
-	    r->ec->crc[er->c * (ec->k + ec->m) + fr->i])
+	if (status == 0 && !ec_crc_check(r->ec, er->c * (ec->k + ec->m) +
+	    fr->i, proto_crc32c(0, ec_read_to(er, fr->i), ec->frag)))
 		status = -EBADMSG;
 	if (status == 0) {
 		er->good |= 1u << fr->i;
@@ -692,8 +726,13 @@ host_ec_wb_done(struct region *r, uint64_t c, unsigned i, uint32_t crc)
 {
 	struct host_ec *e = r->ec;
 
-	if (c < e->nchunks)
-		e->crc[c * (e->codec.k + e->codec.m) + i] = crc;
+	uint64_t at = c * (e->codec.k + e->codec.m) + i;
+
+	if (c >= e->nchunks)
+		return;
+	e->crc[at] = crc;
+	if (e->unknown != NULL)
+		e->unknown[at / 64] &= ~(1ull << (at % 64));
 }
 
 /* Completion of the rebuild's write of a fragment. */

@@ -90,7 +90,7 @@ node_lost(struct host *h, struct mnode *n)
 				    r->lost || s->gone)
 					continue;
 				if (r->ncopies > 1) {
-					s->gone = true;
+					host_stripe_gone(s);
 					s->owned = false;
 					copies++;
 				} else {
@@ -246,7 +246,7 @@ stripe_unlet(struct stripe *s, const void *arg)
 {
 	s->leasing = false;
 	if (s->r->ncopies > 1) {
-		s->gone = true;
+		host_stripe_gone(s);
 		s->owned = false;
 	} else
 		s->r->lost = true;

@@ -228,7 +228,7 @@ adopt_done(void *ctx, int status, const uint8_t *payload, uint32_t len)
 		h->stats.adoptions++;
 		s->owned = true;
 	} else if (status == -ENOENT && !r->dying && r->ncopies > 1) {
-		s->gone = true; /* its copy is made again (host-replica.c) */
+		host_stripe_gone(s); /* its copy is made again (host-replica.c) */
 	} else if (!r->dying)
 		log_rl(LOG_INFO,
 		    "pid %ld: region %llu: cannot adopt it on memory node "
@@ -276,7 +276,7 @@ switch_direct_done(void *ctx, int status, const uint8_t *payload,
 			}
 		}
 	} else if (status == -ENOENT && !r->dying && r->ncopies > 1) {
-		s->gone = true; /* its copy is made again (host-replica.c) */
+		host_stripe_gone(s); /* its copy is made again (host-replica.c) */
 		s->owned = false;
 	} else if (status == -ENOENT && !r->dying) {
 		r->lost = true;

@@ -85,7 +85,7 @@ replace_move(struct host *h, struct stripe *s, struct mnode *to)
 	s->owned = false;
 	s->leasing = false;
 	s->path = SP_DIRECT;
-	s->gone = true;
+	host_stripe_gone(s);
 	h->rp.moved++;
 }
 

@@ -329,7 +329,7 @@ host_replica_rebuild_end(struct host *h, int status)
 		rb->done++;
 		rb->bytes += host_replica_unit(h, r);
 	} else if (status == -ENOENT && rb->wrote && !r->dying) {
-		rb->dst->gone = true; /* its region is gone there: made again */
+		host_stripe_gone(rb->dst); /* its region is gone there: made again */
 		rb->dst->owned = false;
 	} else if (status < 0 && status != -ECANCELED && !r->dying) {
 		log_rl(LOG_INFO, "pid %ld: region %llu: rebuilding chunk %llu "

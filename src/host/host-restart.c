@@ -15,8 +15,10 @@
  *              are freed on the memory nodes
  * When it is written: before the reply to an ALLOC, MAP, ADOPT or REARENA
  * that worked (a program never holds a region the file does not name),
- * and at the next tick after anything else (a FREE, a session's end, a
- * memory node's new session token, a copy moved or made again).
+ * when a copy of a replicated or erasure-coded region falls behind (before
+ * the write-back that left it behind is over: host_restart_behind), and at
+ * the next tick after anything else (a FREE, a session's end, a memory
+ * node's new session token, a copy moved, made again or caught up).
  * Locks: none; the control loop.
  */
 #include "config.h"
@@ -53,6 +55,18 @@ json_u64(uint64_t v)
 }
 
 /*
+ * Tells whether copy s is to be taken as behind on every row after a
+ * restart: its region there is gone, being made again, or on an instance
+ * of the node before (or was, since the last snapshot: host_restart_behind).
+ */
+static bool
+stripe_behind(const struct stripe *s)
+{
+	return s->behind_saved || s->gone || s->creating || s->node == NULL ||
+	    s->instance != s->node->instance;
+}
+
+/*
  * Tells why region r cannot be served from its memory nodes after a
  * restart, or NULL when it can: every stripe direct, on the instance it
  * was made on, held by our session there.
@@ -62,18 +76,19 @@ region_unrestorable(const struct region *r)
 {
 	if (r->lost)
 		return "its data was already lost";
-	if (r->ncopies > 1)
-		return "which copy of a replicated chunk is current is not "
-		    "kept";
 	if (r->src != NULL)
 		return "a fork's copy still sharing its source's chunks";
 	for (unsigned i = 0; i < r->nstripes; i++) {
 		const struct stripe *s = &r->stripes[i];
 
-		if (s->node == NULL || s->path != SP_DIRECT || !s->owned ||
-		    s->switching || s->remote.size == 0 ||
+		if (s->node == NULL || s->path != SP_DIRECT || s->switching)
+			return "a stripe reached through the dpu";
+		/* a copy behind is made whole again from the others */
+		if (r->ncopies > 1 && stripe_behind(s))
+			continue;
+		if (!s->owned || s->remote.size == 0 ||
 		    s->instance != s->node->instance)
-			return "a stripe reached through the dpu or not held";
+			return "a stripe not held";
 	}
 	return NULL;
 }
@@ -86,19 +101,33 @@ state_region(const struct region *r)
 
 	for (unsigned i = 0; i < r->nstripes; i++) {
 		const struct stripe *s = &r->stripes[i];
+		json_t *js;
 
-		json_array_append_new(stripes, json_pack("{s:i,s:I,s:I,s:o,s:o}",
+		js = json_pack("{s:i,s:I,s:I,s:o,s:o,s:b}",
 		    "node", s->node != NULL ? (int)s->node->index : -1,
 		    "region", (json_int_t)s->remote.region,
 		    "size", (json_int_t)s->remote.size,
 		    "key", json_u64(s->key),
-		    "instance", json_u64(s->instance)));
+		    "instance", json_u64(s->instance),
+		    "behind", r->ncopies > 1 && stripe_behind(s));
+		/* its rows behind (host-restart-copies.c) */
+		if (js != NULL && r->ncopies > 1 && s->nstale > 0 &&
+		    !stripe_behind(s)) {
+			char *hex = host_restart_stale_hex(s);
+
+			/* (out of memory: behind as a whole) */
+			json_object_set_new(js, hex != NULL ? "stale" : "behind",
+			    hex != NULL ? json_string(hex) : json_true());
+			free(hex);
+		}
+		json_array_append_new(stripes, js);
 	}
-	return json_pack("{s:o,s:i,s:I,s:I,s:I,s:i,s:i,s:i,s:b,s:o}",
+	return json_pack("{s:o,s:i,s:I,s:I,s:I,s:i,s:i,s:i,s:i,s:b,s:o}",
 	    "handle", json_u64(r->handle), "arena", (int)r->ar->id,
 	    "off", (json_int_t)r->off, "size", (json_int_t)r->size,
 	    "length", (json_int_t)r->length, "flags", (int)r->flags,
 	    "width", (int)r->width, "copies", (int)r->ncopies,
+	    "ec_k", r->ec != NULL ? (int)host_ec_k(r) : 0,
 	    "lost", region_unrestorable(r) != NULL, "stripes", stripes);
 }
 
@@ -172,6 +201,21 @@ state_regions(const struct host *h)
 }
 
 /*
+ * A snapshot was written: it has every copy's stale rows and which copies
+ * are behind as a whole, so the records not written yet are not needed.
+ */
+static void
+restart_stale_saved(struct host *h)
+{
+	h->restart->pend_len = 0;
+	h->restart->pend_n = 0;
+	for (struct host_client *cl = h->clients; cl != NULL; cl = cl->next)
+		for (struct region *r = cl->regions; r != NULL; r = r->next)
+			for (unsigned i = 0; i < r->nstripes; i++)
+				r->stripes[i].behind_saved = false;
+}
+
+/*
  * Writes a snapshot of the state (a temporary file renamed over the state
  * file), and opens it for the journal lines that follow.
  */
@@ -225,6 +269,7 @@ host_restart_save(struct host *h)
 			rs->node_instance[i] = h->nodes[i].instance;
 		}
 		rs->copies_placed = h->rp.moved + h->rb.recreated;
+		restart_stale_saved(h);
 	}
 	free(tmp);
 	json_decref(st);
@@ -236,8 +281,8 @@ host_restart_save(struct host *h)
  * line, one write(2), naming the session; a snapshot instead when the
  * journal is long or cannot be written.
  */
-static void
-restart_append(struct host_client *cl, json_t *e)
+void
+host_restart_append(struct host_client *cl, json_t *e)
 {
 	struct host *h = cl->h;
 	struct host_restart *rs = h->restart;
@@ -252,6 +297,7 @@ restart_append(struct host_client *cl, json_t *e)
 	    json_integer(cl->next_arena)) == 0)
 		text = json_dumps(e, JSON_COMPACT);
 	json_decref(e);
+	host_restart_flush(h); /* the copies' stale rows first, in order */
 	if (text != NULL)
 		line = xasprintf("%s\n", text);
 	if (line != NULL)
@@ -293,7 +339,7 @@ host_restart_replied(struct host_client *cl, int status, uint64_t d)
 			r = r->next;
 		if (r == NULL || r->ar == NULL)
 			break;
-		restart_append(cl, json_pack("{s:o,s:o}", "arena",
+		host_restart_append(cl, json_pack("{s:o,s:o}", "arena",
 		    state_arena(r->ar), "region", state_region(r)));
 		break;
 	case FAM_S_MAP:
@@ -301,11 +347,11 @@ host_restart_replied(struct host_client *cl, int status, uint64_t d)
 		    ar = ar->next)
 			;
 		if (ar != NULL)
-			restart_append(cl, json_pack("{s:o}", "arena",
+			host_restart_append(cl, json_pack("{s:o}", "arena",
 			    state_arena(ar)));
 		break;
 	case FAM_S_FREE:
-		restart_append(cl, json_pack("{s:o}", "free",
+		host_restart_append(cl, json_pack("{s:o}", "free",
 		    json_u64(cl->req.a)));
 		break;
 	case FAM_S_ADOPT:
@@ -360,13 +406,20 @@ load_stripe(struct host *h, struct region *r, unsigned i, json_t *js,
 	struct stripe *s = &r->stripes[i];
 	unsigned col = i % r->width;
 	uint64_t chunks = r->nchunks / r->width + (col < r->nchunks % r->width);
+	uint64_t unit = host_replica_unit(h, r);
 	int64_t node, region, size;
+	json_t *behind, *stale;
 
 	if (get_int(js, "node", -1, (int64_t)h->nnodes - 1, &node) < 0 ||
 	    get_int(js, "region", 0, UINT32_MAX, &region) < 0 ||
 	    get_int(js, "size", 0, INT64_MAX, &size) < 0 ||
 	    get_u64(js, "key", &s->key) < 0 ||
 	    get_u64(js, "instance", &s->instance) < 0)
+		BAD("region %" PRIx64 ": a bad stripe", r->handle);
+	behind = json_object_get(js, "behind");
+	stale = json_object_get(js, "stale");
+	if ((behind != NULL && !json_is_boolean(behind)) ||
+	    (stale != NULL && (!json_is_string(stale) || r->ncopies < 2)))
 		BAD("region %" PRIx64 ": a bad stripe", r->handle);
 	s->r = r;
 	s->node = node >= 0 ? &h->nodes[node] : NULL;
@@ -376,14 +429,51 @@ load_stripe(struct host *h, struct region *r, unsigned i, json_t *js,
 	s->owned = node >= 0;
 	if (r->lost)
 		return 0;
-	if (node < 0 || (uint64_t)size < ((r->flags & FAM_S_ALLOC_FILE) ?
-	    r->size - h->chunk + 1 : chunks << h->chunk_shift))
+	if (node < 0)
+		BAD("region %" PRIx64 ": stripe %u on no node", r->handle, i);
+	if (r->ncopies > 1 && json_is_true(behind)) {
+		/* taken as behind on every row (restart_behind_rows) */
+		s->behind_saved = true;
+		/* its node restarted, or its region not made yet: made again */
+		if (size == 0 || s->instance != h->restart->node_instance[node]) {
+			s->gone = true;
+			s->owned = false;
+			if (size == 0)
+				s->remote.size = chunks * unit;
+		}
+	}
+	if (!s->gone && (uint64_t)size < ((r->flags & FAM_S_ALLOC_FILE) ?
+	    r->size - h->chunk + 1 : chunks * unit))
 		BAD("region %" PRIx64 ": stripe %u is smaller than its "
 		    "chunks", r->handle, i);
-	if (node != (int64_t)host_replica_node(col, i / r->width, h->nnodes))
+	/* a copy is on any node (replace_after moves them), one a column */
+	if (r->ncopies == 1 && node != (int64_t)host_replica_node(col, 0,
+	    h->nnodes))
 		BAD("region %" PRIx64 ": stripe %u on the wrong node",
 		    r->handle, i);
+	for (unsigned k = col; k < i; k += r->width)
+		if (r->stripes[k].node == s->node)
+			BAD("region %" PRIx64 ": two copies of column %u on "
+			    "node %" PRId64, r->handle, col, node);
 	return 0;
+}
+
+/*
+ * A restored region's copies marked behind: every row stale (made whole
+ * again from the others by the rebuild), or gone (made again first).
+ */
+static void
+restart_behind_rows(struct host *h, struct region *r)
+{
+	for (unsigned i = 0; i < r->nstripes; i++) {
+		struct stripe *s = &r->stripes[i];
+
+		if (!s->behind_saved || s->gone)
+			continue;
+		for (uint64_t row = 0; row < host_replica_rows(h, r,
+		    i % r->width); row++)
+			host_stale_set(s, row);
+	}
 }
 
 /* Returns the arena called id of cl, or NULL. */
@@ -404,7 +494,7 @@ load_region(struct host_client *cl, json_t *jr, char **why)
 	struct region *r;
 	struct arena *ar;
 	json_t *stripes = json_object_get(jr, "stripes");
-	int64_t arena, off, size, length, flags, width, copies;
+	int64_t arena, off, size, length, flags, width, copies, ec_k = 0;
 	uint64_t handle;
 
 	if (get_u64(jr, "handle", &handle) < 0 || handle == 0 ||
@@ -417,7 +507,9 @@ load_region(struct host_client *cl, json_t *jr, char **why)
 	    get_int(jr, "copies", 1, h->nnodes, &copies) < 0 ||
 	    !json_is_boolean(json_object_get(jr, "lost")) ||
 	    !json_is_array(stripes) ||
-	    json_array_size(stripes) != (size_t)(width * copies))
+	    json_array_size(stripes) != (size_t)(width * copies) ||
+	    (json_object_get(jr, "ec_k") != NULL && get_int(jr, "ec_k", 0,
+	    copies - 1, &ec_k) < 0))
 		BAD("session pid %ld: a bad region", (long)cl->pid);
 	ar = load_arena_find(cl, arena);
 	if (ar == NULL || (off | size) & (int64_t)(h->chunk - 1) ||
@@ -460,15 +552,31 @@ load_region(struct host_client *cl, json_t *jr, char **why)
 		r->nstripes = (unsigned)(width * copies);
 	r->chunks = calloc(r->nchunks, sizeof *r->chunks);
 	if (r->stripes == NULL || r->chunks == NULL ||
-	    host_arena_add_region(ar, r) < 0 || host_replica_alloc(h, r) < 0)
+	    host_arena_add_region(ar, r) < 0)
 		BAD("out of memory");
+	if (ec_k > 0 && host_ec_new(h, r, (unsigned)ec_k,
+	    (unsigned)(copies - ec_k)) < 0)
+		BAD("region %" PRIx64 ": ec:%" PRId64 "+%" PRId64 " cannot be "
+		    "set up", handle, ec_k, copies - ec_k);
 	for (uint64_t c = 0; c < r->nchunks; c++)
 		r->chunks[c].flags = CH_REMOTE; /* never written reads zeros */
-	if ((r->flags & FAM_S_ALLOC_FILE) && r->width != 1)
-		BAD("region %" PRIx64 ": a file striped", handle);
+	if ((r->flags & FAM_S_ALLOC_FILE) && (r->width != 1 || copies != 1))
+		BAD("region %" PRIx64 ": a file striped or copied", handle);
 	for (unsigned i = 0; i < r->nstripes; i++)
 		if (load_stripe(h, r, i, json_array_get(stripes, i), why) < 0)
 			return -EINVAL;
+	if (host_replica_alloc(h, r) < 0 || host_ec_restored(r) < 0)
+		BAD("out of memory");
+	for (unsigned i = 0; i < r->nstripes && !r->lost; i++) {
+		json_t *st = json_object_get(json_array_get(stripes, i), "stale");
+
+		if (st != NULL && !r->stripes[i].behind_saved &&
+		    host_restart_stale_parse(h, &r->stripes[i],
+		    json_string_value(st)) < 0)
+			BAD("region %" PRIx64 ": stripe %u: bad stale rows",
+			    handle, i);
+	}
+	restart_behind_rows(h, r);
 	if (handle >= h->next_handle)
 		h->next_handle = handle;
 	return 0;
@@ -698,6 +806,30 @@ replay_model(json_t *st)
 	return model;
 }
 
+/*
+ * Applies a journal line's "behind" (b) to session s of the model: a copy
+ * of a region fell behind. A region the model no longer has was freed
+ * after it: nothing to do. 0 or -EINVAL.
+ */
+static int
+replay_behind(json_t *s, json_t *b)
+{
+	const char *handle = json_string_value(json_object_get(b, "region"));
+	json_t *stripe = json_object_get(b, "stripe"), *r, *js;
+
+	if (handle == NULL || !json_is_integer(stripe))
+		return -EINVAL;
+	r = json_object_get(json_object_get(s, "regions"), handle);
+	if (r == NULL)
+		return 0;
+	js = json_array_get(json_object_get(r, "stripes"),
+	    (size_t)json_integer_value(stripe));
+	if (!json_is_object(js) || json_integer_value(stripe) < 0)
+		return -EINVAL;
+	return json_object_set_new(js, "behind", json_true()) == 0 ? 0 :
+	    -ENOMEM;
+}
+
 /* Applies one journal line e to the model; 0 or -EINVAL. */
 static int
 replay_line(json_t *model, json_t *e)
@@ -732,6 +864,8 @@ replay_line(json_t *model, json_t *e)
 	    json_object_del(json_object_get(s, "regions"),
 	    json_string_value(v) ?: "") < 0)
 		return -EINVAL;
+	if ((v = json_object_get(e, "behind")) != NULL)
+		return replay_behind(s, v);
 	return 0;
 }
 
@@ -759,12 +893,13 @@ replay_unmodel(json_t *st, json_t *model)
 
 /*
  * Reads the state file: a snapshot on its first line, then journal lines
- * (restart_append), each applied in turn. A last line cut short (famd died
+ * (host_restart_append), each applied in turn; the records of "stale"
+ * lines go onto stale, in order (applied once the regions are back). A last line cut short (famd died
  * writing it, before its reply) is left out; any other bad line refuses
  * the whole. Returns the state in the snapshot's form, or NULL and *why.
  */
 static json_t *
-load_replay(int fd, char **why)
+load_replay(int fd, json_t *stale, char **why)
 {
 	char *buf = malloc(RESTART_MAX_FILE + 1), *p, *nl;
 	json_t *st = NULL, *model = NULL, *e;
@@ -797,7 +932,9 @@ load_replay(int fd, char **why)
 		else if (st == NULL) {
 			st = json_incref(e);
 			model = replay_model(st);
-		} else if (replay_line(model, e) < 0)
+		} else if (json_is_array(json_object_get(e, "stale")))
+			json_array_extend(stale, json_object_get(e, "stale"));
+		else if (replay_line(model, e) < 0)
 			*why = xasprintf("line %zu is not a change of a session",
 			    line);
 		json_decref(e);
@@ -821,16 +958,21 @@ restart_load(struct host *h)
 {
 	struct host_restart *rs = h->restart;
 	char *why = NULL, *bad;
-	json_t *st = NULL, *sessions, *v;
+	json_t *st = NULL, *sessions, *v, *stale = json_array();
 	size_t i;
 	int fd = load_open(rs->path, &why);
 
-	if (fd == -ENOENT)
+	if (fd == -ENOENT) {
+		json_decref(stale);
 		return;
-	if (fd >= 0) {
-		st = load_replay(fd, &why);
-		close(fd);
 	}
+	rs->loading = true;
+	if (fd >= 0 && stale == NULL)
+		why = xasprintf("out of memory");
+	else if (fd >= 0)
+		st = load_replay(fd, stale, &why);
+	if (fd >= 0)
+		close(fd);
 	if (st != NULL && load_head(h, st, &why) == 0) {
 		sessions = json_object_get(st, "sessions");
 		if (!json_is_array(sessions))
@@ -842,6 +984,10 @@ restart_load(struct host *h)
 		}
 	}
 	json_decref(st);
+	if (why == NULL)
+		host_restart_stale_apply(h, stale);
+	json_decref(stale);
+	rs->loading = false;
 	if (why == NULL) {
 		for (unsigned n = 0; n < h->nnodes; n++) {
 			h->nodes[n].session = rs->node_session[n];
@@ -926,6 +1072,7 @@ host_restart_tick(struct host *h)
 		if (rs->node_session[i] != h->nodes[i].session ||
 		    rs->node_instance[i] != h->nodes[i].instance)
 			rs->dirty = true;
+	host_restart_flush(h); /* copies' rows gone stale or caught up */
 	/* Copies moved (replace_after) or made again: their stripes changed. */
 	if (rs->copies_placed != h->rp.moved + h->rb.recreated)
 		rs->dirty = true;
@@ -967,6 +1114,7 @@ host_restart_fini(struct host *h)
 		return;
 	if (h->restart->jfd >= 0)
 		close(h->restart->jfd);
+	free(h->restart->pend);
 	free(h->restart->path);
 	free(h->restart);
 	h->restart = NULL;
@@ -984,8 +1132,10 @@ host_restart_json(struct host *h)
 	for (const struct host_client *cl = h->clients; cl != NULL;
 	    cl = cl->next)
 		waiting += cl->restored && !cl->dead;
-	return json_pack("{s:s,s:b,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+	return json_pack("{s:s,s:b,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
 	    "state_file", rs->path, "enabled", !rs->off,
+	    "stale_records", (json_int_t)rs->stale_records,
+	    "behind_lines", (json_int_t)rs->behind_lines,
 	    "saves", (json_int_t)rs->saves,
 	    "save_errors", (json_int_t)rs->save_errors,
 	    "sessions_restored", (json_int_t)rs->restored,

@@ -37,6 +37,12 @@ struct host_restart {
 	uint64_t node_session[HOST_MAX_NODES]; /* as last saved */
 	uint64_t node_instance[HOST_MAX_NODES];
 	uint64_t copies_placed; /* copies moved and made again, as saved */
+	bool loading;         /* the state file is being read */
+	char *pend;           /* copies' stale rows not written yet: records
+	                      * of the next "stale" line (host-restart-copies.c) */
+	size_t pend_len, pend_cap;
+	uint64_t pend_n;
+	uint64_t stale_records, behind_lines; /* written */
 	uint64_t saves, save_errors;
 	uint64_t restored, reclaimed, released; /* sessions */
 	uint64_t chunks_resident, chunks_punched; /* found by reclaims */
@@ -44,6 +50,11 @@ struct host_restart {
 
 void host_restart_replied(struct host_client *cl, int status, uint64_t d);
 int host_restart_save(struct host *h);
+void host_restart_append(struct host_client *cl, json_t *e);
+char *host_restart_stale_hex(const struct stripe *s);
+int host_restart_stale_parse(struct host *h, struct stripe *s,
+    const char *hex);
+void host_restart_stale_apply(struct host *h, json_t *log);
 int session_reclaim(struct host_client *cl);
 int session_rearena(struct host_client *cl);
 

@@ -144,6 +144,8 @@ struct stripe {
 	bool creating;            /* ... and its REGION_CREATE is out */
 	uint64_t *stale;          /* a bit per row: this copy is behind */
 	uint64_t nstale;          /* rows with their bit set */
+	bool behind_saved;        /* the restart state says it is behind on
+	                           * every row (host-restart.c) */
 };
 
 struct host_ec;
@@ -521,6 +523,10 @@ host_wake(struct host *h, unsigned what)
 		event_active(h->wake, EV_READ, 0);
 }
 
+void host_restart_behind(struct stripe *s);
+void host_restart_stale(struct stripe *s, uint64_t row, bool set);
+void host_restart_flush(struct host *h);
+
 /* Returns true when copy s of a region is behind for row (replication). */
 static inline bool
 host_stale_test(const struct stripe *s, uint64_t row)
@@ -536,6 +542,18 @@ host_stale_set(struct stripe *s, uint64_t row)
 		return;
 	s->stale[row / 64] |= 1ull << (row % 64);
 	s->nstale++;
+	/* in the restart state before the chunk leaves the buffer */
+	if (!s->behind_saved)
+		host_restart_stale(s, row, true);
+}
+
+/* Copy s's region is gone from its node: made again, behind on every row. */
+static inline void
+host_stripe_gone(struct stripe *s)
+{
+	s->gone = true;
+	if (!s->behind_saved)
+		host_restart_behind(s);
 }
 
 /* Marks copy s up to date for row. */
@@ -546,6 +564,8 @@ host_stale_clear(struct stripe *s, uint64_t row)
 		return;
 	s->stale[row / 64] &= ~(1ull << (row % 64));
 	s->nstale--;
+	if (!s->behind_saved)
+		host_restart_stale(s, row, false);
 }
 
 #define HOST_GRAIN_DECAY 64 /* partial chunks counted in a density, at most */
@@ -771,6 +791,7 @@ void host_replace_json(const struct host *h, json_t *red);
 /* host-ec.c: ec:K+M, beside host-replica.c (its placement and states) */
 int host_ec_new(struct host *h, struct region *r, unsigned k, unsigned m);
 int host_ec_alloc(struct region *r);
+int host_ec_restored(struct region *r);
 void host_ec_free(struct region *r);
 uint32_t host_ec_frag(const struct region *r);
 unsigned host_ec_k(const struct region *r);
