@@ -70,7 +70,8 @@ modes=("$@")
 # host-memory-stalled; netem.sh puts the memory node in a namespace over
 # verbs).
 E2E_LOOPBACK="host-famtest host-killed host-readahead host-programs
-	host-memory-lost host-striping host-client-exit host-shared-file"
+	host-memory-lost host-striping host-client-exit host-shared-file
+	host-restart host-restart-redundant"
 # host-replicate and host-ec (memory nodes over the veth pair) run in the
 # veth guest: with them the loopback guest would outlast RXE_TEST_TIMEOUT.
 E2E_VETH="dpu-forward dpu-path dpu-aggregate dpu-static dpu-dynamic dpu-adaptive
@@ -88,7 +89,8 @@ e2e_env() {
 	host-famtest | dpu-forward | dpu-path) echo FAMD_TEST_SCALE=32 ;;
 	# famlost's written half larger than the buffer (1M at the least);
 	# famtest's passes over three times the buffer (1M at the least)
-	host-memory-lost | host-replicate | host-ec) echo FAMD_TEST_SCALE=8 ;;
+	host-memory-lost | host-replicate | host-ec | host-restart | \
+	host-restart-redundant) echo FAMD_TEST_SCALE=8 ;;
 	# the graph at 1/32 of its size: through 16 chunks of buffer a larger
 	# one's build thrashes under emulation
 	host-programs) echo GRAPH_SCALE=13 ;;
