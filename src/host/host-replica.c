@@ -23,6 +23,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,6 +37,73 @@ unsigned
 host_replica_node(unsigned col, unsigned k, unsigned nnodes)
 {
 	return (col + k) % nnodes;
+}
+
+/*
+ * Chooses the node of copy k of column col of a new region, for each
+ * (place[k * width + col]): the first from node (col + k) on that is up
+ * and holds no other copy of the column. A copy that no node up can take
+ * goes to the first other node (that is down: place[] + nnodes), to be
+ * made when it is back (host_replica_defer), when its column has K copies
+ * on nodes up (ec:K+M; k is 0 otherwise: one copy); else -EHOSTDOWN. One
+ * copy: on node col, up, or -EHOSTDOWN. Not up: node (col + k), as it is.
+ */
+int
+host_replica_place(const struct host *h, unsigned width, unsigned copies,
+    unsigned k_ec, bool up_only, unsigned place[])
+{
+	unsigned n = h->nnodes, need = k_ec > 0 ? k_ec : 1;
+
+	for (unsigned i = 0; i < width * copies && !up_only; i++)
+		place[i] = host_replica_node(i % width, i / width, n);
+	if (!up_only)
+		return 0;
+
+	for (unsigned col = 0; col < width; col++) {
+		uint32_t used = 0;
+		unsigned up = 0;
+
+		for (unsigned k = 0; k < copies; k++) {
+			unsigned pick = UINT_MAX, down = UINT_MAX;
+
+			for (unsigned j = 0; j < n && pick == UINT_MAX; j++) {
+				unsigned x = (col + k + j) % n;
+
+				if (used >> x & 1)
+					continue;
+				if (h->nodes[x].state == MN_UP)
+					pick = x;
+				else if (down == UINT_MAX)
+					down = x;
+				if (copies == 1)
+					break; /* its own node only */
+			}
+			if (pick == UINT_MAX && (copies == 1 || down == UINT_MAX))
+				return -EHOSTDOWN;
+			up += pick != UINT_MAX;
+			if (pick == UINT_MAX)
+				pick = down;
+			used |= 1u << pick;
+			place[k * width + col] = pick +
+			    (h->nodes[pick].state == MN_UP ? 0 : n);
+		}
+		if (up < need)
+			return -EHOSTDOWN;
+	}
+	return 0;
+}
+
+/*
+ * Copy s of a new region is on a node that is down (host_replica_place):
+ * its region there (of rows rows) is made once the node is up, every row
+ * stale then, rebuilt from the other copies.
+ */
+void
+host_replica_defer(struct host *h, struct stripe *s, uint64_t rows)
+{
+	s->remote.size = rows * host_replica_unit(h, s->r);
+	s->owned = false;
+	host_stripe_gone(s);
 }
 
 /*

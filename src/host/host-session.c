@@ -766,7 +766,7 @@ session_alloc(struct host_client *cl)
 	struct fam_smsg *m = &cl->req;
 	struct region *r;
 	uint8_t buf[FAM_REGION_CREATE_MIN + FAM_NAME_MAX + FAM_PATH_MAX];
-	unsigned nstripes, copies, ek, em;
+	unsigned nstripes, copies, ek, em, place[HOST_MAX_NODES * HOST_MAX_NODES];
 	uint64_t chunks, size;
 	bool via_dpu = h->has_dpu && h->path == CFG_PATH_DPU &&
 	    host_dpu_usable(h);
@@ -794,11 +794,9 @@ session_alloc(struct host_client *cl)
 		return alloc_wait_dpu(cl, cl->waits_dpu);
 	waited = cl->waits_dpu;
 	cl->waits_dpu = false;
-	for (unsigned k = 0; k < copies && !via_dpu; k++)
-		for (unsigned i = 0; i < nstripes; i++)
-			if (h->nodes[host_replica_node(i, k, h->nnodes)].state !=
-			    MN_UP)
-				return session_fail(cl, EHOSTDOWN);
+	/* (through the dpu: where the dpu places it; the dpu answers) */
+	if (host_replica_place(h, nstripes, copies, ek, !via_dpu, place) < 0)
+		return session_fail(cl, EHOSTDOWN);
 	/* A file's size is known once a memory node has opened it. */
 	if (uid_quota(h, cl->uid, (m->b & FAM_S_ALLOC_FILE) ? 0 : size,
 	    cl->pid, NULL) != 0)
@@ -830,10 +828,13 @@ session_alloc(struct host_client *cl)
 		int rc2;
 
 		s->r = r;
-		s->node = &h->nodes[host_replica_node(col, i / nstripes,
-		    h->nnodes)];
+		s->node = &h->nodes[place[i] % h->nnodes];
 		s->instance = s->node->instance;
 		s->path = via_dpu ? SP_DPU : SP_DIRECT;
+		if (place[i] >= h->nnodes) {
+			host_replica_defer(h, s, n);
+			continue;
+		}
 		if (via_dpu && s->node->state == MN_UP)
 			rc.place = s->node->instance;
 		rc.size = n * host_replica_unit(h, r);

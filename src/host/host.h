@@ -749,6 +749,9 @@ enum host_redundancy_state {
 };
 
 unsigned host_replica_node(unsigned col, unsigned k, unsigned nnodes);
+int host_replica_place(const struct host *h, unsigned width, unsigned copies,
+    unsigned k_ec, bool up_only, unsigned place[]);
+void host_replica_defer(struct host *h, struct stripe *s, uint64_t rows);
 uint64_t host_replica_rows(const struct host *h, const struct region *r,
     unsigned col);
 int host_replica_alloc(struct host *h, struct region *r);

@@ -23,6 +23,7 @@ E2E_TESTS = \
 	tests/e2e/host-killed.sh \
 	tests/e2e/host-restart.sh \
 	tests/e2e/host-restart-redundant.sh \
+	tests/e2e/host-alloc-degraded.sh \
 	tests/e2e/host-famtest.sh \
 	tests/e2e/host-fork.sh \
 	tests/e2e/host-programs.sh \
