@@ -257,7 +257,6 @@ host_frame_take(struct host *h, uint32_t pages)
 void
 host_frame_put(struct host *h, uint32_t frame)
 {
-	host_restart_frame_free(h, frame);
 	h->frames[frame].r = NULL;
 	h->free_frames[h->nfree++] = frame;
 	h->used--;
@@ -734,8 +733,6 @@ writeback_start_partial(struct host *h, struct region *r, uint64_t c)
 		    &wc->remote) < 0)
 			break;
 	}
-	if (routed == n)
-		host_restart_dirty_wp(h, r, c);
 	if (routed == n && (ch->flags & CH_UNPROT)) {
 		rc = uffd_protect(r->cl->uffd, r->ar->uaddr + r->off +
 		    (c << h->chunk_shift), h->chunk, true);
@@ -745,7 +742,7 @@ writeback_start_partial(struct host *h, struct region *r, uint64_t c)
 	if (routed < n || (rc < 0 && rc != -ESRCH)) {
 		for (unsigned i = 0; i < routed; i++)
 			host_route_done(h, wb->copy[i].s);
-		writeback_free(h, wb);
+		free(wb);
 		return rc < 0 ? rc : -EHOSTDOWN;
 	}
 	ch->flags &= ~CH_DIRTY;
@@ -798,15 +795,13 @@ writeback_start(struct host *h, struct region *r, uint64_t c)
 		free(wb);
 		return -EHOSTDOWN;
 	}
-	/* in the table before it looks clean (write-protected) */
-	host_restart_dirty_wp(h, r, c);
 	if (ch->flags & CH_UNPROT) {
 		rc = uffd_protect(r->cl->uffd, r->ar->uaddr + r->off +
 		    (c << h->chunk_shift), h->chunk, true);
 		if (rc < 0 && rc != -ESRCH) {
 			for (unsigned i = 0; i < n; i++)
 				host_route_done(h, wb->copy[i].s);
-			writeback_free(h, wb);
+			free(wb);
 			return rc;
 		}
 		ch->flags &= ~CH_UNPROT;
@@ -886,8 +881,6 @@ evict_one(struct host *h, bool background)
 			continue;
 		if (clock && (ch->flags & CH_REF)) {
 			ch->flags &= ~CH_REF;
-			if ((ch->flags & CH_UNPROT) && (ch->flags & CH_DIRTY))
-				host_restart_dirty_wp(h, r, c);
 			if ((ch->flags & CH_UNPROT) && uffd_protect(r->cl->uffd,
 			    r->ar->uaddr + r->off + (c << h->chunk_shift),
 			    h->chunk, true) == 0)

@@ -885,8 +885,6 @@ fork_freeze(struct host_client *cl)
 
 			if (ch->state != CH_RESIDENT || !(ch->flags & CH_UNPROT))
 				continue;
-			if (ch->flags & CH_DIRTY)
-				host_restart_dirty_wp(h, r, c);
 			rc = uffd_protect(cl->uffd, r->ar->uaddr + r->off +
 			    (c << h->chunk_shift), h->chunk, true);
 			if (rc < 0 && rc != -ESRCH)

@@ -11,11 +11,9 @@
  * REARENAs still to come).
  * What a chunk is after a reclaim, from the arena's memfd (with install =
  * copy, a page is in the memfd only once UFFDIO_COPY put it in place):
- *   every page there    RESIDENT; clean when every page is write-protected
- *                       in the program's page tables (/proc/PID/pagemap)
- *                       and the famd before did not write-protect it dirty
- *                       (its table: host-restart-inflight.c), else
- *                       dirty (in our table: it may be write-protected)
+ *   every page there    RESIDENT, and dirty: whether the program wrote it
+ *                       is not known (its write-protect bits are the
+ *                       program's page tables', which famd cannot read)
  *   some pages there    an install or a punch cut short: the pages there
  *                       are unwritten (installed write-protected), the
  *                       memory node holds the chunk; punched, ABSENT
@@ -91,46 +89,12 @@ restored_move(struct host_client *cl, struct host_client *w)
 	host_client_put(w);
 }
 
-#define PM_UFFD_WP (1ull << 57) /* /proc/PID/pagemap: uffd write-protected */
-
-/*
- * Tells whether every page of chunk c of r is write-protected in the
- * program's page tables (pagemap: its /proc/PID/pagemap, -1: unreadable,
- * then no) and the famd before did not write-protect it dirty: the memory
- * nodes hold what the program sees (a write would have cleared the bit).
- */
-static bool
-chunk_protected(struct host *h, struct region *r, uint64_t c, int pagemap)
-{
-	uint64_t pages = h->chunk >> 12, pm[512];
-	uint64_t first = (r->ar->uaddr + r->off + (c << h->chunk_shift)) >> 12;
-
-	if (pagemap < 0 || r->ar->uaddr == 0 ||
-	    host_restart_inflight_was(h, r->handle, c))
-		return false;
-	for (uint64_t done = 0; done < pages;) {
-		uint64_t n = pages - done < 512 ? pages - done : 512;
-
-		if (pread(pagemap, pm, n * 8, (off_t)((first + done) * 8)) !=
-		    (ssize_t)(n * 8))
-			return false;
-		for (uint64_t i = 0; i < n; i++)
-			if (!(pm[i] & PM_UFFD_WP))
-				return false;
-		done += n;
-	}
-	return true;
-}
-
 /*
  * Finds the resident chunks of r from its arena's memfd (the table above):
- * gives each a frame, clean when every page of it is write-protected in the
- * program (pagemap: its /proc/PID/pagemap, or -1) and the famd before did
- * not write-protect it dirty, dirty otherwise (in the table of chunks write-protected
- * dirty: it may be); punches what an install cut short left.
+ * gives each a frame, dirty; punches what an install cut short left.
  */
 static int
-region_reclaim(struct host *h, struct region *r, int pagemap)
+region_reclaim(struct host *h, struct region *r)
 {
 	struct host_restart *rs = h->restart;
 	int memfd = r->ar->memfd;
@@ -175,16 +139,11 @@ region_reclaim(struct host *h, struct region *r, int pagemap)
 		r->resident++;
 		rs->chunks_resident++;
 		/* A shared file's chunk stays write-protected: never dirty. */
-		if ((r->flags & FAM_S_ALLOC_SHARED) ||
-		    chunk_protected(h, r, c, pagemap)) {
-			rs->chunks_clean++;
-			continue;
+		if (!(r->flags & FAM_S_ALLOC_SHARED)) {
+			ch->flags |= CH_DIRTY | CH_UNPROT;
+			r->dirty++;
+			h->dirty++;
 		}
-		/* (maybe write-protected: so it is not taken as clean) */
-		host_restart_dirty_wp(h, r, c);
-		ch->flags |= CH_DIRTY | CH_UNPROT;
-		r->dirty++;
-		h->dirty++;
 	}
 	return 0;
 }
@@ -227,8 +186,7 @@ arena_reclaim(struct host_client *cl, uint32_t id, uint64_t addr,
 {
 	struct host *h = cl->h;
 	struct arena *ar;
-	char pm[48];
-	int rc = 0, pagemap;
+	int rc;
 
 	for (ar = cl->arenas; ar != NULL; ar = ar->next)
 		if (ar->id == id)
@@ -255,18 +213,12 @@ arena_reclaim(struct host_client *cl, uint32_t id, uint64_t addr,
 			goto fail;
 		ar->uaddr = addr;
 	}
-	snprintf(pm, sizeof pm, "/proc/%ld/pagemap", (long)cl->pid);
-	pagemap = open(pm, O_RDONLY | O_CLOEXEC);
 	for (size_t i = 0; i < ar->nregions; i++) {
-		rc = region_reclaim(h, ar->regions[i], pagemap);
+		rc = region_reclaim(h, ar->regions[i]);
 		if (rc < 0)
-			break;
+			goto fail;
 	}
-	if (pagemap >= 0)
-		close(pagemap);
-	if (rc == 0)
-		return 0;
-	goto fail;
+	return 0;
 fail:
 	log_rl(LOG_WARNING, "session pid %ld: cannot take arena %u back: %s",
 	    (long)cl->pid, id, strerror(-rc));
@@ -285,7 +237,7 @@ reclaim_finish(struct host_client *cl)
 {
 	struct host *h = cl->h;
 	struct arena **pp = &cl->arenas;
-	uint64_t lost = 0, resident = 0, dirty = 0;
+	uint64_t lost = 0, resident = 0;
 
 	while (*pp != NULL) {
 		struct arena *ar = *pp;
@@ -323,18 +275,15 @@ reclaim_finish(struct host_client *cl)
 	for (struct arena *ar = cl->arenas; ar != NULL; ar = ar->next)
 		if (ar->uaddr != 0)
 			uffd_wake(cl->uffd, ar->uaddr, ar->size);
-	for (struct region *r = cl->regions; r != NULL; r = r->next) {
+	for (struct region *r = cl->regions; r != NULL; r = r->next)
 		resident += r->resident;
-		dirty += r->dirty;
-	}
 	h->restart->reclaimed++;
 	h->restart->dirty = true;
 	log_notice("session pid %ld taken back after a restart of famd: %llu "
-	    "regions, %llu bytes, %llu bytes resident (%llu dirty)",
+	    "regions, %llu bytes, %llu bytes resident (taken as dirty)",
 	    (long)cl->pid, (unsigned long long)cl->nregions,
 	    (unsigned long long)cl->bytes,
-	    (unsigned long long)(resident << h->chunk_shift),
-	    (unsigned long long)(dirty << h->chunk_shift));
+	    (unsigned long long)(resident << h->chunk_shift));
 	host_evict_background(h);
 	host_fetch_kick(h);
 }

@@ -98,7 +98,6 @@ host_restart_stale(struct stripe *s, uint64_t row, bool set)
 			/* no room for it: a snapshot has every row */
 			rs->pend_len = 0;
 			rs->pend_n = 0;
-			rs->pend_sets = 0;
 			host_restart_save(r->cl->h);
 			return;
 		}
@@ -111,7 +110,6 @@ host_restart_stale(struct stripe *s, uint64_t row, bool set)
 	    (unsigned)(s - r->stripes), row, set);
 	rs->pend_len += (size_t)n;
 	rs->pend_n++;
-	rs->pend_sets += set;
 	if (rs->pend_len >= STALE_PEND_MAX)
 		host_restart_flush(r->cl->h);
 }
@@ -134,7 +132,6 @@ host_restart_flush(struct host *h)
 	rs->stale_records += rs->pend_n;
 	rs->pend_len = 0;
 	rs->pend_n = 0;
-	rs->pend_sets = 0;
 	if (rs->jfd >= 0 && writev(rs->jfd, iov, 3) == want) {
 		rs->jlines++;
 		return;

@@ -209,7 +209,6 @@ restart_stale_saved(struct host *h)
 {
 	h->restart->pend_len = 0;
 	h->restart->pend_n = 0;
-	h->restart->pend_sets = 0;
 	for (struct host_client *cl = h->clients; cl != NULL; cl = cl->next)
 		for (struct region *r = cl->regions; r != NULL; r = r->next)
 			for (unsigned i = 0; i < r->nstripes; i++)
@@ -1034,7 +1033,6 @@ host_restart_init(struct host *h)
 			    "restart state %s is removed", rs->path);
 		return 0;
 	}
-	host_restart_inflight_init(h);
 	restart_load(h);
 	rs->dirty = true;
 	return 0;
@@ -1075,7 +1073,6 @@ host_restart_tick(struct host *h)
 		    rs->node_instance[i] != h->nodes[i].instance)
 			rs->dirty = true;
 	host_restart_flush(h); /* copies' rows gone stale or caught up */
-	host_restart_inflight_tick(h);
 	/* Copies moved (replace_after) or made again: their stripes changed. */
 	if (rs->copies_placed != h->rp.moved + h->rb.recreated)
 		rs->dirty = true;
@@ -1117,7 +1114,6 @@ host_restart_fini(struct host *h)
 		return;
 	if (h->restart->jfd >= 0)
 		close(h->restart->jfd);
-	host_restart_inflight_fini(h);
 	free(h->restart->pend);
 	free(h->restart->path);
 	free(h->restart);
@@ -1136,7 +1132,7 @@ host_restart_json(struct host *h)
 	for (const struct host_client *cl = h->clients; cl != NULL;
 	    cl = cl->next)
 		waiting += cl->restored && !cl->dead;
-	return json_pack("{s:s,s:b,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+	return json_pack("{s:s,s:b,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
 	    "state_file", rs->path, "enabled", !rs->off,
 	    "stale_records", (json_int_t)rs->stale_records,
 	    "behind_lines", (json_int_t)rs->behind_lines,
@@ -1147,6 +1143,5 @@ host_restart_json(struct host *h)
 	    "sessions_reclaimed", (json_int_t)rs->reclaimed,
 	    "sessions_released", (json_int_t)rs->released,
 	    "chunks_resident", (json_int_t)rs->chunks_resident,
-	    "chunks_clean", (json_int_t)rs->chunks_clean,
 	    "chunks_punched", (json_int_t)rs->chunks_punched);
 }

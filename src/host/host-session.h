@@ -43,19 +43,9 @@ struct host_restart {
 	size_t pend_len, pend_cap;
 	uint64_t pend_n;
 	uint64_t stale_records, behind_lines; /* written */
-	uint64_t pend_sets;   /* records of rows gone stale in pend */
-	/* chunks write-protected dirty (host-restart-inflight.c) */
-	struct host_inflight *inflight; /* the table, mapped; NULL: none */
-	struct {
-		uint64_t handle, chunk;
-	} *old;               /* the famd before's, until its sessions are
-	                       * taken back */
-	size_t nold;
-	bool old_all;         /* ... or every chunk (no table whole) */
 	uint64_t saves, save_errors;
 	uint64_t restored, reclaimed, released; /* sessions */
 	uint64_t chunks_resident, chunks_punched; /* found by reclaims */
-	uint64_t chunks_clean; /* ... of the resident, write-protected */
 };
 
 void host_restart_replied(struct host_client *cl, int status, uint64_t d);
@@ -65,11 +55,6 @@ char *host_restart_stale_hex(const struct stripe *s);
 int host_restart_stale_parse(struct host *h, struct stripe *s,
     const char *hex);
 void host_restart_stale_apply(struct host *h, json_t *log);
-void host_restart_inflight_init(struct host *h);
-void host_restart_inflight_tick(struct host *h);
-void host_restart_inflight_fini(struct host *h);
-bool host_restart_inflight_was(const struct host *h, uint64_t handle,
-    uint64_t c);
 int session_reclaim(struct host_client *cl);
 int session_rearena(struct host_client *cl);
 

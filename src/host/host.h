@@ -526,9 +526,6 @@ host_wake(struct host *h, unsigned what)
 void host_restart_behind(struct stripe *s);
 void host_restart_stale(struct stripe *s, uint64_t row, bool set);
 void host_restart_flush(struct host *h);
-void host_restart_dirty_wp(struct host *h, const struct region *r,
-    uint64_t c);
-void host_restart_frame_free(struct host *h, uint32_t f);
 
 /* Returns true when copy s of a region is behind for row (replication). */
 static inline bool

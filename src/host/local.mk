@@ -21,7 +21,6 @@ src_libfamdcore_la_SOURCES += \
 	src/host/host-ec.c \
 	src/host/host-restart.c \
 	src/host/host-restart-copies.c \
-	src/host/host-restart-inflight.c \
 	src/host/host-listen.c \
 	src/host/host-session.h \
 	src/host/host-session.c \

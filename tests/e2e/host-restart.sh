@@ -83,29 +83,6 @@ wait "$ft" || fail "famtest: $(tail -n 5 "$T/p.out" "$T/p.err")"
 grep -q '^ok - passes: ' "$T/p.out" || fail "famtest: $(tail -3 "$T/p.out")"
 pass "host famd stopped (SIGTERM) and started again: famtest taken back; $(tail -1 "$T/p.out"); a program started meanwhile got libc memory"
 
-# A program that reads its data after writing it once (famred -r, a
-# block twice the buffer): killed and started again under it, the host
-# famd finds its resident chunks clean from their write-protect bits in
-# the program's page tables: none is written back again, every word right.
-"$top_builddir/tests/tools/famred" -r -s "$(scaled 64M)" default >"$T/r.out" 2>&1 &
-fr=$!
-rpasses() { [ "$(grep -c '^pass ' "$T/r.out")" -ge "$1" ] || ! kill -0 "$fr"; }
-wait_until 120 rpasses 3 && kill -0 "$fr" || fail "famred: $(tail -3 "$T/r.out")"
-kill -KILL "$HOST_PID"
-wait "$HOST_PID" 2>/dev/null
-start_host host "$BUF" "$MEM_ADDR"
-reclaimed() { ctl host status -j | jq -e '.restart.sessions_reclaimed == 1' >/dev/null; }
-wait_until 30 reclaimed || fail "famred not taken back: $(ctl host status -j | jq -c .restart)"
-rs=$(ctl host status -j | jq -c '.restart | {chunks_resident, chunks_clean}')
-echo "$rs" | jq -e '.chunks_resident > 0 and .chunks_clean == .chunks_resident' >/dev/null ||
-	fail "a reader's resident chunks not found clean: $rs"
-n=$(grep -c '^pass ' "$T/r.out")
-wait_until 120 rpasses $((n + 2)) && kill -0 "$fr" || fail "famred after the restart: $(tail -3 "$T/r.out")"
-counter_is host writebacks 0 || fail "a reader's chunks written back: $(ctl host status -j | jq -c .counters)"
-kill -USR1 "$fr"
-wait "$fr" || fail "famred: $(tail -3 "$T/r.out")"
-pass "a reader: host famd killed and started again: its resident chunks found clean ($rs), none written back, every word right"
-
 # A restart state that does not check is refused, never trusted: the
 # program whose session it held gets SIGBUS in every thread (famlost
 # checks every word it reads before), and says why.

@@ -5,11 +5,9 @@
  * tests: one block per MODE, then passes over them, each checking the
  * previous pass's pattern, writing a new one and checking it.
  *
- * usage: famred [-s SIZE] [-w] [-r] MODE...
+ * usage: famred [-s SIZE] [-w] MODE...
  *   MODE     default (fam_alloc), none, replicate:N or ec:K+M
  *   -s SIZE  bytes of each block (K, M, G suffixes; default 24M)
- *   -r       the passes after the first only read (check the first's
- *            pattern): nothing written
  *   -w       says "ready" once the blocks are allocated, and waits for
  *            SIGUSR1 before the first write
  * Prints "block I MODE handle H" for each block (H from fam_stat), then
@@ -50,7 +48,6 @@ struct block {
 static struct block blocks[MAX_BLOCKS];
 static unsigned nblocks;
 static size_t opt_size = (size_t)24 << 20;
-static bool opt_read;
 static volatile sig_atomic_t usr1, usr2;
 static sigjmp_buf bus_jmp;
 
@@ -147,18 +144,16 @@ main(int argc, char **argv)
 	int stop;
 	int c;
 
-	while ((c = getopt(argc, argv, "rs:w")) != -1) {
+	while ((c = getopt(argc, argv, "s:w")) != -1) {
 		if (c == 's')
 			opt_size = tool_parse_size(optarg);
 		else if (c == 'w')
 			wait = true;
-		else if (c == 'r')
-			opt_read = true;
 		else
-			FAIL("usage: famred [-s SIZE] [-w] [-r] MODE...");
+			FAIL("usage: famred [-s SIZE] [-w] MODE...");
 	}
 	if (optind == argc || argc - optind > MAX_BLOCKS)
-		FAIL("usage: famred [-s SIZE] [-w] [-r] MODE... (1 to %d)",
+		FAIL("usage: famred [-s SIZE] [-w] MODE... (1 to %d)",
 		    MAX_BLOCKS);
 	sigemptyset(&sa.sa_mask);
 	if (sigaction(SIGUSR1, &sa, NULL) < 0 ||
@@ -203,10 +198,6 @@ main(int argc, char **argv)
 		for (unsigned i = 0; i < nblocks; i++) {
 			if (blocks[i].skipped)
 				continue;
-			if (opt_read && n > 0) {
-				block_pass(&blocks[i], i, 0, true);
-				continue;
-			}
 			if (n > 0)
 				block_pass(&blocks[i], i, n - 1, true);
 			block_pass(&blocks[i], i, n, false);
