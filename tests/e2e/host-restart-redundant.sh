@@ -81,7 +81,7 @@ run_case() {
 		fail "$what: the new famd did not read the restart state: $(tail -5 "$T/$host.log")"
 	wait_until 30 sh -c "grep -a -q 'the host famd came back after' '$T/p.err'" ||
 		fail "$what: famtest was not taken back: $(tail -5 "$T/p.err"; tail -5 "$T/$host.log")"
-	kill -0 "$ft" || fail "$what: famtest after the restart: $(tail -3 "$T/p.out" "$T/p.err")"
+	kill -0 "$ft" || { wait "$ft"; fail "$what: famtest after the restart (exit $?): $(cat "$T/p.out" "$T/p.err" | tail -n 5)"; }
 	red "$host" ".mode == \"$mode\" and .regions == 1" ||
 		fail "$what: the region was not restored as $mode: $(ctl "$host" status -j | jq -c .redundancy); $(tail -3 "$T/p.out" "$T/p.err")"
 	wait_until 60 host_nodes_up "$host" ||
