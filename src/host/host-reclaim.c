@@ -16,7 +16,10 @@
  *                       program's page tables', which famd cannot read)
  *   some pages there    an install or a punch cut short: the pages there
  *                       are unwritten (installed write-protected), the
- *                       memory node holds the chunk; punched, ABSENT
+ *                       memory node holds the chunk; punched, ABSENT. With
+ *                       fetch = adaptive, a partial chunk: its grains
+ *                       wholly there RESIDENT (CH_PARTIAL), dirty, the
+ *                       others punched
  *   none                ABSENT, read from the memory node (which reads a
  *                       chunk never written as zeros)
  * Locks: none; the control loop.
@@ -90,6 +93,63 @@ restored_move(struct host_client *cl, struct host_client *w)
 }
 
 /*
+ * Chunk c of r is partly in its arena's memfd (fetch = adaptive): a
+ * partial chunk of the famd before, whose grains in place may have been
+ * written (they are the only copy). Its grains wholly there are taken back
+ * as a partial chunk, dirty; a grain partly there (an install or a punch
+ * cut short: what is there is the memory node's) is punched. 0, or -errno.
+ */
+static int
+chunk_reclaim_partial(struct host *h, struct region *r, uint64_t c)
+{
+	struct chunk *ch = &r->chunks[c];
+	uint64_t grain = (uint64_t)1 << h->grain_shift, mask = 0;
+	unsigned per = (unsigned)(h->chunk >> h->grain_shift);
+	off_t lo = (off_t)(r->off + (c << h->chunk_shift));
+	int memfd = r->ar->memfd;
+	int64_t fr;
+
+	for (unsigned g = 0; g < per; g++) {
+		off_t glo = lo + (off_t)(g * grain), ghi = glo + (off_t)grain;
+		off_t d = lseek(memfd, glo, SEEK_DATA), e;
+
+		if (d < 0 && errno != ENXIO)
+			return -errno;
+		if (d < 0 || d >= ghi)
+			continue; /* nothing of it there */
+		e = lseek(memfd, glo, SEEK_HOLE);
+		if (e < 0)
+			return -errno;
+		if (d == glo && e >= ghi) {
+			mask |= 1ull << g;
+			continue;
+		}
+		if (fallocate(memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+		    glo, (off_t)grain) < 0)
+			return -errno;
+	}
+	h->restart->chunks_punched += mask == 0;
+	if (mask == 0)
+		return 0;
+	fr = host_frame_take(h, (uint32_t)((unsigned)__builtin_popcountll(mask) *
+	    (grain >> 12)));
+	if (fr < 0)
+		return -ENOSPC;
+	h->frames[fr].r = r;
+	h->frames[fr].chunk = c;
+	ch->state = CH_RESIDENT;
+	ch->frame = (uint32_t)fr;
+	ch->present = mask;
+	ch->flags = CH_REMOTE | CH_REF | CH_PARTIAL | CH_DIRTY | CH_UNPROT;
+	r->resident++;
+	r->dirty++;
+	h->dirty++;
+	h->restart->chunks_resident++;
+	h->restart->chunks_partial++;
+	return 0;
+}
+
+/*
  * Finds the resident chunks of r from its arena's memfd (the table above):
  * gives each a frame, dirty; punches what an install cut short left.
  */
@@ -123,6 +183,14 @@ region_reclaim(struct host *h, struct region *r)
 		}
 		if (held == 0)
 			continue;
+		if (held < (off_t)h->chunk && h->adaptive &&
+		    !(r->flags & FAM_S_ALLOC_SHARED)) {
+			int rc = chunk_reclaim_partial(h, r, c);
+
+			if (rc < 0)
+				return rc;
+			continue;
+		}
 		if (held < (off_t)h->chunk) {
 			host_chunks_punch(h, r, c, 1);
 			rs->chunks_punched++;
@@ -280,10 +348,9 @@ reclaim_finish(struct host_client *cl)
 	h->restart->reclaimed++;
 	h->restart->dirty = true;
 	log_notice("session pid %ld taken back after a restart of famd: %llu "
-	    "regions, %llu bytes, %llu bytes resident (taken as dirty)",
+	    "regions, %llu bytes, %llu chunks resident (taken as dirty)",
 	    (long)cl->pid, (unsigned long long)cl->nregions,
-	    (unsigned long long)cl->bytes,
-	    (unsigned long long)(resident << h->chunk_shift));
+	    (unsigned long long)cl->bytes, (unsigned long long)resident);
 	host_evict_background(h);
 	host_fetch_kick(h);
 }

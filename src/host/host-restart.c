@@ -1132,7 +1132,7 @@ host_restart_json(struct host *h)
 	for (const struct host_client *cl = h->clients; cl != NULL;
 	    cl = cl->next)
 		waiting += cl->restored && !cl->dead;
-	return json_pack("{s:s,s:b,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+	return json_pack("{s:s,s:b,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
 	    "state_file", rs->path, "enabled", !rs->off,
 	    "stale_records", (json_int_t)rs->stale_records,
 	    "behind_lines", (json_int_t)rs->behind_lines,
@@ -1143,5 +1143,6 @@ host_restart_json(struct host *h)
 	    "sessions_reclaimed", (json_int_t)rs->reclaimed,
 	    "sessions_released", (json_int_t)rs->released,
 	    "chunks_resident", (json_int_t)rs->chunks_resident,
+	    "chunks_partial", (json_int_t)rs->chunks_partial,
 	    "chunks_punched", (json_int_t)rs->chunks_punched);
 }

@@ -46,6 +46,7 @@ struct host_restart {
 	uint64_t saves, save_errors;
 	uint64_t restored, reclaimed, released; /* sessions */
 	uint64_t chunks_resident, chunks_punched; /* found by reclaims */
+	uint64_t chunks_partial; /* ... of the resident, partial (grains) */
 };
 
 void host_restart_replied(struct host_client *cl, int status, uint64_t d);

@@ -102,3 +102,21 @@ grep -q "no host famd took this program's fabric-attached memory back within .*:
 	fail "famlost does not say why: $(cat "$T/lost.err")"
 [ -f "$STATE.refused" ] || fail "the refused state was not kept aside"
 pass "a restart state that does not check is refused with a log line: its program gets SIGBUS, no wrong word"
+
+# fetch = adaptive: partial chunks (the grains a sparse program touched,
+# perhaps written: their only copy) outlive a restart. famtest sparse
+# writes random words, one per 16 KiB, over three times the buffer; the
+# host famd is killed under it and started again: the partial chunks are
+# taken back dirty, and every word is right.
+start_host ha "$BUF" "$MEM_ADDR" -o host.fetch=adaptive
+LD_PRELOAD=$SHIM "$FAMTEST" -f -s "$(scaled 96M)" sparse >"$T/sp.out" 2>"$T/sp.err" &
+sp=$!
+grains_in() { ctl ha status -j | jq -e '.fetch.partial_fetches > 300' >/dev/null || ! kill -0 "$sp"; }
+wait_until 30 grains_in && kill -0 "$sp" || fail "famtest sparse: $(tail -n 3 "$T/sp.out")"
+kill -KILL "$HOST_PID"
+wait "$HOST_PID" 2>/dev/null
+start_host ha "$BUF" "$MEM_ADDR" -o host.fetch=adaptive
+wait "$sp" || fail "famtest sparse after the restart: $(cat "$T/sp.out" "$T/sp.err" | tail -n 5)"
+partial=$(ctl ha status -j | jq '.restart.chunks_partial')
+[ "$partial" -gt 0 ] || fail "no partial chunk taken back: $(ctl ha status -j | jq -c .restart)"
+pass "fetch = adaptive: host famd killed under a sparse writer and started again: $partial partial chunks taken back dirty, every word right"
