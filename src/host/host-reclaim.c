@@ -92,6 +92,27 @@ restored_move(struct host_client *cl, struct host_client *w)
 	host_client_put(w);
 }
 
+/* Chunk c of r is resident again, in frame fr; dirty (and writable) or not. */
+static void
+chunk_reclaimed(struct host *h, struct region *r, uint64_t c, int64_t fr,
+    bool dirty)
+{
+	struct chunk *ch = &r->chunks[c];
+
+	h->frames[fr].r = r;
+	h->frames[fr].chunk = c;
+	ch->state = CH_RESIDENT;
+	ch->frame = (uint32_t)fr;
+	ch->flags = CH_REMOTE | CH_REF;
+	r->resident++;
+	h->restart->chunks_resident++;
+	if (dirty) {
+		ch->flags |= CH_DIRTY | CH_UNPROT;
+		r->dirty++;
+		h->dirty++;
+	}
+}
+
 /*
  * Chunk c of r is partly in its arena's memfd (fetch = adaptive): a
  * partial chunk of the famd before, whose grains in place may have been
@@ -135,16 +156,9 @@ chunk_reclaim_partial(struct host *h, struct region *r, uint64_t c)
 	    (grain >> 12)));
 	if (fr < 0)
 		return -ENOSPC;
-	h->frames[fr].r = r;
-	h->frames[fr].chunk = c;
-	ch->state = CH_RESIDENT;
-	ch->frame = (uint32_t)fr;
+	chunk_reclaimed(h, r, c, fr, true);
 	ch->present = mask;
-	ch->flags = CH_REMOTE | CH_REF | CH_PARTIAL | CH_DIRTY | CH_UNPROT;
-	r->resident++;
-	r->dirty++;
-	h->dirty++;
-	h->restart->chunks_resident++;
+	ch->flags |= CH_PARTIAL;
 	h->restart->chunks_partial++;
 	return 0;
 }
@@ -161,7 +175,6 @@ region_reclaim(struct host *h, struct region *r)
 	uint64_t c;
 
 	for (c = 0; c < r->nchunks; c++) {
-		struct chunk *ch = &r->chunks[c];
 		off_t lo = (off_t)(r->off + (c << h->chunk_shift));
 		off_t hi = lo + (off_t)h->chunk, at = lo, held = 0;
 		int64_t fr;
@@ -199,19 +212,8 @@ region_reclaim(struct host *h, struct region *r)
 		fr = host_frame_get(h);
 		if (fr < 0)
 			return -ENOSPC;
-		h->frames[fr].r = r;
-		h->frames[fr].chunk = c;
-		ch->state = CH_RESIDENT;
-		ch->frame = (uint32_t)fr;
-		ch->flags = CH_REMOTE | CH_REF;
-		r->resident++;
-		rs->chunks_resident++;
 		/* A shared file's chunk stays write-protected: never dirty. */
-		if (!(r->flags & FAM_S_ALLOC_SHARED)) {
-			ch->flags |= CH_DIRTY | CH_UNPROT;
-			r->dirty++;
-			h->dirty++;
-		}
+		chunk_reclaimed(h, r, c, fr, !(r->flags & FAM_S_ALLOC_SHARED));
 	}
 	return 0;
 }
