@@ -270,15 +270,16 @@ int
 host_ec_restored(struct region *r)
 {
 	struct host_ec *e = r->ec;
-	uint64_t n;
+	size_t len;
 
 	if (e == NULL)
 		return 0;
-	n = e->nchunks * (e->codec.k + e->codec.m);
-	e->unknown = malloc(((n + 63) / 64 + 1) * sizeof *e->unknown);
+	len = ((e->nchunks * (e->codec.k + e->codec.m) + 63) / 64 + 1) *
+	    sizeof *e->unknown;
+	e->unknown = malloc(len);
 	if (e->unknown == NULL)
 		return -ENOMEM;
-	memset(e->unknown, 0xff, ((n + 63) / 64 + 1) * sizeof *e->unknown);
+	memset(e->unknown, 0xff, len);
 	return 0;
 }
 
@@ -725,7 +726,6 @@ void
 host_ec_wb_done(struct region *r, uint64_t c, unsigned i, uint32_t crc)
 {
 	struct host_ec *e = r->ec;
-
 	uint64_t at = c * (e->codec.k + e->codec.m) + i;
 
 	if (c >= e->nchunks)

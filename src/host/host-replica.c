@@ -46,7 +46,8 @@ host_replica_node(unsigned col, unsigned k, unsigned nnodes)
  * goes to the first other node (that is down: place[] + nnodes), to be
  * made when it is back (host_replica_defer), when its column has K copies
  * on nodes up (ec:K+M; k is 0 otherwise: one copy); else -EHOSTDOWN. One
- * copy: on node col, up, or -EHOSTDOWN. Not up: node (col + k), as it is.
+ * copy: on node col, up, or -EHOSTDOWN. up_only false (the dpu places it):
+ * node (col + k), up or not.
  */
 int
 host_replica_place(const struct host *h, unsigned width, unsigned copies,
@@ -58,7 +59,6 @@ host_replica_place(const struct host *h, unsigned width, unsigned copies,
 		place[i] = host_replica_node(i % width, i / width, n);
 	if (!up_only)
 		return 0;
-
 	for (unsigned col = 0; col < width; col++) {
 		uint32_t used = 0;
 		unsigned up = 0;
@@ -66,26 +66,30 @@ host_replica_place(const struct host *h, unsigned width, unsigned copies,
 		for (unsigned k = 0; k < copies; k++) {
 			unsigned pick = UINT_MAX, down = UINT_MAX;
 
-			for (unsigned j = 0; j < n && pick == UINT_MAX; j++) {
+			for (unsigned j = 0; j < n; j++) {
 				unsigned x = (col + k + j) % n;
 
 				if (used >> x & 1)
 					continue;
-				if (h->nodes[x].state == MN_UP)
+				if (h->nodes[x].state == MN_UP) {
 					pick = x;
-				else if (down == UINT_MAX)
+					break;
+				}
+				if (down == UINT_MAX)
 					down = x;
 				if (copies == 1)
 					break; /* its own node only */
 			}
-			if (pick == UINT_MAX && (copies == 1 || down == UINT_MAX))
-				return -EHOSTDOWN;
-			up += pick != UINT_MAX;
-			if (pick == UINT_MAX)
+			if (pick != UINT_MAX) {
+				up++;
+				place[k * width + col] = pick;
+			} else if (copies > 1 && down != UINT_MAX) {
 				pick = down;
+				place[k * width + col] = down + n;
+			} else {
+				return -EHOSTDOWN;
+			}
 			used |= 1u << pick;
-			place[k * width + col] = pick +
-			    (h->nodes[pick].state == MN_UP ? 0 : n);
 		}
 		if (up < need)
 			return -EHOSTDOWN;

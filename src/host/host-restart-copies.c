@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -52,6 +53,17 @@ copies_rs(const struct stripe *s)
 }
 
 /*
+ * Tells whether changes of r go to the journal now: a region the program
+ * holds (one not listed yet is saved whole with its ALLOC).
+ */
+static bool
+region_journaled(const struct region *r)
+{
+	return !r->cl->h->handover && r->cl->token != 0 && r->listed &&
+	    !r->dying;
+}
+
+/*
  * Copy s's region is gone from its node: the state file says at once that
  * the copy is behind on every row (a famd started after this one makes it
  * again). Cleared by the next snapshot, which says so itself.
@@ -61,18 +73,16 @@ host_restart_behind(struct stripe *s)
 {
 	struct host_restart *rs = copies_rs(s);
 	struct region *r = s->r;
-	struct host_client *cl;
 	char handle[24];
 
 	if (rs == NULL)
 		return;
-	cl = r->cl;
 	s->behind_saved = true;
-	if (cl->h->handover || cl->token == 0 || !r->listed || r->dying)
-		return; /* (a region not listed yet is saved whole with it) */
+	if (!region_journaled(r))
+		return;
 	snprintf(handle, sizeof handle, "%016" PRIx64, r->handle);
 	rs->behind_lines++;
-	host_restart_append(cl, json_pack("{s:{s:s,s:i}}", "behind", "region",
+	host_restart_append(r->cl, json_pack("{s:{s:s,s:i}}", "behind", "region",
 	    handle, "stripe", (int)(s - r->stripes)));
 }
 
@@ -87,8 +97,7 @@ host_restart_stale(struct stripe *s, uint64_t row, bool set)
 	struct region *r = s->r;
 	int n;
 
-	if (rs == NULL || r->cl->h->handover || r->cl->token == 0 ||
-	    !r->listed || r->dying)
+	if (rs == NULL || !region_journaled(r))
 		return;
 	if (rs->pend_cap - rs->pend_len < STALE_RECORD_MAX) {
 		size_t cap = rs->pend_cap != 0 ? rs->pend_cap * 2 : 4096;
@@ -96,8 +105,6 @@ host_restart_stale(struct stripe *s, uint64_t row, bool set)
 
 		if (p == NULL) {
 			/* no room for it: a snapshot has every row */
-			rs->pend_len = 0;
-			rs->pend_n = 0;
 			host_restart_save(r->cl->h);
 			return;
 		}

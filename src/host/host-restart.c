@@ -15,9 +15,9 @@
  *              are freed on the memory nodes
  * When it is written: before the reply to an ALLOC, MAP, ADOPT or REARENA
  * that worked (a program never holds a region the file does not name),
- * when a copy of a replicated or erasure-coded region falls behind (before
- * the write-back that left it behind is over: host_restart_behind), and at
- * the next tick after anything else (a FREE, a session's end, a memory
+ * the rows a copy of a replicated or erasure-coded region fell behind on or
+ * caught up on before any chunk leaves the buffer, a copy gone at once
+ * (host-restart-copies.c), and at the next tick after anything else (a FREE, a session's end, a memory
  * node's new session token, a copy moved, made again or caught up).
  * Locks: none; the control loop.
  */
@@ -101,6 +101,7 @@ state_region(const struct region *r)
 
 	for (unsigned i = 0; i < r->nstripes; i++) {
 		const struct stripe *s = &r->stripes[i];
+		bool behind = r->ncopies > 1 && stripe_behind(s);
 		json_t *js;
 
 		js = json_pack("{s:i,s:I,s:I,s:o,s:o,s:b}",
@@ -109,10 +110,9 @@ state_region(const struct region *r)
 		    "size", (json_int_t)s->remote.size,
 		    "key", json_u64(s->key),
 		    "instance", json_u64(s->instance),
-		    "behind", r->ncopies > 1 && stripe_behind(s));
+		    "behind", behind);
 		/* its rows behind (host-restart-copies.c) */
-		if (js != NULL && r->ncopies > 1 && s->nstale > 0 &&
-		    !stripe_behind(s)) {
+		if (js != NULL && r->ncopies > 1 && s->nstale > 0 && !behind) {
 			char *hex = host_restart_stale_hex(s);
 
 			/* (out of memory: behind as a whole) */
@@ -894,9 +894,9 @@ replay_unmodel(json_t *st, json_t *model)
 /*
  * Reads the state file: a snapshot on its first line, then journal lines
  * (host_restart_append), each applied in turn; the records of "stale"
- * lines go onto stale, in order (applied once the regions are back). A last line cut short (famd died
- * writing it, before its reply) is left out; any other bad line refuses
- * the whole. Returns the state in the snapshot's form, or NULL and *why.
+ * lines go onto stale, in order (applied once the regions are back). A
+ * last line cut short (famd died writing it, before its reply) is left
+ * out; any other bad line refuses the whole. Returns the state in the snapshot's form, or NULL and *why.
  */
 static json_t *
 load_replay(int fd, json_t *stale, char **why)
