@@ -25,17 +25,11 @@ node_down() {
 
 # run_case HOST MODE NODES: the whole story with [host] redundancy MODE.
 run_case() {
-	local host=$1 mode=$2 n=$3 addrs=() names=() list i p last
-	MEMPIDS=()
-	for ((i = 0; i < n; i++)); do
-		start_memory "$host-m$i"
-		addrs+=("$MEM_ADDR")
-		names+=("$host-m$i")
-	done
-	list=$(IFS=,; echo "${addrs[*]}")
+	local host=$1 mode=$2 n=$3 addrs names list p last
+	start_memories "$host-m" "$n"
+	addrs=("${ADDRS[@]}") names=("${NAMES[@]}") list=$NODES
 	start_host "$host" "$buffer" "$list" -o host.redundancy="$mode" \
 		-o host.rebuild_rate=256M -o host.replace_after=0
-	wait_until 30 host_nodes_up "$host" || fail "$mode: nodes: $(ctl "$host" status -j | jq -c .peers)"
 
 	# The last node dies before the program starts.
 	last=$((n - 1))

@@ -54,13 +54,8 @@ regions() {
 # memory nodes.
 run_case() {
 	local mode=$1 n=$2 host=host$2 addrs=() names=() list i p r seen= before
-	MEMPIDS=()
-	for ((i = 0; i < n; i++)); do
-		start_memory "m$n$i"
-		addrs+=("$MEM_ADDR")
-		names+=("m$n$i")
-	done
-	list=$(IFS=,; echo "${addrs[*]}")
+	start_memories "m$n" "$n"
+	addrs=("${ADDRS[@]}") names=("${NAMES[@]}") list=$NODES
 	start_host "$host" "$buffer" "$list" -o host.redundancy="$mode" \
 		-o host.replace_after=$after -o host.rebuild_rate="$(scaled 8M)"
 	red "$host" ".mode == \"$mode\" and .state == \"healthy\" and .replace_after_ms == 3000 and .copies_moved == 0" ||

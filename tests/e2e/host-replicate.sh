@@ -23,12 +23,8 @@ size=$(scaled 24M) # three times the buffer
 # at RATE bytes/s.
 run_case() {
 	local n=$1 rate=$2 addrs=() names=() list host=host$1 i t0 took
-	for ((i = 0; i < n; i++)); do
-		start_memory "m$n$i"
-		addrs+=("$MEM_ADDR")
-		names+=("m$n$i")
-	done
-	list=$(IFS=,; echo "${addrs[*]}")
+	start_memories "m$n" "$n"
+	addrs=("${ADDRS[@]}") names=("${NAMES[@]}") list=$NODES
 	start_host "$host" "$buffer" "$list" -o host.redundancy=replicate:2 \
 		-o host.rebuild_rate="$rate"
 	red "$host" '.mode == "replicate:2" and .state == "healthy"' ||

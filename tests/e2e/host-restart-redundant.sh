@@ -44,23 +44,17 @@ stall_last() {
 # redundancy MODE, on a host famd called HOST; with STALL = calm, no node
 # stalls: the host famd is killed as it goes.
 run_case() {
-	local host=$1 mode=$2 n=$3 stall=$4 addrs=() list i p state
+	local host=$1 mode=$2 n=$3 stall=$4 list p state
 	shift 4
-	MEMPIDS=()
 	what="$mode${*:+ ($*)}"
 	[ "$stall" = stall ] || what+=", no node stalled"
 	local how="with a copy behind"
 	[ "$stall" = stall ] || how="as it went"
-	for ((i = 0; i < n; i++)); do
-		start_memory "$host-m$i"
-		addrs+=("$MEM_ADDR")
-	done
-	list=$(IFS=,; echo "${addrs[*]}")
+	start_memories "$host-m" "$n"
+	list=$NODES
 	opts=(-o host.redundancy="$mode" -o famd.op_timeout=2s -o host.rebuild_rate=256M "$@")
 	start_host "$host" "$buffer" "$list" "${opts[@]}"
 	state=$T/$host.session.state
-	# (a region is made on every node of its copies: all up first)
-	wait_until 30 host_nodes_up "$host" || fail "$what: nodes: $(ctl "$host" status -j | jq -c .peers)"
 
 	LD_PRELOAD=$SHIM "$FAMTEST" -f -s "$size" passes >"$T/p.out" 2>"$T/p.err" &
 	ft=$!

@@ -27,6 +27,20 @@ start_memory() {
 	MEMPIDS+=("$MEM_PID")
 }
 
+# start_memories PREFIX N: N memory famds called PREFIX0, PREFIX1, ...
+# (MEMPIDS holds theirs alone): their addresses in ADDRS, their names in
+# NAMES, the host's memory_nodes of them in NODES.
+start_memories() {
+	local i
+	MEMPIDS=() ADDRS=() NAMES=()
+	for ((i = 0; i < $2; i++)); do
+		start_memory "$1$i"
+		ADDRS+=("$MEM_ADDR")
+		NAMES+=("$1$i")
+	done
+	NODES=$(IFS=,; echo "${ADDRS[*]}")
+}
+
 # verbs_chains NAME: over verbs, the host NAME read and wrote every memory
 # node it is up with one-sided RDMA READs and WRITEs (on whichever of its
 # connections to the node), posted in chains: more reads and writes than
