@@ -14,10 +14,6 @@
 . "$(dirname "$0")/lib-redundancy.sh"
 require_cmd jq
 
-FAMTEST=$top_builddir/tests/tools/famtest
-buffer=$(scaled 8M)
-size=$(scaled 24M) # three times the buffer
-
 # node_down HOST I: the host HOST sees its memory node I down.
 node_down() {
 	ctl "$1" status -j | jq -e ".peers[$2].state != \"up\"" >/dev/null

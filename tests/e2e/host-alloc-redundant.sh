@@ -14,10 +14,6 @@
 . "$(dirname "$0")/lib-redundancy.sh"
 require_cmd jq
 
-FAMRED=$top_builddir/tests/tools/famred
-buffer=$(scaled 8M)
-size=$(scaled 24M) # three times the buffer
-
 start_memory pa
 a=$MEM_ADDR
 start_memory pb

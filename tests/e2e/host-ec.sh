@@ -17,10 +17,6 @@
 . "$(dirname "$0")/lib-redundancy.sh"
 require_cmd jq
 
-FAMTEST=$top_builddir/tests/tools/famtest
-buffer=$(scaled 8M)
-size=$(scaled 24M) # three times the buffer
-
 # ec:2+1 needs three memory nodes: file:line, exit 78; a bad code too.
 cat >"$T/bad.conf" <<'CONF'
 [famd]

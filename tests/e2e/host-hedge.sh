@@ -18,10 +18,6 @@
 require_cmd jq
 [ "$TEST_TRANSPORT" = verbs ] && skip "over verbs a stopped memory famd stalls no read"
 
-FAMTEST=$top_builddir/tests/tools/famtest
-buffer=$(scaled 8M)
-size=$(scaled 24M) # three times the buffer
-
 # reads_done: read passes famtest finished so far.
 reads_done() {
 	grep -c '^read ' "$T/r.out"

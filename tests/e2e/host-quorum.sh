@@ -19,10 +19,6 @@ require_cmd jq
 # over verbs the kernel serves one-sided writes of a stopped memory famd
 [ "$TEST_TRANSPORT" = verbs ] && skip "a stopped memory famd stalls nothing over verbs"
 
-FAMRED=$top_builddir/tests/tools/famred
-buffer=$(scaled 8M)
-size=$(scaled 24M) # three times the buffer
-
 # write_quorum below K of ec:K+M, above the copies, or not a number.
 cat >"$T/bad.conf" <<'CONF'
 [famd]

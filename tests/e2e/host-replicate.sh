@@ -15,10 +15,6 @@
 . "$(dirname "$0")/lib-redundancy.sh"
 require_cmd jq
 
-FAMTEST=$top_builddir/tests/tools/famtest
-buffer=$(scaled 8M)
-size=$(scaled 24M) # three times the buffer
-
 # run_case NODES RATE: the whole story over NODES memory nodes, rebuilt
 # at RATE bytes/s.
 run_case() {

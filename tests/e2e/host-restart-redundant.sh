@@ -20,10 +20,6 @@
 . "$(dirname "$0")/lib-redundancy.sh"
 require_cmd jq
 
-FAMTEST=$top_builddir/tests/tools/famtest
-buffer=$(scaled 8M)
-size=$(scaled 24M) # three times the buffer
-
 # stall_last: the last node stalls past op_timeout (SIGSTOP): its copy
 # falls behind, and the state file says so.
 stall_last() {

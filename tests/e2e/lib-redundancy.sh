@@ -1,8 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
 # lib-redundancy.sh - what the tests of redundancy share (host-replicate.sh,
-# host-ec.sh), sourced after lib.sh: the redundancy status, famtest's
+# host-ec.sh, ...), sourced after lib.sh: famtest, famred, the buffer and
+# the data's size, the redundancy status, famtest's
 # passes (its output in $T/p.out, its pid in $ft), and the memory famds'
 # pids in MEMPIDS, in the order started, for the kills.
+
+# The programs, and their data: three times the host's buffer.
+FAMTEST=$top_builddir/tests/tools/famtest
+FAMRED=$top_builddir/tests/tools/famred
+buffer=$(scaled 8M)
+size=$(scaled 24M)
 
 # red NAME FILTER: true when the host's redundancy status passes FILTER.
 red() {

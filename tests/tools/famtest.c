@@ -7,7 +7,7 @@
  * run with its offset, the expected and the actual value.
  *
  * usage: famtest [-s SIZE] [-t THREADS] [-n COUNT] [-b BLOCKS] [-S SEED]
- *                [-f|-l] [TEST...]
+ *                [-f|-l] [-w] [TEST...]
  *   -s SIZE   bytes of the big buffer (K, M, G suffixes; default 64M)
  *   -t N      threads for the thread tests (default 8)
  *   -n N      blocks in the "many" test (default 10000)
@@ -19,6 +19,9 @@
  *             gets famd's copy instead), and a fresh one must read as
  *             zeros
  *   -l        expect libc memory (no famd): no large block may be such
+ *   -w        sparse: once its words are written, verified and rewritten,
+ *             say "holding" and wait for SIGUSR1 (a driver restarts famd
+ *             meanwhile), then go on
  * A large block is 2 MiB (above the shim's default threshold), or
  * FAM_THRESHOLD + 4 KiB when that is set, below 2 MiB too (tests that scale
  * their data down lower the threshold with it).
@@ -94,6 +97,7 @@ static unsigned long opt_count = 10000;
 static unsigned opt_blocks = 16;
 static uint64_t opt_seed = 1;
 static int opt_expect; /* 'f', 'l' or 0 */
+static bool opt_hold;   /* -w */
 static size_t large = 2 * MIB; /* above FAM_THRESHOLD's default */
 
 
@@ -261,12 +265,35 @@ test_runs(void)
 
 static volatile sig_atomic_t passes_stop;
 
-/* SIGUSR1 during `passes`: finish after one more pass. */
+/* SIGUSR1 during `passes`: finish after one more pass (or a hold: go on). */
 static void
 passes_signal(int sig)
 {
 	(void)sig;
 	passes_stop = 1;
+}
+
+/* -w: says "holding" and waits for SIGUSR1 (a driver changes things). */
+static void
+hold(const char *test)
+{
+	struct sigaction sa;
+	sigset_t usr1, old;
+
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = passes_signal;
+	sigemptyset(&sa.sa_mask);
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
+	if (sigaction(SIGUSR1, &sa, NULL) < 0 ||
+	    sigprocmask(SIG_BLOCK, &usr1, &old) < 0)
+		FAIL("%s: hold: %s", test, strerror(errno));
+	printf("holding\n");
+	fflush(stdout);
+	while (!passes_stop)
+		sigsuspend(&old);
+	passes_stop = 0;
+	sigprocmask(SIG_SETMASK, &old, NULL);
 }
 
 /*
@@ -434,6 +461,8 @@ test_sparse(void)
 		sparse_check(p, j, step, pairs, opt_seed + 20);
 		p[w] = tool_pat(w * 8, opt_seed + 21);
 	}
+	if (opt_hold)
+		hold("sparse");
 	order = coprime_step(n, 15485863 + n / 7);
 	for (k = 0; k < n; k++)
 		sparse_check(p, (k * order + 1) % n, step, pairs, opt_seed + 21);
@@ -1005,7 +1034,7 @@ usage(void)
 	size_t i;
 
 	fprintf(stderr, "usage: famtest [-s SIZE] [-t THREADS] [-n COUNT] "
-	    "[-b BLOCKS] [-S SEED] [-f|-l] [TEST...]\ntests:");
+	    "[-b BLOCKS] [-S SEED] [-f|-l] [-w] [TEST...]\ntests:");
 	for (i = 0; i < sizeof tests / sizeof tests[0]; i++)
 		fprintf(stderr, " %s", tests[i].name);
 	fprintf(stderr, "\n");
@@ -1029,7 +1058,7 @@ main(int argc, char **argv)
 	if ((t = getenv("FAMTEST_BLOCKS")) != NULL)
 		opt_blocks = (unsigned)atoi(t);
 	t = getenv("FAM_THRESHOLD");
-	while ((c = getopt(argc, argv, "s:t:n:b:S:fl")) != -1) {
+	while ((c = getopt(argc, argv, "s:t:n:b:S:flw")) != -1) {
 		switch (c) {
 		case 's':
 			opt_size = parse_size(optarg);
@@ -1051,6 +1080,9 @@ main(int argc, char **argv)
 			break;
 		case 'l':
 			opt_expect = 'l';
+			break;
+		case 'w':
+			opt_hold = true;
 			break;
 		default:
 			usage();
