@@ -189,13 +189,29 @@ close_fd(int fd)
 		close(fd);
 }
 
-/* The session socket's path: $FAM_SOCKET, else the default. */
+/*
+ * The session socket's path: $FAM_SOCKET, else the default. Read once,
+ * under libfam.lock (and again by atfork_prepare, in the parent): a forked
+ * child opens its session before it maps its copies of the parent's
+ * arenas, and the environment can live there (a shell's, with
+ * FAM_HEAP=all), so the child must not read it then.
+ */
 static const char *
 session_path(void)
 {
-	const char *p = secure_getenv("FAM_SOCKET");
+	static char path[sizeof(((struct sockaddr_un *)NULL)->sun_path) + 1];
+	static bool known;
 
-	return p != NULL && *p != '\0' ? p : FAM_SESSION_SOCKET;
+	if (!known) {
+		const char *p = secure_getenv("FAM_SOCKET");
+
+		if (p == NULL || *p == '\0')
+			p = FAM_SESSION_SOCKET;
+		/* a longer one is cut, and still refused as too long */
+		strncpy(path, p, sizeof path - 1);
+		known = true;
+	}
+	return path;
 }
 
 /*
@@ -732,9 +748,14 @@ fail:
 	return rc;
 }
 
-/* Opens a session with the host famd (wire/session.h, steps 1 and 2). */
+/*
+ * Opens a session with the host famd (wire/session.h, steps 1 and 2), and
+ * starts its watchdog unless told not to (a forked child starts it once
+ * its copies of the parent's arenas are mapped: a new thread reads the
+ * locale, which can live there).
+ */
 static int
-session_open(void)
+session_open(bool watchdog)
 {
 	const char *path = session_path();
 	uint64_t now = libfam_now();
@@ -765,7 +786,7 @@ session_open(void)
 
 	lost_fd_create();
 	libfam.gen++;
-	rc = watchdog_start();
+	rc = watchdog ? watchdog_start() : 0;
 	if (rc < 0) {
 		report_outage("cannot start the watchdog thread for ", path,
 		    -rc);
@@ -796,7 +817,7 @@ session_get(bool *quiet)
 	if (libfam.state == LIBFAM_S_BROKEN || libfam.state == LIBFAM_S_CLOSED)
 		rc = -ECONNRESET;
 	else if (libfam.state == LIBFAM_S_NONE)
-		rc = session_open();
+		rc = session_open(true);
 	if (rc < 0 && quiet != NULL)
 		*quiet = true;
 	return rc;
@@ -817,6 +838,7 @@ atfork_prepare(void)
 	int rc;
 
 	libfam.fork_cancel = libfam_lock();
+	(void)session_path(); /* not in the child: see there */
 	libfam.fork_token = 0;
 	libfam.fork_err = 0;
 	for (i = 0; i < n; i++)
@@ -958,7 +980,7 @@ atfork_child(void)
 	}
 	libfam.retry_ns = 0; /* the parent's last failure is not ours */
 	if (rc == 0)
-		rc = session_open();
+		rc = session_open(false);
 	for (i = 0; i < n; i++) {
 		struct libfam_arena *a = &arenas[i];
 
@@ -973,6 +995,11 @@ atfork_child(void)
 		arena_replace(a);
 		lost++;
 	}
+	if (rc == 0 && libfam.state == LIBFAM_S_LIVE &&
+	    (rc = watchdog_start()) < 0)
+		libfam_say("fork: cannot start the watchdog thread (",
+		    libfam_fmt_errno(ebuf, sizeof ebuf, -rc), "): this child "
+		    "will not wait for a restarted famd", NULL);
 	if (lost > 0)
 		libfam_say("fork: the parent's fabric-attached memory could "
 		    "not be copied for this child (",

@@ -6,7 +6,7 @@
 # regions), the objects are fabric-attached, and the program's resident size
 # stays within the buffer and a small constant. A forked child frees some of
 # its parent's objects and allocates its own; the parent's data is intact
-# after it. Without FAM_HEAP, small allocations stay in libc's memory;
+# after it. A shell runs its commands (forked children) under it. Without FAM_HEAP, small allocations stay in libc's memory;
 # without famd, FAM_HEAP=all falls back to libc (or fails under
 # FAM_STRICT=1).
 . "$(dirname "$0")/lib.sh"
@@ -47,6 +47,24 @@ pass "famd held $((held >> 20)) MiB of regions for them, more than the $buffer b
 [ $((rss_kib >> 10)) -le $((buf_mib + slack_mib)) ] ||
 	fail "resident $((rss_kib >> 10)) MiB, more than the $buffer buffer and $slack_mib MiB"
 pass "resident $((rss_kib >> 10)) MiB with $((bytes >> 20)) MiB of objects: within the $buffer buffer and $slack_mib MiB"
+
+# A shell under FAM_HEAP=all: its environment and its locale live in the
+# fabric-attached heap, and each command it runs is a forked child, which
+# opens its session before it maps its copy of that heap: it must touch
+# neither then (the socket's path from the environment; a thread started,
+# which reads the locale).
+script='export V=fam; for i in 1 2 3; do (exit $i); echo "sub $?"; done
+x=$(echo "$V" | tr a-z A-Z); echo "cs $x"; seq 1 2000 | sort -rn | head -3
+env | grep -c "^V=fam$"'
+LC_ALL=C.UTF-8 bash -c "$script" >"$T/sh.local" 2>&1
+forks=$(counter host forks)
+env LC_ALL=C.UTF-8 FAM_HEAP=all LD_PRELOAD="$SHIM" bash -c "$script" >"$T/sh.fam" 2>&1 ||
+	fail "a shell under FAM_HEAP=all: $(cat "$T/sh.fam")"
+cmp -s "$T/sh.local" "$T/sh.fam" ||
+	fail "a shell under FAM_HEAP=all: $(diff "$T/sh.local" "$T/sh.fam" | head -5)"
+[ "$(counter host forks)" -gt "$forks" ] ||
+	fail "a shell under FAM_HEAP=all: famd copied no heap for its children"
+pass "a shell under FAM_HEAP=all: subshells, pipes and command substitution give the same output as locally ($(($(counter host forks) - forks)) forks)"
 
 # The default: small allocations are libc's, and famd gets none of them.
 shim "$FAMHEAP" -t "$(scaled 4M)" -T 1 >"$T/plain.out" 2>&1 ||
