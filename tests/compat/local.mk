@@ -20,19 +20,11 @@ COMPAT_TESTS = \
 
 # What does not work yet, each for its reason (they fail as they should
 # until it is fixed, and an XPASS fails the suite so the list is kept true):
-# - xz: the working set of xz -9's match finder, in pages, is about twice
-#   the buffer (a third of its footprint): read by grains (fetch =
-#   adaptive) it still faults too often to finish within 20 times an idle
-#   machine's local run (over 100 s against 60 at 1.4 s locally, 10 MiB
-#   buffer; 13 s with 30 MiB), so it runs with whole chunks until then.
-#   Measured (10 MiB, adaptive): 1.57M missing faults, 632K of its 680K
-#   chunk reads refaults (the chunk left less than a buffer's worth of
-#   evictions before: famd's clock sees faults only, not the reads of
-#   resident pages the kernel's accessed bits show), 14 GB read and
-#   6.4 GB written back for a 32 MiB footprint. Swap at the same limit
-#   cannot run it either: a memory cgroup of 10 to 16 MiB OOM-kills xz
-#   (its swap cache counts); at 20 MiB swap takes 4.4 s (19K major
-#   faults), famd 66 s (309K reads).
+# - xz: xz -9's match finder reads and writes its tables at random over
+#   its whole footprint; at a third of it, faults come faster than famd
+#   serves them one at a time (186 s for a 60 s budget, 1.5M missing
+#   faults; 32 MiB footprint, 10 MiB buffer). What was measured and tried:
+#   src/host/README.md, "What the clock knows".
 COMPAT_XFAIL = \
 	tests/compat/xz.sh
 
