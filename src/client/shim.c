@@ -26,6 +26,7 @@
 #include "config.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <errno.h>
 #include <malloc.h>
 #include <stdatomic.h>
@@ -200,6 +201,52 @@ shim_sym(const char *name)
 	return f;
 }
 
+/*
+ * The C library's and the dynamic loader's images: what they allocate for
+ * themselves stays in libc's memory, whatever FAM_HEAP says. A forked
+ * child's C library touches some of it (the NSS state) before any fork
+ * handler runs, so before the child has mapped its copy of the FAM heap.
+ */
+static struct { uintptr_t lo, hi; } sys_image[2];
+
+/* dl_iterate_phdr callback: notes libc's (holding *data) and ld.so's. */
+static int
+sys_image_note(struct dl_phdr_info *info, size_t len, void *data)
+{
+	uintptr_t lo = UINTPTR_MAX, hi = 0, at = (uintptr_t)data;
+	const char *name = info->dlpi_name != NULL ? info->dlpi_name : "";
+	unsigned i;
+
+	(void)len;
+	for (i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+
+		if (ph->p_type != PT_LOAD)
+			continue;
+		if (info->dlpi_addr + ph->p_vaddr < lo)
+			lo = info->dlpi_addr + ph->p_vaddr;
+		if (info->dlpi_addr + ph->p_vaddr + ph->p_memsz > hi)
+			hi = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
+	}
+	if (lo >= hi)
+		return 0;
+	if (at >= lo && at < hi)
+		sys_image[0].lo = lo, sys_image[0].hi = hi;
+	else if (strstr(name, "/ld-linux") != NULL)
+		sys_image[1].lo = lo, sys_image[1].hi = hi;
+	return 0;
+}
+
+/* Tells whether caller (a return address) is in libc or ld.so. */
+static inline bool
+shim_from_sys(const void *caller)
+{
+	uintptr_t a = (uintptr_t)caller;
+
+	return (a >= sys_image[0].lo && a < sys_image[0].hi) ||
+	    (a >= sys_image[1].lo && a < sys_image[1].hi);
+}
+
 /* Finds libc's functions and reads the environment, once. */
 static void
 shim_init(void)
@@ -259,6 +306,7 @@ shim_ctor(void)
 	shim_init();
 	if (!shim_heap_want || atomic_load(&shim_state) != SHIM_READY)
 		return;
+	dl_iterate_phdr(sys_image_note, (void *)real.malloc);
 	rc = shim_heap_init();
 	if (rc < 0)
 		libfam_say("FAM_HEAP=all: jemalloc gave no arena: ",
@@ -379,6 +427,13 @@ shim_wants_heap(size_t size)
 	    size < shim_threshold && shim_depth == 0;
 }
 
+/* As shim_wants_heap(), for a request made at caller (a return address). */
+static inline bool
+shim_wants_heap_for(size_t size, const void *caller)
+{
+	return shim_wants_heap(size) && !shim_from_sys(caller);
+}
+
 /*
  * Tries the FAM heap for size bytes (aligned to align, zeroed when zero).
  * Returns true when settled, as shim_fam() does; false when libc should
@@ -415,32 +470,39 @@ shim_heap(size_t size, size_t align, bool zero, void **out)
  * or NULL under FAM_STRICT); false when libc should serve it.
  */
 static inline bool
-shim_place(size_t size, size_t align, bool zero, void **out)
+shim_place_at(size_t size, size_t align, bool zero, void **out,
+    const void *caller)
 {
 	if (shim_wants_fam(size))
 		return shim_fam(size, align, 0, out);
-	if (shim_wants_heap(size))
+	if (shim_wants_heap_for(size, caller))
 		return shim_heap(size, align, zero, out);
 	return false;
 }
+/* ... for a request made by the caller of the function it is used in */
+#define shim_place(size, align, zero, out) \
+	shim_place_at(size, align, zero, out, __builtin_return_address(0))
 
 /* As shim_place(), when align is a power of two famd can meet. */
 static inline bool
-shim_place_aligned(size_t align, size_t size, void **out)
+shim_place_aligned_at(size_t align, size_t size, void **out,
+    const void *caller)
 {
 	if (align == 0 || (align & (align - 1)) != 0 ||
 	    align > FAM_SESSION_ARENA_ALIGN)
 		return false;
-	return shim_place(size, align, false, out);
+	return shim_place_at(size, align, false, out, caller);
 }
+#define shim_place_aligned(align, size, out) \
+	shim_place_aligned_at(align, size, out, __builtin_return_address(0))
 
 /* Moves the block old (osize bytes to keep) to a new one of size bytes. */
 static void *
-shim_move(void *old, size_t osize, size_t size)
+shim_move(void *old, size_t osize, size_t size, const void *caller)
 {
 	void *p = NULL;
 
-	if (!shim_place(size, 0, false, &p))
+	if (!shim_place_at(size, 0, false, &p, caller))
 		p = LIBC(real.malloc(size));
 	if (p == NULL)
 		return NULL;
@@ -454,7 +516,7 @@ shim_move(void *old, size_t osize, size_t size)
 
 /* realloc() of a block of the FAM heap. */
 static void *
-shim_realloc_heap(void *ptr, size_t size)
+shim_realloc_heap(void *ptr, size_t size, const void *caller)
 {
 	bool inherited = shim_heap_inherited(ptr);
 	void *p;
@@ -475,7 +537,7 @@ shim_realloc_heap(void *ptr, size_t size)
 			return NULL;
 		}
 	}
-	return shim_move(ptr, shim_heap_usable(ptr), size);
+	return shim_move(ptr, shim_heap_usable(ptr), size, caller);
 }
 
 /* ---- the malloc family ---------------------------------------------- */
@@ -530,14 +592,19 @@ free(void *ptr)
 }
 
 /* realloc(3): moves between libc, the FAM heap and FAM blocks. */
-SHIM_EXPORT void *
-realloc(void *ptr, size_t size)
+static void *
+shim_realloc(void *ptr, size_t size, const void *caller)
 {
 	size_t osize;
 	void *p;
 
-	if (ptr == NULL)
-		return malloc(size);
+	if (ptr == NULL) {
+		if (unlikely(!shim_ready()))
+			return malloc(size);
+		if (shim_place_at(size, 0, false, &p, caller))
+			return p;
+		return LIBC(real.malloc(size));
+	}
 	if (unlikely(!shim_ready()) || boot_owns(ptr)) {
 		osize = boot_owns(ptr) ? boot_size(ptr) : 0;
 		p = malloc(size);
@@ -546,7 +613,7 @@ realloc(void *ptr, size_t size)
 		return p;
 	}
 	if (shim_heap_owns(ptr))
-		return shim_realloc_heap(ptr, size);
+		return shim_realloc_heap(ptr, size, caller);
 	if (libfam_owns(ptr)) {
 		osize = shim_fam_usable(ptr);
 		if (osize == 0 || shim_depth != 0) {
@@ -560,10 +627,10 @@ realloc(void *ptr, size_t size)
 		}
 		if (size <= osize && shim_wants_fam(size))
 			return ptr; /* shrink in place */
-		return shim_move(ptr, osize, size);
+		return shim_move(ptr, osize, size, caller);
 	}
-	if (shim_wants_fam(size) || shim_wants_heap(size)) {
-		if (!shim_place(size, 0, false, &p))
+	if (shim_wants_fam(size) || shim_wants_heap_for(size, caller)) {
+		if (!shim_place_at(size, 0, false, &p, caller))
 			return LIBC(real.realloc(ptr, size));
 		if (p == NULL)
 			return NULL;
@@ -573,6 +640,13 @@ realloc(void *ptr, size_t size)
 		return p;
 	}
 	return LIBC(real.realloc(ptr, size));
+}
+
+/* realloc(3). */
+SHIM_EXPORT void *
+realloc(void *ptr, size_t size)
+{
+	return shim_realloc(ptr, size, __builtin_return_address(0));
 }
 
 /* reallocarray(3). */
@@ -585,7 +659,7 @@ reallocarray(void *ptr, size_t nmemb, size_t size)
 		errno = ENOMEM;
 		return NULL;
 	}
-	return realloc(ptr, total);
+	return shim_realloc(ptr, total, __builtin_return_address(0));
 }
 
 /* posix_memalign(3). */

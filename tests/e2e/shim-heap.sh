@@ -66,6 +66,18 @@ cmp -s "$T/sh.local" "$T/sh.fam" ||
 	fail "a shell under FAM_HEAP=all: famd copied no heap for its children"
 pass "a shell under FAM_HEAP=all: subshells, pipes and command substitution give the same output as locally ($(($(counter host forks) - forks)) forks)"
 
+# What the C library allocates for itself stays local under FAM_HEAP=all:
+# a forked child's C library resets its NSS state before any fork handler
+# runs, before the child has mapped its copy of the FAM heap.
+nss='my @u = getpwnam("root"); my @h = gethostbyname("localhost");
+my $p = fork(); if (!$p) { print "child $u[0]\n"; exit 0 }
+waitpid($p, 0); print "parent ", $? >> 8, " ", $? & 127, "\n"'
+env FAM_HEAP=all LD_PRELOAD="$SHIM" perl -e "$nss" >"$T/nss.out" 2>&1 ||
+	fail "perl under FAM_HEAP=all: $(cat "$T/nss.out")"
+[ "$(cat "$T/nss.out")" = "$(printf 'child root\nparent 0 0')" ] ||
+	fail "a child forked after NSS lookups under FAM_HEAP=all: $(cat "$T/nss.out")"
+pass "a child forked after NSS lookups under FAM_HEAP=all runs and exits 0"
+
 # The default: small allocations are libc's, and famd gets none of them.
 shim "$FAMHEAP" -t "$(scaled 4M)" -T 1 >"$T/plain.out" 2>&1 ||
 	fail "famheap without FAM_HEAP: $(cat "$T/plain.out")"
