@@ -17,8 +17,9 @@
  * that worked (a program never holds a region the file does not name),
  * the rows a copy of a replicated or erasure-coded region fell behind on or
  * caught up on before any chunk leaves the buffer, a copy gone at once
- * (host-restart-copies.c), and at the next tick after anything else (a FREE, a session's end, a memory
- * node's new session token, a copy moved, made again or caught up).
+ * (host-restart-copies.c), and at the next tick after anything else (a
+ * FREE, a session's end, a memory node's new session token, a copy moved,
+ * made again or caught up).
  * Locks: none; the control loop.
  */
 #include "config.h"
@@ -896,7 +897,8 @@ replay_unmodel(json_t *st, json_t *model)
  * (host_restart_append), each applied in turn; the records of "stale"
  * lines go onto stale, in order (applied once the regions are back). A
  * last line cut short (famd died writing it, before its reply) is left
- * out; any other bad line refuses the whole. Returns the state in the snapshot's form, or NULL and *why.
+ * out; any other bad line refuses the whole. Returns the state in the
+ * snapshot's form, or NULL and *why.
  */
 static json_t *
 load_replay(int fd, json_t *stale, char **why)
