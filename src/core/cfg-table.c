@@ -143,6 +143,23 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		.help = "Deadline of every request to a peer. A peer that does not "
 		    "answer in time is disconnected and its requests fail.",
 	},
+	[CFG_CPU_LATENCY] = {
+		.section = "famd", .name = "cpu_latency", .type = CFG_T_INT,
+		.min = 0, .max = 100000, .off_ok = true, .def = "0",
+		.reloadable = true, .roles = ALL,
+		.help = "While famd serves faults or requests, it asks the "
+		    "kernel (PM QoS, /dev/cpu_dma_latency) that this machine's "
+		    "idle CPUs wake within this many microseconds, and lets go "
+		    "after a second without any: each fault is a chain of "
+		    "wake-ups, and a CPU in a deep idle state, or a virtual CPU "
+		    "its hypervisor halted, takes tens of microseconds to wake "
+		    "for each. 0 keeps idle CPUs polling (the shortest faults; "
+		    "they draw power, and a virtual machine's CPUs keep their "
+		    "host's busy, while famd works); a few microseconds allows "
+		    "shallow idle states on bare metal; off asks nothing. Needs "
+		    "root (or write access to the device); without it famd "
+		    "says so once and serves as before.",
+	},
 	[CFG_MEMORY_LISTEN] = {
 		.section = "memory", .name = "listen", .type = CFG_T_ADDR,
 		.def = "127.0.0.1:7700", .example = "127.0.0.1:7700",

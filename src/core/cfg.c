@@ -455,8 +455,9 @@ cfg_parse_value(enum cfg_key key, const char *text, struct cfg_value *out,
 		break;
 	case CFG_T_INT:
 	case CFG_T_DURATION:
-		if (d->auto_ok && strcmp(text, "auto") == 0) {
-			v = -1; /* "auto": no bounds to check */
+		if ((d->auto_ok && strcmp(text, "auto") == 0) ||
+		    (d->off_ok && strcmp(text, "off") == 0)) {
+			v = -1; /* "auto", "off": no bounds to check */
 			break;
 		}
 		rc = d->type == CFG_T_INT ? cfg_parse_int(text, &v, cause) :
@@ -510,6 +511,8 @@ cfg_format_value(enum cfg_key key, const struct cfg_value *v)
 	case CFG_T_DURATION:
 		if (d->auto_ok && v->i == -1)
 			return strdup("auto");
+		if (d->off_ok && v->i == -1)
+			return strdup("off");
 		return cfg_format_number(d, v->i);
 	case CFG_T_ENUM:
 		return strdup(d->choices[v->i]);
@@ -1058,7 +1061,8 @@ cfg_type_arg(const struct cfg_key_def *d)
 {
 	switch (d->type) {
 	case CFG_T_BOOL: return "yes | no";
-	case CFG_T_INT: return d->auto_ok ? "auto | number" : "number";
+	case CFG_T_INT: return d->auto_ok ? "auto | number" :
+	    d->off_ok ? "off | number" : "number";
 	case CFG_T_SIZE: return "size";
 	case CFG_T_DURATION: return d->auto_ok ? "auto | duration" : "duration";
 	case CFG_T_STRING: return "text";

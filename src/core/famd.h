@@ -24,6 +24,7 @@
 
 #include "base/base.h"
 #include "wire/proto.h"
+#include "core/cpu-latency.h"
 
 struct bufferevent;
 struct event_base;
@@ -65,6 +66,7 @@ struct cfg_key_def {
 	const char *example; /* value set in the shipped example, or NULL */
 	bool auto_ok;        /* CFG_T_INT, CFG_T_DURATION: "auto" is accepted,
 	                      * stored as -1 */
+	bool off_ok;         /* CFG_T_INT: "off" is accepted, stored as -1 */
 	bool pow2;           /* CFG_T_SIZE: must be a power of two */
 	bool empty_ok;       /* PATH, ADDR, ADDRLIST: empty means "none" */
 	bool any_port;       /* CFG_T_ADDR: port 0 means any free port */
@@ -88,6 +90,7 @@ enum cfg_key {
 	CFG_TLS_KEY,
 	CFG_TLS_CA,
 	CFG_OP_TIMEOUT,
+	CFG_CPU_LATENCY,
 	CFG_MEMORY_LISTEN,
 	CFG_MEMORY_CAPACITY,
 	CFG_MEMORY_PRELOAD_DIR,
@@ -262,6 +265,7 @@ struct famd {
 	struct timespec started_mono;
 	uint64_t reloads;
 	uint64_t reload_failures;
+	struct cpu_latency qos;   /* [famd] cpu_latency */
 };
 
 extern struct famd *famd;

@@ -7,6 +7,8 @@ src_libfamdcore_la_SOURCES += \
 	src/core/cfg.c \
 	src/core/cfg-redundancy.c \
 	src/core/cfg-table.c \
+	src/core/cpu-latency.c \
+	src/core/cpu-latency.h \
 	src/core/metrics.c \
 	src/core/notify.c \
 	src/core/secret.c

@@ -71,6 +71,7 @@ famd_status_json(void)
 	    "peers");
 	json_object_set_new(st, "metrics_listen",
 	    json_string(metrics_http_address()));
+	json_object_set_new(st, "cpu_latency", cpu_latency_status(&famd->qos));
 	admin_status(st);
 	famd->ops->status(famd, st);
 	return st;

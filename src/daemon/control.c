@@ -93,6 +93,7 @@ famd_reload(char **cause)
 	free(next);
 	log_set_level((int)cfg_int(famd->cfg, CFG_LOG_LEVEL) + LOG_ERR);
 	admin_reconfigure(famd->cfg);
+	cpu_latency_set(&famd->qos, cfg_int(famd->cfg, CFG_CPU_LATENCY));
 	famd->ops->reload(famd, &old);
 	cfg_free(&old);
 	famd->reloads++;

@@ -246,6 +246,9 @@ famd_serve(const struct famd_opts *o)
 	}
 	time(&famd->started);
 	clock_gettime(CLOCK_MONOTONIC, &famd->started_mono);
+	if (cpu_latency_init(&famd->qos, famd->base,
+	    cfg_int(&famd_cfg, CFG_CPU_LATENCY)) < 0)
+		fatalx("libevent: cannot create a timer");
 
 	admin_cmds_register();
 	if (admin_open(famd, &cause) < 0) {
@@ -282,6 +285,7 @@ famd_serve(const struct famd_opts *o)
 
 	metrics_http_close();
 	famd->ops->stop(famd);
+	cpu_latency_fini(&famd->qos);
 	admin_close();
 	for (int i = 0; i < 3; i++)
 		event_free(sigs[i]);

@@ -624,6 +624,7 @@ hconn_request(struct fam_conn *c, const struct fam_hdr *h,
 	switch (h->type) {
 	case FAM_MSG_READ:
 	case FAM_MSG_WRITE:
+		cpu_latency_busy(&hc->dpu->d->qos, mono_ns());
 		hconn_rw(hc, h, payload);
 		return;
 	case FAM_MSG_REGION_CREATE:

@@ -1174,6 +1174,7 @@ host_uffd_cb(int fd, short what, void *arg)
 	struct host *h = cl->h;
 	struct uffd_msg msgs[FAULT_BATCH];
 
+	cpu_latency_busy(&h->d->qos, mono_ns());
 	for (int round = 0; round < 8 && !cl->dead; round++) {
 		ssize_t n = read(fd, msgs, sizeof msgs);
 

@@ -391,6 +391,7 @@ mem_serve_resolve(void *arg, uint32_t region, uint64_t off, uint32_t len,
 	struct mem_region *r;
 	int err;
 
+	cpu_latency_busy(&mem.d->qos, mono_ns());
 	if (write)
 		mem.n.writes++;
 	else

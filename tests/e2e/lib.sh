@@ -172,6 +172,9 @@ ctl() {
 	"$FAMCTL" -s "$(sock "$name")" "$@"
 }
 
+# FAMD_WRAP, when set (an array), is the command famd is started under.
+FAMD_WRAP=()
+
 # start_famd NAME CONF [famd options...]: starts famd in the foreground
 # with its admin socket at $T/NAME.sock and its log at $T/NAME.log, and
 # waits until it answers. A memory role listens on a free loopback port
@@ -182,6 +185,7 @@ start_famd() {
 	local name=$1 conf=$2 wrap=()
 	shift 2
 	[ -n "${FAMD_NETNS:-}" ] && wrap=(ip netns exec "$FAMD_NETNS")
+	[ "${#FAMD_WRAP[@]}" -gt 0 ] && wrap=("${FAMD_WRAP[@]}")
 	"${wrap[@]}" "$FAMD" -f -c "$conf" -o famd.admin_socket="$(sock "$name")" \
 		${TRANSPORT_OPTS[@]+"${TRANSPORT_OPTS[@]}"} \
 		-o memory.listen="$LISTEN_IP:0" "$@" 2>>"$T/$name.log" &

@@ -3,6 +3,7 @@
 # and the programs of tests/tools (tests/e2e/lib.sh).
 E2E_TESTS = \
 	tests/e2e/config-check.sh \
+	tests/e2e/cpu-latency.sh \
 	tests/e2e/bench-swap.sh \
 	tests/e2e/roles-status.sh \
 	tests/e2e/metrics.sh \

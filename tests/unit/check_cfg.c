@@ -549,6 +549,39 @@ START_TEST(test_duration_takes_auto_where_allowed)
 }
 END_TEST
 
+START_TEST(test_int_takes_off_where_allowed)
+{
+	struct cfg cfg;
+	struct cfg_errors errs = { 0 };
+	struct cfg_value v = { 0 };
+	char *cause, *text;
+
+	ck_assert_int_eq(load_text("[famd]\nrole = memory\n", &cfg, &errs), 0);
+	ck_assert_int_eq(cfg_int(&cfg, CFG_CPU_LATENCY), 0);
+	cfg_free(&cfg);
+	ck_assert_int_eq(load_text("[famd]\nrole = memory\ncpu_latency = off\n",
+	    &cfg, &errs), 0);
+	ck_assert_int_eq(cfg_int(&cfg, CFG_CPU_LATENCY), -1);
+	text = cfg_format_value(CFG_CPU_LATENCY, &cfg.v[CFG_CPU_LATENCY]);
+	ck_assert_str_eq(text, "off");
+	free(text);
+	cfg_free(&cfg);
+	ck_assert_int_eq(load_text("[famd]\nrole = memory\ncpu_latency = 20\n",
+	    &cfg, &errs), 0);
+	ck_assert_int_eq(cfg_int(&cfg, CFG_CPU_LATENCY), 20);
+	cfg_free(&cfg);
+	/* not "auto", not negative, and "off" only where allowed */
+	assert_one_error("[famd]\nrole = memory\ncpu_latency = auto\n",
+	    "cpu_latency");
+	assert_one_error("[famd]\nrole = memory\ncpu_latency = -1\n",
+	    "cpu_latency");
+	ck_assert_int_lt(cfg_parse_value(CFG_ADMIN_MAX_CLIENTS, "off", &v,
+	    &cause), 0);
+	free(cause);
+	free(v.s);
+}
+END_TEST
+
 START_TEST(test_error_required_only_for_its_role)
 {
 	struct cfg cfg;
@@ -679,6 +712,7 @@ cfg_suite(void)
 	tcase_add_test(t, test_error_addresses);
 	tcase_add_test(t, test_addresses_and_auto);
 	tcase_add_test(t, test_duration_takes_auto_where_allowed);
+	tcase_add_test(t, test_int_takes_off_where_allowed);
 	tcase_add_test(t, test_error_required_only_for_its_role);
 	tcase_add_test(t, test_error_watermarks_crossed);
 	tcase_add_test(t, test_list_items_are_trimmed_and_empty_ones_kept);
