@@ -173,6 +173,40 @@ queue_push(struct fetch **head, struct fetch **tail, struct fetch *f)
 }
 
 /*
+ * Tells whether f goes in writable, its chunk taken as dirty: where
+ * host_grain_writable() says so, and where a thread that waits for it
+ * faulted writing (it writes as soon as it wakes: write-protected, it
+ * would fault again at once). Not where a write must be seen: a fork's
+ * copy or its source, a fork being made, a read-only shared region, a
+ * file's last chunk that extends past what the memory node holds.
+ */
+static bool
+fetch_writable(struct host *h, const struct fetch *f)
+{
+	const struct region *r = f->r;
+	unsigned si;
+	uint64_t off;
+
+	if (host_grain_writable(f))
+		return true;
+	if (!f->wfault || f->nwaiters == 0 || f->src != NULL ||
+	    r->copies != NULL || r->cl->forking ||
+	    (r->flags & FAM_S_ALLOC_SHARED))
+		return false;
+	off = host_stripe_offset(h, r, f->chunk, &si);
+	return host_stripe_len(h, &r->stripes[si], off) >= h->chunk;
+}
+
+/* A thread faulted writing on chunk ch: the read it waits for knows. */
+static void
+fetch_wants_write(struct chunk *ch, uint64_t flags)
+{
+	if ((flags & UFFD_PAGEFAULT_FLAG_WRITE) && ch->fetch != NULL &&
+	    (ch->state == CH_FETCHING || (ch->flags & CH_GROWING)))
+		ch->fetch->wfault = true;
+}
+
+/*
  * Installs len bytes of f's read, from chunk f->chunk on (adjacent in the
  * program): maps the pages the read filled (direct), or copies them in.
  */
@@ -187,7 +221,7 @@ fetch_install(struct host *h, struct fetch *f, uint64_t len)
 		    len, true);
 	if (f->g_n > 0) /* its grains (fetch = adaptive) */
 		len = host_grain_bytes(h, f);
-	f->writable = host_grain_writable(f);
+	f->writable = fetch_writable(h, f);
 	return uffd_copy(r->cl->uffd, chunk_uaddr(h, r, f->chunk) + at,
 	    f->zero ? h->zero : f->staging, len, !f->writable);
 }
@@ -1129,6 +1163,7 @@ fault(struct host_client *cl, uint64_t addr, uint64_t flags, pid_t tid)
 
 		if (!host_grain_wait(f, tid, addr) && f->g_n > 0)
 			uffd_wake(cl->uffd, addr & ~(uint64_t)(PAGE - 1), PAGE);
+		fetch_wants_write(ch, flags);
 		if (f->fault_ns == 0)
 			f->fault_ns = mono_ns();
 		if (f->g_n == 0)
@@ -1139,6 +1174,7 @@ fault(struct host_client *cl, uint64_t addr, uint64_t flags, pid_t tid)
 	case CH_EVICTING:
 		if (!host_grain_has(h, ch, addr - chunk_uaddr(h, r, c))) {
 			fault_grain(h, r, c, addr, tid);
+			fetch_wants_write(ch, flags);
 			return;
 		}
 		h->stats.faults_stale++;
@@ -1162,6 +1198,7 @@ fault(struct host_client *cl, uint64_t addr, uint64_t flags, pid_t tid)
 	if (flags & UFFD_PAGEFAULT_FLAG_MINOR)
 		host_chunks_punch(h, r, c, 1);
 	fetch_start(h, r, c, false, tid, addr);
+	fetch_wants_write(ch, flags);
 	if (ch->state != CH_FETCHING || ch->fetch->g_n == 0)
 		prefetch(h, r, c);
 }

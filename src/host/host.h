@@ -295,6 +295,8 @@ struct fetch {
 	bool retried;      /* given a new deadline after the dpu failed */
 	bool grow;         /* more grains of a partial, resident chunk */
 	bool writable;     /* its grains went in writable: its chunk is dirty */
+	bool wfault;       /* a thread waits for it to write: it may go in
+	                    * writable (fetch_writable()) */
 	unsigned g_first;  /* partial: first grain read (0: whole chunk) */
 	unsigned g_n;      /* partial: grains read; 0: the whole chunk */
 	uint32_t g_pages;  /* grow: pages added to its chunk's frame */

@@ -4,7 +4,8 @@
 # whose faults the host famd serves through a 64 MiB buffer: every byte
 # read back is the byte written, over four times the buffer, sequentially,
 # randomly, strided, from 8 threads on shared and separate chunks, across
-# calloc, realloc, alignment, 10,000 blocks and fork+exec. An unprivileged
+# calloc, realloc, alignment, 10,000 blocks and fork+exec; a chunk faulted
+# on by a write goes in writable. An unprivileged
 # program gets its userfaultfd through famd. When the program exits, its
 # regions are released on the host and on the memory node.
 . "$(dirname "$0")/lib.sh"
@@ -68,3 +69,16 @@ regions_gone() {
 }
 wait_until 10 regions_gone || fail "regions left: host $(ctl host status -j | jq -c .programs), memory $(ctl mem status -j | jq -c .counters.regions)"
 pass "every region released on the host and the memory node"
+
+# A thread that faults writing on an absent chunk gets it writable, taken
+# as dirty at once: no write-protect fault follows. famtest random writes
+# each chunk whole, in random order, over four times the buffer, then
+# checks every word after their write-backs.
+start_host hostw "$(scaled 8M)" "$MEM_ADDR"
+shim "$FAMTEST" -f -s "$(scaled 32M)" random >"$T/famtest-w.out" 2>&1 ||
+	fail "famtest random: $(tail -5 "$T/famtest-w.out")"
+st=$(ctl hostw status -j)
+echo "$st" | jq -e '.counters | .faults_write == 0 and .zero_fills > 0 and
+	.evictions_dirty >= .zero_fills / 2 and .sigbus == 0' >/dev/null ||
+	fail "writes after write faults: $(echo "$st" | jq -c .counters)"
+pass "chunks faulted on by a write go in writable: $(echo "$st" | jq .counters.zero_fills) written, $(echo "$st" | jq .counters.evictions_dirty) written back, no write-protect fault, every word right"
