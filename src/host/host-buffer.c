@@ -888,6 +888,8 @@ evict_one(struct host *h, bool background)
 			continue;
 		}
 		if (!(ch->flags & CH_DIRTY) || r->lost) {
+			if (ch->flags & CH_PREFETCH)
+				r->ra_writes = false; /* read ahead, not written */
 			h->stats.evictions_clean++;
 			host_grain_left(r, ch, false);
 			chunk_evict(h, r, c);

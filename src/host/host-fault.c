@@ -43,6 +43,7 @@
 #define FAULT_BATCH     64
 #define PAGE            4096u
 #define FETCH_RUN_BYTES (1u << 20) /* most bytes read at once */
+#define RA_PROBE        8 /* a writing run: 1 read-ahead in 8 protected */
 #define HOST_SIGBUS_REPEATS 16 /* SIGBUS for one page in a row, at most */
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
@@ -174,9 +175,9 @@ queue_push(struct fetch **head, struct fetch **tail, struct fetch *f)
 
 /*
  * Tells whether f goes in writable, its chunk taken as dirty: where
- * host_grain_writable() says so, and where a thread that waits for it
- * faulted writing (it writes as soon as it wakes: write-protected, it
- * would fault again at once). Not where a write must be seen: a fork's
+ * host_grain_writable() says so, where a thread that waits for it faulted
+ * writing (it writes as soon as it wakes: write-protected, it would fault
+ * again at once), and read ahead of a sequential run that writes. Not where a write must be seen: a fork's
  * copy or its source, a fork being made, a read-only shared region, a
  * file's last chunk that extends past what the memory node holds.
  */
@@ -189,7 +190,7 @@ fetch_writable(struct host *h, const struct fetch *f)
 
 	if (host_grain_writable(f))
 		return true;
-	if (!f->wfault || f->nwaiters == 0 || f->src != NULL ||
+	if (!f->wfault || f->src != NULL ||
 	    r->copies != NULL || r->cl->forking ||
 	    (r->flags & FAM_S_ALLOC_SHARED))
 		return false;
@@ -294,8 +295,10 @@ fetch_complete(struct host *h, struct fetch *f, int status)
 		 * gets no second chance, so a stream does not push out the
 		 * chunks used at random.
 		 */
-		if (f->prefetch && f->nwaiters == 0)
+		if (f->prefetch && f->nwaiters == 0) {
 			ch->flags |= CH_PREFETCH;
+			ch->flags &= ~CH_REF; /* went in writable: no chance */
+		}
 		else if (r->ra_window == 0)
 			ch->flags |= CH_REF;
 		r->resident++;
@@ -429,17 +432,22 @@ fetch_install_run(struct host *h, struct fetch *f)
 		}
 	for (g = f;; g = g->run) {
 		if (g != NULL && !g->installed && (nspan == 0 ||
-		    g->chunk == span->chunk + nspan)) {
+		    (g->chunk == span->chunk + nspan &&
+		    fetch_writable(h, g) == fetch_writable(h, span)))) {
 			if (nspan++ == 0)
 				span = g;
 			continue;
 		}
 		if (nspan > 0 && fetch_install(h, span,
-		    (uint64_t)nspan << h->chunk_shift) == 0)
+		    (uint64_t)nspan << h->chunk_shift) == 0) {
+			bool writable = span->writable;
+
 			for (unsigned i = 0; i < nspan; i++, span = span->run) {
 				span->installed = true;
+				span->writable = writable; /* as it went in */
 				span->done_ns = mono_ns();
 			}
+		}
 		nspan = 0;
 		if (g == NULL)
 			break;
@@ -952,6 +960,8 @@ fetch_start(struct host *h, struct region *r, uint64_t c, bool prefetch,
 	f->chunk = c;
 	f->frame = -1;
 	f->prefetch = prefetch;
+	/* every RA_PROBE-th still protected: does the run write it? */
+	f->wfault = prefetch && r->ra_writes && ++r->ra_probe % RA_PROBE != 0;
 	f->zero = !(ch->flags & CH_REMOTE);
 	if (host_fork_shared(r, c)) {
 		/* a forked copy: the chunk is still its source's */
@@ -1139,6 +1149,8 @@ fault(struct host_client *cl, uint64_t addr, uint64_t flags, pid_t tid)
 			r->dirty++;
 			h->dirty++;
 		}
+		if (ch->flags & CH_PREFETCH)
+			r->ra_writes = true; /* read ahead, then written */
 		ch->flags |= CH_REF | CH_UNPROT;
 		ch->flags &= ~CH_PREFETCH;
 		rc = uffd_protect(cl->uffd, chunk_uaddr(h, r, c),
@@ -1199,6 +1211,8 @@ fault(struct host_client *cl, uint64_t addr, uint64_t flags, pid_t tid)
 		host_chunks_punch(h, r, c, 1);
 	fetch_start(h, r, c, false, tid, addr);
 	fetch_wants_write(ch, flags);
+	if (!(flags & UFFD_PAGEFAULT_FLAG_WRITE))
+		r->ra_writes = false; /* the run reads first */
 	if (ch->state != CH_FETCHING || ch->fetch->g_n == 0)
 		prefetch(h, r, c);
 }

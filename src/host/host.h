@@ -179,6 +179,12 @@ struct region {
 	uint64_t last_fault;  /* chunk of the previous fault (prefetch) */
 	uint64_t ra_next;     /* first chunk not yet read ahead */
 	unsigned ra_window;
+	bool ra_writes;       /* the sequential run writes what it reads ahead:
+	                       * read-ahead goes in writable (fetch_writable());
+	                       * set by a write-protect fault on a chunk read
+	                       * ahead, cleared by a reading fault or when one
+	                       * leaves unwritten */
+	unsigned ra_probe;    /* read-ahead fetches, for RA_PROBE */
 	/* fetch = adaptive (host-grain.c): grains of chunks used */
 	uint64_t grain_chunks;  /* partial chunks evicted (decaying) */
 	uint64_t grain_used;    /* ... and their grains in place then */

@@ -6,7 +6,7 @@
 # runs reads every word right, on one memory node, striped over two, and
 # through a dpu, which is then killed under a program reading in runs
 # (fallback = direct; host-memory-stalled.sh fails such reads while they
-# are in flight).
+# are in flight). A run that writes what it reads ahead gets it writable.
 . "$(dirname "$0")/lib.sh"
 require_cmd jq
 
@@ -71,3 +71,18 @@ echo "$st" "$(ctl hostd status -j)" | jq -se '(.[0].counters) as $a | .[1].count
 	.reads_coalesced > $a.reads_coalesced' >/dev/null ||
 	fail "with the dpu killed: $(ctl hostd status -j | jq -c .counters)"
 pass "dpu killed mid-pass: reads go direct, in runs; $(npasses) passes over $(mib 32M) MiB, every word right"
+
+# A run that writes what it reads ahead: once a chunk read ahead is written
+# (a write-protect fault), read-ahead goes in writable, taken as dirty (one
+# chunk in 8 still protected, to find out), so its writes do not fault
+# again; the pass that then only reads takes nothing as written: each
+# chunk is written back once.
+start_host hostw "$(scaled 8M)" "$MEM_ADDR"
+shim "$FAMTEST" -f -s "$(scaled 32M)" seq >"$T/famtest-w.out" 2>&1 ||
+	fail "famtest seq: $(tail -5 "$T/famtest-w.out")"
+n=$(($(mib 32M) * 16))
+st=$(ctl hostw status -j)
+echo "$st" | jq -e --argjson n "$n" '.counters | .faults_write < $n / 4 and
+	.writebacks <= $n + 16 and .writebacks >= $n - 16 and .sigbus == 0' >/dev/null ||
+	fail "a writing run ($n chunks): $(echo "$st" | jq -c .counters)"
+pass "a run writing $n chunks: $(echo "$st" | jq .counters.faults_write) write-protect faults, $(echo "$st" | jq .counters.writebacks) write-backs (one per chunk), every word right"
