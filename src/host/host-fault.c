@@ -6,13 +6,12 @@
  * Owns: the fetch queues (demand, read-ahead, parked), the reads in flight
  * (h->inflight), read-ahead windows, installs (UFFDIO_COPY from a staging
  * slot, or, with install = continue over tcp, UFFDIO_CONTINUE of the pages
- * the read filled in the arena's memfd through famd's mapping), SIGBUS for a
- * fault that cannot be served (never wrong data), and h->wake, the
- * deferred wake-up lower layers activate (host_wake).
+ * the read filled in the arena's memfd through famd's mapping), and
+ * h->wake, the deferred wake-up lower layers activate (host_wake).
  * A fetch: queued -> frame reserved -> read out (or zero-filled) ->
  *   installed; or parked while its stripe cannot be reached, until its node
  *   returns or op_timeout passes; or failed (its waiters get SIGBUS: the
- *   chunk's missing pages poisoned, or a signal; host_sigbus).
+ *   chunk's missing pages poisoned, or a signal: host-sigbus.c).
  * Fetches of chunks that follow each other on one memory node go out as
  * one read (up to FETCH_RUN_BYTES), routed once, and go in with one
  * UFFDIO_COPY (or UFFDIO_CONTINUE) when adjacent in the program; each chunk
@@ -28,11 +27,9 @@
 #include "config.h"
 
 #include <errno.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -44,7 +41,6 @@
 #define PAGE            4096u
 #define FETCH_RUN_BYTES (1u << 20) /* most bytes read at once */
 #define RA_PROBE        8 /* a writing run: 1 read-ahead in 8 protected */
-#define HOST_SIGBUS_REPEATS 16 /* SIGBUS for one page in a row, at most */
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
@@ -63,85 +59,6 @@ static uint8_t *
 chunk_local(const struct host *h, const struct region *r, uint64_t c)
 {
 	return r->ar->local + r->off + (c << h->chunk_shift);
-}
-
-/*
- * Without UFFDIO_POISON: true when tid faulted again on the page famd just
- * sent it SIGBUS for, HOST_SIGBUS_REPEATS times in a row (a SIGBUS
- * handler that returns); the session is then given up.
- */
-static bool
-sigbus_repeating(struct host_client *cl, pid_t tid, uint64_t page)
-{
-	if (tid != cl->sigbus_tid || page != cl->sigbus_page) {
-		cl->sigbus_tid = tid;
-		cl->sigbus_page = page;
-		cl->sigbus_repeats = 0;
-	}
-	return ++cl->sigbus_repeats > HOST_SIGBUS_REPEATS;
-}
-
-/*
- * Tells whether the process that connected still lives, from the pidfd
- * taken at accept: its pid then still names it, not a process that got
- * the number since. Without a pidfd (before Linux 5.3), assumed.
- */
-bool
-host_client_alive(struct host_client *cl)
-{
-	if (cl->pidfd < 0)
-		return true;
-	return syscall(SYS_pidfd_send_signal, cl->pidfd, 0, NULL, 0) == 0;
-}
-
-/*
- * Makes a fault famd cannot serve raise SIGBUS, and says why: the missing
- * pages of [addr, addr + len) are poisoned where the kernel can (the
- * thread, woken, gets SIGBUS from the kernel, and so does every touch
- * after it, with no fault message); else (or where a page holds a
- * write-protect marker) the thread is sent SIGBUS if it is one of the
- * process that connected (pidfd), and a thread that faults on the same
- * page again and again, or of another process, ends its session.
- * len 0: the page is present (a write-protect fault), nothing to poison.
- */
-void
-host_sigbus(struct host *h, struct host_client *cl, pid_t tid,
-    uint64_t addr, uint64_t len, const char *why)
-{
-	uint64_t page = addr & ~(uint64_t)(PAGE - 1);
-
-	h->stats.sigbus++;
-	log_rl(LOG_WARNING, "pid %ld thread %ld: SIGBUS: %s", (long)cl->pid,
-	    (long)tid, why);
-	if (h->poison_ok && len > 0 && uffd_poison(cl->uffd, page,
-	    ((addr + len + PAGE - 1) & ~(uint64_t)(PAGE - 1)) - page) == 0) {
-		for (struct arena *ar = cl->arenas; ar != NULL; ar = ar->next)
-			if (ar->uaddr != 0 && page >= ar->uaddr &&
-			    page < ar->uaddr + ar->size)
-				ar->poisoned = true;
-		h->stats.sigbus_poisoned++;
-		return;
-	}
-	if (!host_client_alive(cl))
-		return; /* nobody left to signal: not another process */
-	if (sigbus_repeating(cl, tid, page)) {
-		if (!cl->give_up)
-			log_rl(LOG_WARNING, "pid %ld thread %ld: faulted %u "
-			    "times on %#llx after SIGBUS; ending the session",
-			    (long)cl->pid, (long)tid, HOST_SIGBUS_REPEATS,
-			    (unsigned long long)page);
-		cl->give_up = true;
-		return;
-	}
-	if (tid > 0 && syscall(SYS_tgkill, cl->pid, tid, SIGBUS) == 0)
-		return;
-	/*
-	 * The thread is not one of the process that connected (a worker it
-	 * forked uses the session): no one else is signalled.
-	 */
-	log_rl(LOG_WARNING, "pid %ld: thread %ld is not one of its threads; "
-	    "ending the session", (long)cl->pid, (long)tid);
-	cl->give_up = true;
 }
 
 /*
@@ -174,40 +91,6 @@ queue_push(struct fetch **head, struct fetch **tail, struct fetch *f)
 }
 
 /*
- * Tells whether f goes in writable, its chunk taken as dirty: where
- * host_grain_writable() says so, where a thread that waits for it faulted
- * writing (it writes as soon as it wakes: write-protected, it would fault
- * again at once), and read ahead of a sequential run that writes. Not where a write must be seen: a fork's
- * copy or its source, a fork being made, a read-only shared region, a
- * file's last chunk that extends past what the memory node holds.
- */
-static bool
-fetch_writable(struct host *h, const struct fetch *f)
-{
-	const struct region *r = f->r;
-	unsigned si;
-	uint64_t off;
-
-	if (host_grain_writable(f))
-		return true;
-	if (!f->wfault || f->src != NULL ||
-	    r->copies != NULL || r->cl->forking ||
-	    (r->flags & FAM_S_ALLOC_SHARED))
-		return false;
-	off = host_stripe_offset(h, r, f->chunk, &si);
-	return host_stripe_len(h, &r->stripes[si], off) >= h->chunk;
-}
-
-/* A thread faulted writing on chunk ch: the read it waits for knows. */
-static void
-fetch_wants_write(struct chunk *ch, uint64_t flags)
-{
-	if ((flags & UFFD_PAGEFAULT_FLAG_WRITE) && ch->fetch != NULL &&
-	    (ch->state == CH_FETCHING || (ch->flags & CH_GROWING)))
-		ch->fetch->wfault = true;
-}
-
-/*
  * Installs len bytes of f's read, from chunk f->chunk on (adjacent in the
  * program): maps the pages the read filled (direct), or copies them in.
  */
@@ -222,7 +105,7 @@ fetch_install(struct host *h, struct fetch *f, uint64_t len)
 		    len, true);
 	if (f->g_n > 0) /* its grains (fetch = adaptive) */
 		len = host_grain_bytes(h, f);
-	f->writable = fetch_writable(h, f);
+	f->writable = host_fetch_writable(h, f);
 	return uffd_copy(r->cl->uffd, chunk_uaddr(h, r, f->chunk) + at,
 	    f->zero ? h->zero : f->staging, len, !f->writable);
 }
@@ -433,7 +316,7 @@ fetch_install_run(struct host *h, struct fetch *f)
 	for (g = f;; g = g->run) {
 		if (g != NULL && !g->installed && (nspan == 0 ||
 		    (g->chunk == span->chunk + nspan &&
-		    fetch_writable(h, g) == fetch_writable(h, span)))) {
+		    host_fetch_writable(h, g) == host_fetch_writable(h, span)))) {
 			if (nspan++ == 0)
 				span = g;
 			continue;
@@ -1087,6 +970,65 @@ fault_grain(struct host *h, struct region *r, uint64_t c, uint64_t addr,
 	queue_push(&h->demandq, &h->demandq_tail, f);
 }
 
+/*
+ * A write to a page of chunk c of r that is in place, write-protected: the
+ * chunk is dirty from now on, its protection lifted.
+ */
+static void
+fault_wp(struct host_client *cl, struct region *r, uint64_t c, uint64_t addr,
+    pid_t tid)
+{
+	struct host *h = cl->h;
+	struct chunk *ch = &r->chunks[c];
+	unsigned si;
+	uint64_t off = host_stripe_offset(h, r, c, &si);
+	uint64_t held = host_stripe_len(h, &r->stripes[si], off);
+	char why[160];
+	int rc;
+
+	if (cl->forking)
+		return; /* a fork is being made: woken then */
+	if (r->copies != NULL && host_fork_unshare(r, c) != 0)
+		return; /* copies get the data first: woken then */
+	h->stats.faults_wp++;
+	if (r->flags & FAM_S_ALLOC_SHARED) {
+		host_sigbus(h, cl, tid, addr, 0, "write to a read-only "
+		    "shared region");
+		return;
+	}
+	/*
+	 * The last chunk of a file may extend past what the memory
+	 * node holds: what is written there could not be written
+	 * back, so that part stays write-protected.
+	 */
+	if (addr - chunk_uaddr(h, r, c) >= held) {
+		host_sigbus(h, cl, tid, addr, 0, "write past the end "
+		    "of a file's copy on the memory node");
+		return;
+	}
+	if (!(ch->flags & CH_DIRTY)) {
+		ch->flags |= CH_DIRTY;
+		r->dirty++;
+		h->dirty++;
+	}
+	if (ch->flags & CH_PREFETCH)
+		r->ra_writes = true; /* read ahead, then written */
+	ch->flags |= CH_REF | CH_UNPROT;
+	ch->flags &= ~CH_PREFETCH;
+	rc = uffd_protect(cl->uffd, chunk_uaddr(h, r, c),
+	    (held + PAGE - 1) & ~(uint64_t)(PAGE - 1), false);
+	if (rc == -EAGAIN) /* the address space is changing: again */
+		uffd_wake(cl->uffd, addr & ~(uint64_t)(PAGE - 1), PAGE);
+	else if (rc < 0) {
+		/* Waking it would only fault again, forever. */
+		snprintf(why, sizeof why, "cannot lift write protection "
+		    "of chunk %llu of region %llu: %s",
+		    (unsigned long long)c,
+		    (unsigned long long)r->handle, strerror(-rc));
+		host_sigbus(h, cl, tid, addr, 0, why);
+	}
+}
+
 /* Serves one fault message. */
 static void
 fault(struct host_client *cl, uint64_t addr, uint64_t flags, pid_t tid)
@@ -1118,53 +1060,7 @@ fault(struct host_client *cl, uint64_t addr, uint64_t flags, pid_t tid)
 	if ((flags & UFFD_PAGEFAULT_FLAG_WP) &&
 	    (ch->state == CH_RESIDENT || ch->state == CH_EVICTING) &&
 	    host_grain_has(h, ch, addr - chunk_uaddr(h, r, c))) {
-		unsigned si;
-		uint64_t off = host_stripe_offset(h, r, c, &si);
-		uint64_t held = host_stripe_len(h, &r->stripes[si], off);
-		char why[160];
-		int rc;
-
-		if (cl->forking)
-			return; /* a fork is being made: woken then */
-		if (r->copies != NULL && host_fork_unshare(r, c) != 0)
-			return; /* copies get the data first: woken then */
-		h->stats.faults_wp++;
-		if (r->flags & FAM_S_ALLOC_SHARED) {
-			host_sigbus(h, cl, tid, addr, 0, "write to a read-only "
-			    "shared region");
-			return;
-		}
-		/*
-		 * The last chunk of a file may extend past what the memory
-		 * node holds: what is written there could not be written
-		 * back, so that part stays write-protected.
-		 */
-		if (addr - chunk_uaddr(h, r, c) >= held) {
-			host_sigbus(h, cl, tid, addr, 0, "write past the end "
-			    "of a file's copy on the memory node");
-			return;
-		}
-		if (!(ch->flags & CH_DIRTY)) {
-			ch->flags |= CH_DIRTY;
-			r->dirty++;
-			h->dirty++;
-		}
-		if (ch->flags & CH_PREFETCH)
-			r->ra_writes = true; /* read ahead, then written */
-		ch->flags |= CH_REF | CH_UNPROT;
-		ch->flags &= ~CH_PREFETCH;
-		rc = uffd_protect(cl->uffd, chunk_uaddr(h, r, c),
-		    (held + PAGE - 1) & ~(uint64_t)(PAGE - 1), false);
-		if (rc == -EAGAIN) /* the address space is changing: again */
-			uffd_wake(cl->uffd, addr & ~(uint64_t)(PAGE - 1), PAGE);
-		else if (rc < 0) {
-			/* Waking it would only fault again, forever. */
-			snprintf(why, sizeof why, "cannot lift write protection "
-			    "of chunk %llu of region %llu: %s",
-			    (unsigned long long)c,
-			    (unsigned long long)r->handle, strerror(-rc));
-			host_sigbus(h, cl, tid, addr, 0, why);
-		}
+		fault_wp(cl, r, c, addr, tid);
 		return;
 	}
 
@@ -1175,7 +1071,7 @@ fault(struct host_client *cl, uint64_t addr, uint64_t flags, pid_t tid)
 
 		if (!host_grain_wait(f, tid, addr) && f->g_n > 0)
 			uffd_wake(cl->uffd, addr & ~(uint64_t)(PAGE - 1), PAGE);
-		fetch_wants_write(ch, flags);
+		host_fetch_wants_write(ch, flags);
 		if (f->fault_ns == 0)
 			f->fault_ns = mono_ns();
 		if (f->g_n == 0)
@@ -1186,7 +1082,7 @@ fault(struct host_client *cl, uint64_t addr, uint64_t flags, pid_t tid)
 	case CH_EVICTING:
 		if (!host_grain_has(h, ch, addr - chunk_uaddr(h, r, c))) {
 			fault_grain(h, r, c, addr, tid);
-			fetch_wants_write(ch, flags);
+			host_fetch_wants_write(ch, flags);
 			return;
 		}
 		h->stats.faults_stale++;
@@ -1210,7 +1106,7 @@ fault(struct host_client *cl, uint64_t addr, uint64_t flags, pid_t tid)
 	if (flags & UFFD_PAGEFAULT_FLAG_MINOR)
 		host_chunks_punch(h, r, c, 1);
 	fetch_start(h, r, c, false, tid, addr);
-	fetch_wants_write(ch, flags);
+	host_fetch_wants_write(ch, flags);
 	if (!(flags & UFFD_PAGEFAULT_FLAG_WRITE))
 		r->ra_writes = false; /* the run reads first */
 	if (ch->state != CH_FETCHING || ch->fetch->g_n == 0)

@@ -11,6 +11,8 @@
  * so that its density stays measured. Sequential faults (within two
  * grains after one of the last four), replicated regions, forks' copies
  * and their sources, and install = continue read whole chunks.
+ * Whether a fetch goes in writable (host_fetch_writable(): a thread that
+ * waits for it faulted writing, read-ahead of a run that writes).
  * Whether grains go in writable (the chunk taken as dirty at once, no
  * write-protect fault to come): into a chunk already written, and where
  * most partial chunks of the region leave the buffer dirty (counted as
@@ -23,6 +25,8 @@
 #include "config.h"
 
 #include <stdlib.h>
+
+#include <linux/userfaultfd.h>
 
 #include <jansson.h>
 
@@ -223,6 +227,40 @@ host_grain_writable(const struct fetch *f)
 	return f->nwaiters > 0 && (!f->grow || ch->state == CH_RESIDENT) &&
 	    r->left >= GRAIN_SAMPLES &&
 	    r->left_dirty * 100 >= (uint64_t)r->left * GRAIN_WRITTEN;
+}
+
+/*
+ * Tells whether f goes in writable, its chunk taken as dirty: where
+ * host_grain_writable() says so, where a thread that waits for it faulted
+ * writing (it writes as soon as it wakes: write-protected, it would fault
+ * again at once), and read ahead of a sequential run that writes. Not where a write must be seen: a fork's
+ * copy or its source, a fork being made, a read-only shared region, a
+ * file's last chunk that extends past what the memory node holds.
+ */
+bool
+host_fetch_writable(struct host *h, const struct fetch *f)
+{
+	const struct region *r = f->r;
+	unsigned si;
+	uint64_t off;
+
+	if (host_grain_writable(f))
+		return true;
+	if (!f->wfault || f->src != NULL ||
+	    r->copies != NULL || r->cl->forking ||
+	    (r->flags & FAM_S_ALLOC_SHARED))
+		return false;
+	off = host_stripe_offset(h, r, f->chunk, &si);
+	return host_stripe_len(h, &r->stripes[si], off) >= h->chunk;
+}
+
+/* A thread faulted writing on chunk ch: the read it waits for knows. */
+void
+host_fetch_wants_write(struct chunk *ch, uint64_t flags)
+{
+	if ((flags & UFFD_PAGEFAULT_FLAG_WRITE) && ch->fetch != NULL &&
+	    (ch->state == CH_FETCHING || (ch->flags & CH_GROWING)))
+		ch->fetch->wfault = true;
 }
 
 /*

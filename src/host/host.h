@@ -180,7 +180,7 @@ struct region {
 	uint64_t ra_next;     /* first chunk not yet read ahead */
 	unsigned ra_window;
 	bool ra_writes;       /* the sequential run writes what it reads ahead:
-	                       * read-ahead goes in writable (fetch_writable());
+	                       * read-ahead goes in writable (host_fetch_writable());
 	                       * set by a write-protect fault on a chunk read
 	                       * ahead, cleared by a reading fault or when one
 	                       * leaves unwritten */
@@ -302,7 +302,7 @@ struct fetch {
 	bool grow;         /* more grains of a partial, resident chunk */
 	bool writable;     /* its grains went in writable: its chunk is dirty */
 	bool wfault;       /* a thread waits for it to write: it may go in
-	                    * writable (fetch_writable()) */
+	                    * writable (host_fetch_writable()) */
 	unsigned g_first;  /* partial: first grain read (0: whole chunk) */
 	unsigned g_n;      /* partial: grains read; 0: the whole chunk */
 	uint32_t g_pages;  /* grow: pages added to its chunk's frame */
@@ -841,6 +841,8 @@ struct fetch *host_grain_grow(struct host *h, struct region *r, uint64_t c,
     uint64_t off, pid_t tid, uint64_t addr);
 void host_grain_installed(struct host *h, struct fetch *f);
 bool host_grain_writable(const struct fetch *f);
+bool host_fetch_writable(struct host *h, const struct fetch *f);
+void host_fetch_wants_write(struct chunk *ch, uint64_t flags);
 void host_grain_written(struct host *h, struct fetch *f);
 void host_grain_ungrown(struct host *h, struct fetch *f);
 bool host_grain_wait(struct fetch *f, pid_t tid, uint64_t addr);

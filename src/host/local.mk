@@ -26,4 +26,5 @@ src_libfamdcore_la_SOURCES += \
 	src/host/host-session.c \
 	src/host/host-session-copy.c \
 	src/host/host-session-end.c \
+	src/host/host-sigbus.c \
 	src/host/host-uffd.c

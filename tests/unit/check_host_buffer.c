@@ -320,15 +320,19 @@ END_TEST
 
 START_TEST(test_grain_read_into_a_written_chunk_takes_writes_without_a_fault)
 {
+	uint64_t wp;
+
 	start("fetch = adaptive\neviction = fifo\nhigh_watermark = 100\n"
 	    "low_watermark = 99\n");
-	/* a grain of chunk 0, written: one write-protect fault */
+	/* a grain of chunk 0, read, then written: one write-protect fault */
+	word(0, 0, false);
 	word(0, 11, true);
 	ck_assert(h->clients->regions->chunks[0].flags & CH_PARTIAL);
 	ck_assert_uint_eq(h->stats.faults_wp, 1);
-	/* another grain of it, far enough not to look sequential */
-	word(CHUNK / 2, 22, true);
+	/* another grain of it, far enough not to look sequential, read */
+	ck_assert_uint_eq(word(CHUNK / 2, 0, false), 0);
 	ck_assert_uint_eq(h->stats.grain_grows, 1);
+	word(CHUNK / 2, 22, true);
 	ck_assert_uint_eq(h->stats.faults_wp, 1); /* it went in writable */
 	ck_assert_uint_eq(h->dirty, 1);
 	/* both writes are written back, and read again */
@@ -340,6 +344,16 @@ START_TEST(test_grain_read_into_a_written_chunk_takes_writes_without_a_fault)
 	ck_assert_uint_eq(h->stats.evictions_dirty, 1);
 	ck_assert_uint_eq(word(CHUNK / 2, 0, false), 22);
 	ck_assert_uint_eq(word(0, 0, false), 11);
+	/* a grain of chunk 8 faulted on by a write: no write-protect fault */
+	wp = h->stats.faults_wp;
+	word(8 * CHUNK, 33, true);
+	ck_assert_uint_eq(h->stats.faults_wp, wp);
+	ck_assert(h->clients->regions->chunks[8].flags & CH_DIRTY);
+	while (state(8) == CH_RESIDENT)
+		ck_assert(host_evict_for_room(h) ||
+		    unit_run_until(u.base, no_writebacks, 5000));
+	ck_assert(unit_run_until(u.base, no_writebacks, 5000));
+	ck_assert_uint_eq(word(8 * CHUNK, 0, false), 33);
 }
 END_TEST
 
