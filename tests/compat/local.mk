@@ -22,9 +22,10 @@ COMPAT_TESTS = \
 # until it is fixed, and an XPASS fails the suite so the list is kept true):
 # - xz: xz -9's match finder reads and writes its tables at random over
 #   its whole footprint; at a third of it, faults come faster than famd
-#   serves them one at a time (186 s for a 60 s budget, 1.5M missing
-#   faults; 32 MiB footprint, 10 MiB buffer). What was measured and tried:
-#   src/host/README.md, "What the clock knows".
+#   serves them one at a time (32 MiB footprint, 10 MiB buffer, 1.5M
+#   missing faults: 160-186 s for a 60 s budget, 74-86 s with fetch =
+#   adaptive and the CPU wake-up latency famd now holds). What was
+#   measured and tried: src/host/README.md, "What the clock knows".
 COMPAT_XFAIL = \
 	tests/compat/xz.sh
 
