@@ -75,7 +75,7 @@ pass "every region released on the host and the memory node"
 # each chunk whole, in random order, over four times the buffer, then
 # checks every word after their write-backs.
 start_host hostw "$(scaled 8M)" "$MEM_ADDR"
-shim "$FAMTEST" -f -s "$(scaled 32M)" random >"$T/famtest-w.out" 2>&1 ||
+shim "$FAMTEST" -f -s "$(($(mib 8M) * 4))M" random >"$T/famtest-w.out" 2>&1 ||
 	fail "famtest random: $(tail -5 "$T/famtest-w.out")"
 st=$(ctl hostw status -j)
 echo "$st" | jq -e '.counters | .faults_write == 0 and .zero_fills > 0 and

@@ -76,13 +76,14 @@ pass "dpu killed mid-pass: reads go direct, in runs; $(npasses) passes over $(mi
 # (a write-protect fault), read-ahead goes in writable, taken as dirty (one
 # chunk in 8 still protected, to find out), so its writes do not fault
 # again; the pass that then only reads takes nothing as written: each
-# chunk is written back once.
+# chunk is written back about once (twice, had the reading pass's
+# read-ahead been taken as written).
 start_host hostw "$(scaled 8M)" "$MEM_ADDR"
-shim "$FAMTEST" -f -s "$(scaled 32M)" seq >"$T/famtest-w.out" 2>&1 ||
+shim "$FAMTEST" -f -s "$(($(mib 8M) * 4))M" seq >"$T/famtest-w.out" 2>&1 ||
 	fail "famtest seq: $(tail -5 "$T/famtest-w.out")"
-n=$(($(mib 32M) * 16))
+n=$(($(mib 8M) * 4 * 16))
 st=$(ctl hostw status -j)
 echo "$st" | jq -e --argjson n "$n" '.counters | .faults_write < $n / 4 and
-	.writebacks <= $n + 16 and .writebacks >= $n - 16 and .sigbus == 0' >/dev/null ||
+	.writebacks <= $n + $n / 4 and .writebacks >= $n - $n / 8 and .sigbus == 0' >/dev/null ||
 	fail "a writing run ($n chunks): $(echo "$st" | jq -c .counters)"
-pass "a run writing $n chunks: $(echo "$st" | jq .counters.faults_write) write-protect faults, $(echo "$st" | jq .counters.writebacks) write-backs (one per chunk), every word right"
+pass "a run writing $n chunks: $(echo "$st" | jq .counters.faults_write) write-protect faults, $(echo "$st" | jq .counters.writebacks) write-backs, every word right"
