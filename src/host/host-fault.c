@@ -181,8 +181,7 @@ fetch_complete(struct host *h, struct fetch *f, int status)
 		if (f->prefetch && f->nwaiters == 0) {
 			ch->flags |= CH_PREFETCH;
 			ch->flags &= ~CH_REF; /* went in writable: no chance */
-		}
-		else if (r->ra_window == 0)
+		} else if (r->ra_window == 0)
 			ch->flags |= CH_REF;
 		r->resident++;
 		if (f->src != NULL && !(ch->flags & CH_DIRTY)) {
@@ -207,6 +206,9 @@ fetch_complete(struct host *h, struct fetch *f, int status)
 		host_grain_ungrown(h, f);
 	} else {
 		fetch_unfill(h, f);
+		/* pages an install left writable: no write there goes unseen */
+		if (f->writable && r->ar != NULL)
+			host_chunks_punch(h, r, f->chunk, 1);
 		ch->state = CH_ABSENT;
 		ch->fetch = NULL;
 		if (f->frame >= 0)

@@ -233,9 +233,10 @@ host_grain_writable(const struct fetch *f)
  * Tells whether f goes in writable, its chunk taken as dirty: where
  * host_grain_writable() says so, where a thread that waits for it faulted
  * writing (it writes as soon as it wakes: write-protected, it would fault
- * again at once), and read ahead of a sequential run that writes. Not where a write must be seen: a fork's
- * copy or its source, a fork being made, a read-only shared region, a
- * file's last chunk that extends past what the memory node holds.
+ * again at once), and read ahead of a sequential run that writes. Not
+ * where a write must be seen: a fork's copy or its source, a fork being
+ * made, a read-only shared region, a file's last chunk that extends past
+ * what the memory node holds, more of a chunk being written back.
  */
 bool
 host_fetch_writable(struct host *h, const struct fetch *f)
@@ -246,9 +247,9 @@ host_fetch_writable(struct host *h, const struct fetch *f)
 
 	if (host_grain_writable(f))
 		return true;
-	if (!f->wfault || f->src != NULL ||
-	    r->copies != NULL || r->cl->forking ||
-	    (r->flags & FAM_S_ALLOC_SHARED))
+	if (!f->wfault || f->src != NULL || r->copies != NULL ||
+	    r->cl->forking || (r->flags & FAM_S_ALLOC_SHARED) ||
+	    (f->grow && r->chunks[f->chunk].state != CH_RESIDENT))
 		return false;
 	off = host_stripe_offset(h, r, f->chunk, &si);
 	return host_stripe_len(h, &r->stripes[si], off) >= h->chunk;
