@@ -55,7 +55,7 @@ run_case() {
 	LD_PRELOAD=$SHIM "$FAMTEST" -f -s "$size" passes >"$T/p.out" 2>"$T/p.err" &
 	ft=$!
 	wait_until 60 passes_past 1 && kill -0 "$ft" ||
-		fail "$what: no pass: $(tail -3 "$T/p.out" "$T/p.err")"
+		fail "$what: no pass: $(tail -n 3 "$T/p.out" "$T/p.err")"
 
 	[ "$stall" = stall ] && stall_last
 
@@ -65,7 +65,7 @@ run_case() {
 	wait "$HOST_PID" 2>/dev/null
 	[ "$stall" = calm ] || kill -CONT "${MEMPIDS[n - 1]}"
 	sleep 0.5
-	kill -0 "$ft" || fail "$what: famtest died with famd down: $(tail -5 "$T/p.out" "$T/p.err")"
+	kill -0 "$ft" || fail "$what: famtest died with famd down: $(tail -n 5 "$T/p.out" "$T/p.err")"
 	start_host "$host" "$buffer" "$list" "${opts[@]}"
 	grep -q "restart state $state: 1 sessions" "$T/$host.log" ||
 		fail "$what: the new famd did not read the restart state: $(tail -5 "$T/$host.log")"
@@ -73,7 +73,7 @@ run_case() {
 		fail "$what: famtest was not taken back: $(tail -5 "$T/p.err"; tail -5 "$T/$host.log")"
 	kill -0 "$ft" || { wait "$ft"; fail "$what: famtest after the restart (exit $?): $(cat "$T/p.out" "$T/p.err" | tail -n 5)"; }
 	red "$host" ".mode == \"$mode\" and .regions == 1" ||
-		fail "$what: the region was not restored as $mode: $(ctl "$host" status -j | jq -c .redundancy); $(tail -3 "$T/p.out" "$T/p.err")"
+		fail "$what: the region was not restored as $mode: $(ctl "$host" status -j | jq -c .redundancy); $(tail -n 3 "$T/p.out" "$T/p.err")"
 	wait_until 60 host_nodes_up "$host" ||
 		fail "$what: nodes: $(ctl "$host" status -j | jq -c .peers)"
 	# famtest stopped: its write-backs cannot mend the copy behind.
@@ -81,7 +81,7 @@ run_case() {
 	local rebuilt='.chunks_rebuilt > 0'
 	[ "$stall" = stall ] || rebuilt=true # (rows written late, if any)
 	wait_until 60 red "$host" ".state == \"healthy\" and .chunks_to_rebuild == 0 and $rebuilt" ||
-		fail "$what: not rebuilt after the restart: $(ctl "$host" status -j | jq -c .redundancy); famtest: $(tail -3 "$T/p.out" "$T/p.err")"
+		fail "$what: not rebuilt after the restart: $(ctl "$host" status -j | jq -c .redundancy); famtest: $(tail -n 3 "$T/p.out" "$T/p.err")"
 	pass "$what: host famd killed $how and started again: famtest taken back; the copy rebuilt ($(ctl "$host" status -j | jq -c '.redundancy | [.chunks_rebuilt, .bytes_rebuilt]'))"
 
 	# The node that never stalled dies: its chunks' other copies are
@@ -92,9 +92,9 @@ run_case() {
 	kill -CONT "$ft"
 	p=$(npasses)
 	wait_until 60 passes_past $((p + 2)) && kill -0 "$ft" ||
-		fail "$what: famtest after the kill: $(tail -3 "$T/p.out" "$T/p.err")"
+		fail "$what: famtest after the kill: $(tail -n 3 "$T/p.out" "$T/p.err")"
 	kill -USR1 "$ft"
-	wait "$ft" || fail "$what: famtest: $(tail -5 "$T/p.out" "$T/p.err")"
+	wait "$ft" || fail "$what: famtest: $(tail -n 5 "$T/p.out" "$T/p.err")"
 	grep -q '^ok - passes: ' "$T/p.out" || fail "$what: famtest: $(tail -3 "$T/p.out")"
 	counter_is "$host" sigbus 0 || fail "$what: SIGBUS: $(ctl "$host" status -j | jq -c .counters)"
 	pass "$what: then the first node killed: every byte right from the copies rebuilt after the restart ($(tail -1 "$T/p.out"))"
