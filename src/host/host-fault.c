@@ -309,6 +309,7 @@ fetch_install_run(struct host *h, struct fetch *f)
 {
 	struct fetch *span = NULL, *g;
 	unsigned nspan = 0;
+	bool sw = false; /* the span goes in writable */
 
 	for (g = f; g != NULL; g = g->run)
 		if (g->nwaiters > 0 && fetch_install(h, g, h->chunk) == 0) {
@@ -318,9 +319,11 @@ fetch_install_run(struct host *h, struct fetch *f)
 	for (g = f;; g = g->run) {
 		if (g != NULL && !g->installed && (nspan == 0 ||
 		    (g->chunk == span->chunk + nspan &&
-		    host_fetch_writable(h, g) == host_fetch_writable(h, span)))) {
-			if (nspan++ == 0)
+		    host_fetch_writable(h, g) == sw))) {
+			if (nspan++ == 0) {
 				span = g;
+				sw = host_fetch_writable(h, g);
+			}
 			continue;
 		}
 		if (nspan > 0 && fetch_install(h, span,
@@ -339,6 +342,7 @@ fetch_install_run(struct host *h, struct fetch *f)
 		if (!g->installed) {
 			span = g;
 			nspan = 1;
+			sw = host_fetch_writable(h, g);
 		}
 	}
 }
