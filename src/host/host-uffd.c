@@ -145,21 +145,26 @@ uffd_register(int uffd, uint64_t addr, uint64_t len, bool wp, bool minor)
 	return 0;
 }
 
+#define INSTALL_WP       0x1 /* write-protected */
+#define INSTALL_DONTWAKE 0x2 /* waiting threads stay asleep */
+
 /*
  * One UFFDIO_COPY of n bytes from src to dst, or UFFDIO_CONTINUE of
  * [dst, dst + n) when src is NULL. Returns the ioctl's result (errno set);
  * *moved is the kernel's count of bytes done, or its -errno.
  */
 static int
-install_once(int uffd, uint64_t dst, const uint8_t *src, uint64_t n, bool wp,
-    int64_t *moved)
+install_once(int uffd, uint64_t dst, const uint8_t *src, uint64_t n,
+    unsigned how, int64_t *moved)
 {
+	bool wp = how & INSTALL_WP, dontwake = how & INSTALL_DONTWAKE;
 	int rc;
 
 	if (src != NULL) {
 		struct uffdio_copy cp = {
 			.dst = dst, .src = (uint64_t)(uintptr_t)src, .len = n,
-			.mode = wp ? UFFDIO_COPY_MODE_WP : 0,
+			.mode = (wp ? UFFDIO_COPY_MODE_WP : 0) |
+			    (dontwake ? UFFDIO_COPY_MODE_DONTWAKE : 0),
 		};
 
 		rc = ioctl(uffd, UFFDIO_COPY, &cp);
@@ -167,7 +172,8 @@ install_once(int uffd, uint64_t dst, const uint8_t *src, uint64_t n, bool wp,
 	} else {
 		struct uffdio_continue ct = {
 			.range = { .start = dst, .len = n },
-			.mode = wp ? UFFDIO_CONTINUE_MODE_WP : 0,
+			.mode = (wp ? UFFDIO_CONTINUE_MODE_WP : 0) |
+			    (dontwake ? UFFDIO_CONTINUE_MODE_DONTWAKE : 0),
 		};
 
 		rc = ioctl(uffd, UFFDIO_CONTINUE, &ct);
@@ -178,18 +184,18 @@ install_once(int uffd, uint64_t dst, const uint8_t *src, uint64_t n, bool wp,
 
 /*
  * Installs [dst, dst + len): copied from src, or (src NULL) mapped from the
- * arena's memfd, where famd filled it; write-protected when wp. Pages
+ * arena's memfd, where famd filled it; how: INSTALL_*. Pages
  * already present are skipped (EEXIST); a partial install (EAGAIN) goes on
  * from where it stopped. A range the program split into several mappings
  * (madvise, mprotect, mlock or munmap of part of a block) fails with
  * ENOENT as a whole: it then goes a page at a time, and a page no
  * registered mapping holds any more is skipped. Threads waiting anywhere
- * in the range are woken. Returns 0 or -errno (ESRCH: the program is gone;
- * EFAULT: a page is not in the memfd).
+ * in the range are woken (unless INSTALL_DONTWAKE). Returns 0 or -errno
+ * (ESRCH: the program is gone; EFAULT: a page is not in the memfd).
  */
 static int
 uffd_install(int uffd, uint64_t dst, const uint8_t *src, uint64_t len,
-    bool wp)
+    unsigned how)
 {
 	uint64_t done = 0;
 	bool skipped = false, pagewise = false;
@@ -200,7 +206,7 @@ uffd_install(int uffd, uint64_t dst, const uint8_t *src, uint64_t len,
 		int64_t moved = 0;
 
 		if (install_once(uffd, dst + done, src != NULL ? src + done :
-		    NULL, n, wp, &moved) == 0) {
+		    NULL, n, how, &moved) == 0) {
 			done += n;
 			continue;
 		}
@@ -222,16 +228,43 @@ uffd_install(int uffd, uint64_t dst, const uint8_t *src, uint64_t len,
 			continue; /* the program's address space changed */
 		return -errno;
 	}
-	if (skipped)
+	if (skipped && !(how & INSTALL_DONTWAKE))
 		return uffd_wake(uffd, dst, len);
 	return 0;
+}
+
+/*
+ * Installs [dst, dst + len) writable: write-protected first, with no thread
+ * woken, then the protection lifted, which wakes them. No page is ever
+ * writable in a range not wholly in place: an install cut short (famd
+ * killed in the ioctl, or an error) leaves write-protected pages only,
+ * which nobody wrote (what host-reclaim.c and a failed fetch's punch take
+ * for granted); a writable page of a partial install could hold a write
+ * that the punch would throw away.
+ */
+static int
+uffd_install_writable(int uffd, uint64_t dst, const uint8_t *src,
+    uint64_t len)
+{
+	int rc = uffd_install(uffd, dst, src, len, INSTALL_WP |
+	    INSTALL_DONTWAKE);
+
+	/*
+	 * Protection that stays (the install cut short, or the lift failed)
+	 * is safe: a write to it faults, and famd lifts it then.
+	 */
+	if (rc < 0 || uffd_protect(uffd, dst, len, false) < 0)
+		uffd_wake(uffd, dst, len);
+	return rc;
 }
 
 /* Installs len bytes from src at the program's dst (uffd_install). */
 int
 uffd_copy(int uffd, uint64_t dst, const void *src, uint64_t len, bool wp)
 {
-	return uffd_install(uffd, dst, src, len, wp);
+	if (!wp)
+		return uffd_install_writable(uffd, dst, src, len);
+	return uffd_install(uffd, dst, src, len, INSTALL_WP);
 }
 
 /*
@@ -241,7 +274,9 @@ uffd_copy(int uffd, uint64_t dst, const void *src, uint64_t len, bool wp)
 int
 uffd_continue(int uffd, uint64_t dst, uint64_t len, bool wp)
 {
-	return uffd_install(uffd, dst, NULL, len, wp);
+	if (!wp)
+		return uffd_install_writable(uffd, dst, NULL, len);
+	return uffd_install(uffd, dst, NULL, len, INSTALL_WP);
 }
 
 /* Wakes threads waiting on faults in [addr, addr + len). */

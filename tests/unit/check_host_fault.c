@@ -9,9 +9,12 @@
 #include "config.h"
 
 #include <check.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "host/host.h"
 #include "host/host-uffd.h"
@@ -369,6 +372,77 @@ START_TEST(test_wake_asked_in_a_callback_runs_in_the_same_iteration)
 }
 END_TEST
 
+/*
+ * A page of this process at p, from /proc/self/pagemap: present (bit 63)
+ * and write-protected by userfaultfd (bit 57).
+ */
+static void
+page_state(const void *p, bool *present, bool *wp)
+{
+	uint64_t e = 0;
+	int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, &e, sizeof e,
+	    (off_t)((uintptr_t)p / PAGE * sizeof e)), (ssize_t)sizeof e);
+	close(fd);
+	*present = e >> 63 & 1;
+	*wp = e >> 57 & 1;
+}
+
+/*
+ * A chunk that goes in writable but whose install is cut short leaves no
+ * page writable: the pages in place stay write-protected (a write there
+ * faults and is seen), so that a restarted famd or a failed fetch may punch
+ * them without throwing a write away. Cut short here by a source whose
+ * second half cannot be read (as a SIGKILL in the ioctl would).
+ */
+START_TEST(test_writable_install_cut_short_leaves_no_page_writable)
+{
+	int uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	int memfd = memfd_create("check-install", MFD_CLOEXEC);
+	uint8_t *dst, *src;
+	unsigned in_place = 0;
+	bool present, wp;
+
+	ck_assert_int_ge(uffd, 0);
+	ck_assert_int_ge(memfd, 0);
+	ck_assert_int_eq(uffd_api(uffd, UFFD_FEATURE_WP_HUGETLBFS_SHMEM), 0);
+	ck_assert_int_eq(ftruncate(memfd, 2 * CHUNK), 0);
+	dst = mmap(NULL, 2 * CHUNK, PROT_READ | PROT_WRITE, MAP_SHARED, memfd,
+	    0);
+	src = mmap(NULL, CHUNK, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ck_assert(dst != MAP_FAILED && src != MAP_FAILED);
+	memset(src, 0x5a, CHUNK);
+	ck_assert_int_eq(uffd_register(uffd, (uint64_t)(uintptr_t)dst,
+	    2 * CHUNK, true, false), 0);
+
+	/* a whole install goes in writable */
+	ck_assert_int_eq(uffd_copy(uffd, (uint64_t)(uintptr_t)dst, src, CHUNK,
+	    false), 0);
+	for (unsigned i = 0; i < CHUNK / PAGE; i++) {
+		page_state(dst + i * PAGE, &present, &wp);
+		ck_assert(present && !wp);
+	}
+	/* one cut short: what went in is write-protected */
+	ck_assert_int_eq(mprotect(src + CHUNK / 2, CHUNK / 2, PROT_NONE), 0);
+	ck_assert_int_lt(uffd_copy(uffd, (uint64_t)(uintptr_t)dst + CHUNK, src,
+	    CHUNK, false), 0);
+	for (unsigned i = 0; i < CHUNK / PAGE; i++) {
+		page_state(dst + CHUNK + i * PAGE, &present, &wp);
+		ck_assert_msg(!present || wp, "page %u of a chunk whose install "
+		    "was cut short is writable", i);
+		in_place += present;
+	}
+	ck_assert_uint_gt(in_place, 0); /* (the install went part of the way) */
+	munmap(src, CHUNK);
+	munmap(dst, 2 * CHUNK);
+	close(memfd);
+	close(uffd);
+}
+END_TEST
+
 /* The suite's tests. */
 static Suite *
 host_fault_suite(void)
@@ -403,6 +477,9 @@ host_fault_suite(void)
 	tcase_add_checked_fixture(t, setup_continue_prefetch, teardown);
 	tcase_set_timeout(t, 60);
 	tcase_add_test(t, test_read_ahead_runs_into_the_arena_arrive_whole);
+	suite_add_tcase(s, t);
+	t = tcase_create("install");
+	tcase_add_test(t, test_writable_install_cut_short_leaves_no_page_writable);
 	suite_add_tcase(s, t);
 	return s;
 }
