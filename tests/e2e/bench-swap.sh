@@ -16,8 +16,12 @@ for sig in TERM INT; do
 	log=$T/bench-$sig.txt
 	# set -m: the bench in its own process group, where SIGINT is not
 	# ignored as it is for a background job without job control.
+	# Runs enough that it is still running them when interrupted (a run
+	# takes a fraction of a second; with 20 the one seen in the cgroup
+	# could be the last, the bench then in its cleanup, which ignores
+	# signals, when interrupted, and it exited 0).
 	set -m
-	"$BENCH" -b "$top_builddir" -g 17 -r 20 -p graph -e clock -k pagerank -s 16M >"$log" 2>&1 &
+	"$BENCH" -b "$top_builddir" -g 17 -r 1000 -p graph -e clock -k pagerank -s 16M >"$log" 2>&1 &
 	pid=$!
 	set +m
 	# Stopped with SIGTERM (so that it cleans up) if the test ends first.
