@@ -190,12 +190,14 @@ install_once(int uffd, uint64_t dst, const uint8_t *src, uint64_t n,
  * (madvise, mprotect, mlock or munmap of part of a block) fails with
  * ENOENT as a whole: it then goes a page at a time, and a page no
  * registered mapping holds any more is skipped. Threads waiting anywhere
- * in the range are woken (unless INSTALL_DONTWAKE). Returns 0 or -errno
- * (ESRCH: the program is gone; EFAULT: a page is not in the memfd).
+ * in the range are woken (unless INSTALL_DONTWAKE: *skipped then says
+ * whether a page was skipped, a thread waiting there to be woken by the
+ * caller). Returns 0 or -errno (ESRCH: the program is gone; EFAULT: a page
+ * is not in the memfd).
  */
 static int
 uffd_install(int uffd, uint64_t dst, const uint8_t *src, uint64_t len,
-    unsigned how)
+    unsigned how, bool *skipped_out)
 {
 	uint64_t done = 0;
 	bool skipped = false, pagewise = false;
@@ -228,6 +230,8 @@ uffd_install(int uffd, uint64_t dst, const uint8_t *src, uint64_t len,
 			continue; /* the program's address space changed */
 		return -errno;
 	}
+	if (skipped_out != NULL)
+		*skipped_out = skipped;
 	if (skipped && !(how & INSTALL_DONTWAKE))
 		return uffd_wake(uffd, dst, len);
 	return 0;
@@ -246,14 +250,17 @@ static int
 uffd_install_writable(int uffd, uint64_t dst, const uint8_t *src,
     uint64_t len)
 {
+	bool skipped = false;
 	int rc = uffd_install(uffd, dst, src, len, INSTALL_WP |
-	    INSTALL_DONTWAKE);
+	    INSTALL_DONTWAKE, &skipped);
 
 	/*
 	 * Protection that stays (the install cut short, or the lift failed)
-	 * is safe: a write to it faults, and famd lifts it then.
+	 * is safe: a write to it faults, and famd lifts it then. A page
+	 * skipped (present already, or unmapped: a lift page by page skips it
+	 * too) is woken here, its thread to fault again or go on.
 	 */
-	if (rc < 0 || uffd_protect(uffd, dst, len, false) < 0)
+	if (rc < 0 || uffd_protect(uffd, dst, len, false) < 0 || skipped)
 		uffd_wake(uffd, dst, len);
 	return rc;
 }
@@ -264,7 +271,7 @@ uffd_copy(int uffd, uint64_t dst, const void *src, uint64_t len, bool wp)
 {
 	if (!wp)
 		return uffd_install_writable(uffd, dst, src, len);
-	return uffd_install(uffd, dst, src, len, INSTALL_WP);
+	return uffd_install(uffd, dst, src, len, INSTALL_WP, NULL);
 }
 
 /*
@@ -276,7 +283,7 @@ uffd_continue(int uffd, uint64_t dst, uint64_t len, bool wp)
 {
 	if (!wp)
 		return uffd_install_writable(uffd, dst, NULL, len);
-	return uffd_install(uffd, dst, NULL, len, INSTALL_WP);
+	return uffd_install(uffd, dst, NULL, len, INSTALL_WP, NULL);
 }
 
 /* Wakes threads waiting on faults in [addr, addr + len). */
