@@ -10,6 +10,9 @@
 
 #include <check.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -443,6 +446,76 @@ START_TEST(test_writable_install_cut_short_leaves_no_page_writable)
 }
 END_TEST
 
+/* What the thread below touched, and whether it is through. */
+struct wait_touch {
+	volatile uint8_t *p;
+	atomic_bool ended;
+};
+
+/* Reads one byte. */
+static void *
+wait_touch_main(void *arg)
+{
+	struct wait_touch *t = arg;
+
+	(void)*t->p;
+	atomic_store(&t->ended, true);
+	return NULL;
+}
+
+/*
+ * A thread waits on a page of a chunk that the program maps anew before
+ * famd's writable install of it comes: the install and the lift of
+ * protection skip every page (no registered mapping holds them), and the
+ * thread is woken all the same (it faults again, in the new mapping), not
+ * left asleep.
+ */
+START_TEST(test_writable_install_wakes_a_thread_on_a_page_it_skipped)
+{
+	int uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	int memfd = memfd_create("check-install", MFD_CLOEXEC);
+	struct wait_touch t = { 0 };
+	struct pollfd pfd;
+	struct uffd_msg msg;
+	pthread_t th;
+	uint8_t *dst, *src;
+
+	ck_assert_int_ge(uffd, 0);
+	ck_assert_int_ge(memfd, 0);
+	ck_assert_int_eq(uffd_api(uffd, UFFD_FEATURE_WP_HUGETLBFS_SHMEM), 0);
+	ck_assert_int_eq(ftruncate(memfd, CHUNK), 0);
+	dst = mmap(NULL, CHUNK, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	src = mmap(NULL, CHUNK, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ck_assert(dst != MAP_FAILED && src != MAP_FAILED);
+	memset(src, 0x5a, CHUNK);
+	ck_assert_int_eq(uffd_register(uffd, (uint64_t)(uintptr_t)dst, CHUNK,
+	    true, false), 0);
+
+	t.p = dst + 5 * PAGE;
+	ck_assert_int_eq(pthread_create(&th, NULL, wait_touch_main, &t), 0);
+	pfd = (struct pollfd){ .fd = uffd, .events = POLLIN };
+	ck_assert_int_eq(poll(&pfd, 1, 10000), 1); /* it waits */
+	ck_assert_int_eq(read(uffd, &msg, sizeof msg), (ssize_t)sizeof msg);
+	ck_assert_uint_eq(msg.arg.pagefault.address,
+	    (uint64_t)(uintptr_t)(dst + 5 * PAGE));
+	/* mapped anew: not registered, every page skipped */
+	ck_assert(mmap(dst, CHUNK, PROT_READ | PROT_WRITE, MAP_PRIVATE |
+	    MAP_ANONYMOUS | MAP_FIXED, -1, 0) == dst);
+	ck_assert_int_eq(uffd_copy(uffd, (uint64_t)(uintptr_t)dst, src, CHUNK,
+	    false), 0);
+	for (int i = 0; i < 500 && !atomic_load(&t.ended); i++)
+		nanosleep(&(struct timespec){ .tv_nsec = 10000000 }, NULL);
+	ck_assert_msg(atomic_load(&t.ended), "the thread waiting on a page "
+	    "the install skipped sleeps on");
+	pthread_join(th, NULL);
+	munmap(dst, CHUNK);
+	munmap(src, CHUNK);
+	close(memfd);
+	close(uffd);
+}
+END_TEST
+
 /* The suite's tests. */
 static Suite *
 host_fault_suite(void)
@@ -479,7 +552,9 @@ host_fault_suite(void)
 	tcase_add_test(t, test_read_ahead_runs_into_the_arena_arrive_whole);
 	suite_add_tcase(s, t);
 	t = tcase_create("install");
+	tcase_set_timeout(t, 30);
 	tcase_add_test(t, test_writable_install_cut_short_leaves_no_page_writable);
+	tcase_add_test(t, test_writable_install_wakes_a_thread_on_a_page_it_skipped);
 	suite_add_tcase(s, t);
 	return s;
 }
