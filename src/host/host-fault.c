@@ -206,9 +206,6 @@ fetch_complete(struct host *h, struct fetch *f, int status)
 		host_grain_ungrown(h, f);
 	} else {
 		fetch_unfill(h, f);
-		/* pages an install left writable: no write there goes unseen */
-		if (f->writable && r->ar != NULL)
-			host_chunks_punch(h, r, f->chunk, 1);
 		ch->state = CH_ABSENT;
 		ch->fetch = NULL;
 		if (f->frame >= 0)

@@ -242,8 +242,8 @@ uffd_install(int uffd, uint64_t dst, const uint8_t *src, uint64_t len,
  * woken, then the protection lifted, which wakes them. No page is ever
  * writable in a range not wholly in place: an install cut short (famd
  * killed in the ioctl, or an error) leaves write-protected pages only,
- * which nobody wrote (what host-reclaim.c and a failed fetch's punch take
- * for granted); a writable page of a partial install could hold a write
+ * which nobody wrote (what host-reclaim.c takes for granted when it
+ * punches them); a writable page of a partial install could hold a write
  * that the punch would throw away.
  */
 static int
