@@ -244,15 +244,20 @@ uffd_install(int uffd, uint64_t dst, const uint8_t *src, uint64_t len,
  * killed in the ioctl, or an error) leaves write-protected pages only,
  * which nobody wrote (what host-reclaim.c takes for granted when it
  * punches them); a writable page of a partial install could hold a write
- * that the punch would throw away.
+ * that the punch would throw away. A single page is in place whole or not
+ * at all: it goes in writable in one ioctl (a fault on a grain of a page).
  */
 static int
 uffd_install_writable(int uffd, uint64_t dst, const uint8_t *src,
     uint64_t len)
 {
 	bool skipped = false;
-	int rc = uffd_install(uffd, dst, src, len, INSTALL_WP |
-	    INSTALL_DONTWAKE, &skipped);
+	int rc;
+
+	if (len == PAGE)
+		return uffd_install(uffd, dst, src, len, 0, NULL);
+	rc = uffd_install(uffd, dst, src, len, INSTALL_WP | INSTALL_DONTWAKE,
+	    &skipped);
 
 	/*
 	 * Protection that stays (the install cut short, or the lift failed)

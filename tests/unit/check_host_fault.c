@@ -516,6 +516,59 @@ START_TEST(test_writable_install_wakes_a_thread_on_a_page_it_skipped)
 }
 END_TEST
 
+/*
+ * A single page (a fault's grain, fetch = adaptive) goes in writable in one
+ * ioctl, whole or not at all: the thread waiting on it wakes, and the page
+ * is in place and writable (no write-protect fault to follow).
+ */
+START_TEST(test_writable_install_of_one_page_wakes_its_thread)
+{
+	int uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	int memfd = memfd_create("check-install", MFD_CLOEXEC);
+	struct wait_touch t = { 0 };
+	struct pollfd pfd;
+	struct uffd_msg msg;
+	pthread_t th;
+	uint8_t *dst, *src;
+	bool present, wp;
+
+	ck_assert_int_ge(uffd, 0);
+	ck_assert_int_ge(memfd, 0);
+	ck_assert_int_eq(uffd_api(uffd, UFFD_FEATURE_WP_HUGETLBFS_SHMEM), 0);
+	ck_assert_int_eq(ftruncate(memfd, CHUNK), 0);
+	dst = mmap(NULL, CHUNK, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	src = mmap(NULL, PAGE, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ck_assert(dst != MAP_FAILED && src != MAP_FAILED);
+	memset(src, 0x5a, PAGE);
+	ck_assert_int_eq(uffd_register(uffd, (uint64_t)(uintptr_t)dst, CHUNK,
+	    true, false), 0);
+
+	t.p = dst + 3 * PAGE;
+	ck_assert_int_eq(pthread_create(&th, NULL, wait_touch_main, &t), 0);
+	pfd = (struct pollfd){ .fd = uffd, .events = POLLIN };
+	ck_assert_int_eq(poll(&pfd, 1, 10000), 1); /* it waits */
+	ck_assert_int_eq(read(uffd, &msg, sizeof msg), (ssize_t)sizeof msg);
+	ck_assert_int_eq(uffd_copy(uffd, (uint64_t)(uintptr_t)(dst + 3 * PAGE),
+	    src, PAGE, false), 0);
+	for (int i = 0; i < 500 && !atomic_load(&t.ended); i++)
+		nanosleep(&(struct timespec){ .tv_nsec = 10000000 }, NULL);
+	ck_assert_msg(atomic_load(&t.ended), "the thread waiting on the page "
+	    "sleeps on");
+	pthread_join(th, NULL);
+	page_state(dst + 3 * PAGE, &present, &wp);
+	ck_assert_msg(present && !wp, "the page is %s",
+	    present ? "write-protected" : "not in place");
+	ck_assert_uint_eq(dst[3 * PAGE + PAGE - 1], 0x5a);
+	page_state(dst + 4 * PAGE, &present, &wp);
+	ck_assert(!present); /* and no other */
+	munmap(dst, CHUNK);
+	munmap(src, PAGE);
+	close(memfd);
+	close(uffd);
+}
+END_TEST
+
 /* The suite's tests. */
 static Suite *
 host_fault_suite(void)
@@ -555,6 +608,7 @@ host_fault_suite(void)
 	tcase_set_timeout(t, 30);
 	tcase_add_test(t, test_writable_install_cut_short_leaves_no_page_writable);
 	tcase_add_test(t, test_writable_install_wakes_a_thread_on_a_page_it_skipped);
+	tcase_add_test(t, test_writable_install_of_one_page_wakes_its_thread);
 	suite_add_tcase(s, t);
 	return s;
 }
