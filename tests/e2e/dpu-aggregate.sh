@@ -97,6 +97,14 @@ pass "batch_limit = 4 by reload: batches of at most 4 from then on"
 # Two more hosts share the dpu, three programs each at once: every byte
 # verified, each host its own session, both hosts' requests in batches.
 nprog=${FAMTEST_PROGRAMS:-3}
+# Each program's data is twice its host's buffer at every scale (at a
+# large scale the buffer stays at its 1M floor while the data would shrink
+# to it, and a program whose data fits asks the memory node for little: a
+# fresh chunk is zeros filled in here), so that every host pages through
+# the dpu.
+hbuf=$(scaled 32M)
+hdata=$(scaled 64M)
+[ "$(mib 64M)" -ge $((2 * $(mib 32M))) ] || hdata=$((2 * $(mib 32M)))M
 ctl dpu-on-on stats-reset >/dev/null
 # (famclient's last session may still be listed: over verbs its going is
 # seen later)
@@ -104,10 +112,10 @@ others='[.peers[] | select(.role == "host" and .name != "famclient")] | length'
 sessions=$(ctl dpu-on-on status -j | jq "$others")
 pids=()
 for h in ha hb; do
-	start_host "$h" "$(scaled 32M)" "$MEM_ADDR" -o host.dpu="$addr" -o host.path=dpu \
+	start_host "$h" "$hbuf" "$MEM_ADDR" -o host.dpu="$addr" -o host.path=dpu \
 		-o famd.node_name="$h" -o famd.op_timeout=10s
 	for i in $(seq "$nprog"); do
-		shim env ${fenv[@]+"${fenv[@]}"} "$FAMTEST" -f -s "$(scaled 64M)" -t "${FAMTEST_THREADS:-4}" -S "$i" seq random shared split >"$T/$h-$i.txt" 2>&1 &
+		shim env ${fenv[@]+"${fenv[@]}"} "$FAMTEST" -f -s "$hdata" -t "${FAMTEST_THREADS:-4}" -S "$i" seq random shared split >"$T/$h-$i.txt" 2>&1 &
 		pids+=($!)
 	done
 done
