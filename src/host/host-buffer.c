@@ -250,6 +250,8 @@ host_frame_take(struct host *h, uint32_t pages)
 	h->nfree--;
 	h->frames[h->free_frames[h->nfree]].gen = h->evict_gen;
 	h->frames[h->free_frames[h->nfree]].pages = pages;
+	h->frames[h->free_frames[h->nfree]].tenure = 0;
+	h->frames[h->free_frames[h->nfree]].tenure_left = 0;
 	return h->free_frames[h->nfree];
 }
 
@@ -865,7 +867,9 @@ evict_one(struct host *h, bool background)
 {
 	bool clock = cfg_int(h->d->cfg, CFG_HOST_EVICTION) == CFG_EVICTION_CLOCK;
 
-	for (uint64_t scanned = 0; scanned < 2 * h->nframes; scanned++) {
+	/* two passes, and those a chunk's tenure adds */
+	for (uint64_t scanned = 0; scanned < (2 + HOST_TENURE_MAX) * h->nframes;
+	    scanned++) {
 		struct frame *fr = &h->frames[h->hand];
 		struct region *r = fr->r;
 		struct chunk *ch;
@@ -879,6 +883,11 @@ evict_one(struct host *h, bool background)
 		ch = &r->chunks[c];
 		if (ch->state != CH_RESIDENT || (ch->flags & CH_GROWING))
 			continue;
+		if (clock && (ch->flags & (CH_REF | CH_UNPROT)) ==
+		    (CH_REF | CH_UNPROT) && fr->tenure_left > 0) {
+			fr->tenure_left--; /* hot: taken as written again */
+			continue;
+		}
 		if (clock && (ch->flags & CH_REF)) {
 			ch->flags &= ~CH_REF;
 			if ((ch->flags & CH_UNPROT) && uffd_protect(r->cl->uffd,

@@ -1013,6 +1013,8 @@ fault_wp(struct host_client *cl, struct region *r, uint64_t c, uint64_t addr,
 		ch->flags |= CH_DIRTY;
 		r->dirty++;
 		h->dirty++;
+	} else if (ch->state == CH_RESIDENT) {
+		host_tenure_bump(&h->frames[ch->frame]); /* written again */
 	}
 	if (ch->flags & CH_PREFETCH)
 		r->ra_writes = true; /* read ahead, then written */

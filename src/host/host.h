@@ -327,7 +327,29 @@ struct frame {
 	uint64_t chunk;
 	uint64_t gen;     /* host.evict_gen when it was taken */
 	uint32_t pages;   /* of the buffer it holds (partial: fewer) */
+	uint8_t tenure;   /* clock: passes a dirty chunk found written again
+	                   * stays writable, at most HOST_TENURE_MAX */
+	uint8_t tenure_left; /* of them, still to come */
 };
+
+/*
+ * The clock re-protects a dirty chunk as the hand passes, to see whether
+ * it is written again (a write-protect fault). A chunk found written again
+ * each time is left writable for 1, then 3 passes (as if written in them),
+ * so that a hot chunk costs a write-protect fault every few passes, not
+ * every pass (host_tenure_bump, evict_one).
+ */
+#define HOST_TENURE_MAX 3
+
+/* A write-protect fault on fr's chunk, dirty already: it stays hot longer. */
+static inline void
+host_tenure_bump(struct frame *fr)
+{
+	unsigned t = fr->tenure * 2u + 1;
+
+	fr->tenure = (uint8_t)(t < HOST_TENURE_MAX ? t : HOST_TENURE_MAX);
+	fr->tenure_left = fr->tenure;
+}
 
 struct host_stats {
 	uint64_t faults_missing, faults_wp, faults_stale, faults_invalid;

@@ -206,6 +206,46 @@ START_TEST(test_clock_gives_a_written_chunk_a_second_chance)
 }
 END_TEST
 
+/*
+ * A dirty chunk the hand re-protected and found written again is hot: the
+ * hand passes it over, writable, before it re-protects it again (tenure),
+ * so that a chunk written all the time costs a write-protect fault every
+ * few passes, not every pass.
+ */
+START_TEST(test_clock_leaves_a_chunk_written_again_writable_for_a_pass)
+{
+	const struct chunk *c1;
+	uint64_t wp;
+
+	start("eviction = clock\nhigh_watermark = 100\nlow_watermark = 99\n");
+	c1 = &h->clients->regions->chunks[1];
+	chunks(0, FRAMES, false);
+	ck_assert(host_evict_for_room(h)); /* every REF cleared; 0 taken */
+	chunks(1, 1, true);                /* written: dirty */
+	ck_assert(host_evict_for_room(h)); /* 1 re-protected; 2 taken */
+	ck_assert(!(c1->flags & CH_UNPROT));
+	wp = h->stats.faults_wp;
+	chunks(1, 1, true); /* written again: one fault, and it is hot */
+	ck_assert_uint_eq(h->stats.faults_wp, wp + 1);
+	for (unsigned i = 0; i < FRAMES - 3; i++)
+		ck_assert(host_evict_for_room(h)); /* 3..15 taken */
+	ck_assert_uint_eq(state(FRAMES - 1), CH_ABSENT);
+	chunks(FRAMES, FRAMES - 1, false); /* the buffer full again */
+	/* a whole pass: 1 passed over, writable; one of the new ones taken */
+	ck_assert(host_evict_for_room(h));
+	ck_assert_uint_eq(state(1), CH_RESIDENT);
+	ck_assert(c1->flags & CH_UNPROT);
+	chunks(1, 1, true);
+	ck_assert_uint_eq(h->stats.faults_wp, wp + 1); /* no fault */
+	/* the next pass re-protects it: a write faults again */
+	ck_assert(host_evict_for_room(h));
+	ck_assert(!(c1->flags & CH_UNPROT));
+	chunks(1, 1, true);
+	ck_assert_uint_eq(h->stats.faults_wp, wp + 2);
+	ck_assert_uint_eq(h->dirty, 1);
+}
+END_TEST
+
 START_TEST(test_background_eviction_runs_from_high_to_low_watermark)
 {
 	start("high_watermark = 100\nlow_watermark = 99\n");
@@ -412,6 +452,7 @@ host_buffer_suite(void)
 	tcase_add_test(t, test_buffer_admits_no_more_frames_than_it_has);
 	tcase_add_test(t, test_fifo_evicts_in_arrival_order_and_writes_back_first);
 	tcase_add_test(t, test_clock_gives_a_written_chunk_a_second_chance);
+	tcase_add_test(t, test_clock_leaves_a_chunk_written_again_writable_for_a_pass);
 	tcase_add_test(t, test_background_eviction_runs_from_high_to_low_watermark);
 	tcase_add_test(t, test_background_pass_punches_each_evicted_chunk_and_no_other);
 	tcase_add_test(t, test_occupancy_and_dirty_counters);
