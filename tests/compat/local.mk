@@ -23,9 +23,10 @@ COMPAT_TESTS = \
 # - xz: xz -9's match finder reads and writes its tables at random over
 #   its whole footprint; at a third of it, faults come faster than famd
 #   serves them one at a time (32 MiB footprint, 10 MiB buffer, 1.5M
-#   missing faults: 160-186 s for a 60 s budget, 74-86 s with fetch =
-#   adaptive and the CPU wake-up latency famd now holds). What was
-#   measured and tried: src/host/README.md, "What the clock knows".
+#   missing faults: 160-186 s for a 60 s budget; 69 s with fetch =
+#   adaptive, the clock's tenure and single-page installs, against 137 s
+#   under the kernel's swap at the same limit). What was measured and
+#   tried: src/host/README.md, "What the clock knows".
 COMPAT_XFAIL = \
 	tests/compat/xz.sh
 
