@@ -883,7 +883,9 @@ fork_freeze(struct host_client *cl)
 			struct chunk *ch = &r->chunks[c];
 			int rc;
 
-			if (ch->state != CH_RESIDENT || !(ch->flags & CH_UNPROT))
+			/* (written while written back: EVICTING, unprotected) */
+			if ((ch->state != CH_RESIDENT &&
+			    ch->state != CH_EVICTING) || !(ch->flags & CH_UNPROT))
 				continue;
 			rc = uffd_protect(cl->uffd, r->ar->uaddr + r->off +
 			    (c << h->chunk_shift), h->chunk, true);
