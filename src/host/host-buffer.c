@@ -112,18 +112,16 @@ host_stripe_len(const struct host *h, const struct stripe *s, uint64_t off)
 	return (uint32_t)h->chunk;
 }
 
-/* Allocates the frames, staging buffers and the zero chunk. */
-int
-host_buffer_init(struct host *h, uint64_t buffer_size, char **cause)
+/*
+ * Allocates the frames of a buffer of buffer_size bytes, all free: one per
+ * chunk, or with fetch = adaptive one per grain (a partial chunk holds a
+ * grain or more), GRAIN_FRAMES_MAX at the most.
+ */
+static int
+frames_alloc(struct host *h, uint64_t buffer_size, char **cause)
 {
-	unsigned nstaging = (unsigned)cfg_int(h->d->cfg, CFG_HOST_MAX_FETCHES);
-
 	h->nframes = buffer_size >> h->chunk_shift;
-	h->npages = h->nframes * h->chunk_pages;
-	for (h->ghost_shift = 0; h->npages >> h->ghost_shift > GHOST_TICKS;)
-		h->ghost_shift++;
 	if (h->adaptive) {
-		/* a partial chunk holds a grain or more: more slots */
 		uint64_t slots = buffer_size >> h->grain_shift;
 
 		if (slots > GRAIN_FRAMES_MAX)
@@ -141,6 +139,54 @@ host_buffer_init(struct host *h, uint64_t buffer_size, char **cause)
 	for (uint64_t i = 0; i < h->nframes; i++)
 		h->free_frames[i] = (uint32_t)(h->nframes - 1 - i);
 	h->nfree = h->nframes;
+	return 0;
+}
+
+/*
+ * Turns fetch = adaptive on in a buffer that holds nothing yet (a restart
+ * state of a famd that may have left partial chunks: host-restart.c): its
+ * frames become one per grain. 0, or -1 with *cause set (the buffer is as
+ * it was).
+ */
+int
+host_buffer_adapt(struct host *h, char **cause)
+{
+	struct frame *frames = h->frames;
+	uint32_t *free_frames = h->free_frames;
+	uint64_t nframes = h->nframes;
+
+	if (h->adaptive)
+		return 0;
+	if (h->nfree != h->nframes) {
+		*cause = xasprintf("the buffer holds chunks already");
+		return -1;
+	}
+	h->adaptive = true;
+	if (frames_alloc(h, h->npages << 12, cause) < 0) {
+		free(h->frames);
+		free(h->free_frames);
+		h->adaptive = false;
+		h->frames = frames;
+		h->free_frames = free_frames;
+		h->nframes = h->nfree = nframes;
+		return -1;
+	}
+	free(frames);
+	free(free_frames);
+	return 0;
+}
+
+/* Allocates the frames, staging buffers and the zero chunk. */
+int
+host_buffer_init(struct host *h, uint64_t buffer_size, char **cause)
+{
+	unsigned nstaging = (unsigned)cfg_int(h->d->cfg, CFG_HOST_MAX_FETCHES);
+
+	h->npages = (buffer_size >> h->chunk_shift) * h->chunk_pages;
+	for (h->ghost_shift = 0; h->npages >> h->ghost_shift > GHOST_TICKS;)
+		h->ghost_shift++;
+	if (frames_alloc(h, buffer_size, cause) < 0)
+		return -1;
 
 	h->staging = host_numa_alloc(h, (size_t)nstaging * h->chunk);
 	h->staging_busy = calloc((nstaging + 63) / 64, sizeof *h->staging_busy);

@@ -168,9 +168,10 @@ state_json(struct host *h)
 		if (!cl->dead && !cl->orphan && cl->token != 0 &&
 		    (cl->uffd >= 0 || cl->restored))
 			json_array_append_new(sessions, state_session(cl));
-	return json_pack("{s:s,s:i,s:I,s:I,s:o,s:o,s:o}",
+	return json_pack("{s:s,s:i,s:I,s:s,s:I,s:o,s:o,s:o}",
 	    "format", RESTART_FORMAT, "version", RESTART_VERSION,
 	    "chunk", (json_int_t)h->chunk,
+	    "fetch", h->adaptive ? "adaptive" : "chunk",
 	    "uffd_features", (json_int_t)h->uffd_features,
 	    "next_handle", json_u64(h->next_handle),
 	    "nodes", nodes, "sessions", sessions);
@@ -679,6 +680,36 @@ load_session(struct host *h, json_t *js, char **why)
 	return 0;
 }
 
+/*
+ * A famd before with fetch = adaptive may have left partial chunks, whose
+ * grains in place may hold the only copy of a write: a famd that reads
+ * whole chunks would punch them (host-reclaim.c). When the state names
+ * sessions and was made with fetch = adaptive (or does not say: made
+ * before it said), this famd keeps fetch = adaptive until it stops.
+ */
+static int
+load_fetch(struct host *h, json_t *st, char **why)
+{
+	const char *fetch = json_string_value(json_object_get(st, "fetch"));
+	json_t *sessions = json_object_get(st, "sessions");
+	char *cause = NULL;
+
+	if (h->adaptive || json_array_size(sessions) == 0 ||
+	    (fetch != NULL && strcmp(fetch, "adaptive") != 0))
+		return 0;
+	if (host_buffer_adapt(h, &cause) < 0) {
+		*why = xasprintf("made with fetch = adaptive, and this famd "
+		    "cannot turn it on: %s", cause);
+		free(cause);
+		return -1;
+	}
+	log_warn("host: fetch = adaptive kept: the restart state %s was made "
+	    "with it%s, and its programs' partial chunks may hold writes; "
+	    "fetch = chunk applies from a start with no session to take back",
+	    h->restart->path, fetch == NULL ? " (or does not say)" : "");
+	return 0;
+}
+
 /* Checks the head of the state: this famd's chunk, features and nodes. */
 static int
 load_head(struct host *h, json_t *st, char **why)
@@ -705,6 +736,8 @@ load_head(struct host *h, json_t *st, char **why)
 		    (unsigned long long)h->uffd_features);
 	if (get_u64(st, "next_handle", &next) < 0)
 		BAD("no next_handle");
+	if (load_fetch(h, st, why) < 0)
+		return -1;
 	if (!json_is_array(nodes) || json_array_size(nodes) != h->nnodes)
 		BAD("made with other memory_nodes");
 	json_array_foreach(nodes, i, n) {

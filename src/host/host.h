@@ -735,6 +735,7 @@ int host_fork_copy_discard(struct region *r, uint64_t first, uint64_t n);
 
 /* host-buffer.c */
 int host_buffer_init(struct host *h, uint64_t buffer_size, char **cause);
+int host_buffer_adapt(struct host *h, char **cause);
 void host_buffer_fini(struct host *h);
 int64_t host_frame_get(struct host *h);
 int64_t host_frame_take(struct host *h, uint32_t pages);

@@ -121,3 +121,19 @@ wait "$sp" || fail "famtest sparse after the restart: $(cat "$T/sp.out" "$T/sp.e
 partial=$(ctl ha status -j | jq '.restart.chunks_partial')
 [ "$partial" -gt 0 ] || fail "no partial chunk taken back: $(ctl ha status -j | jq -c .restart)"
 pass "fetch = adaptive: host famd killed while a sparse writer held its data and started again: $partial partial chunks taken back dirty, every word right"
+
+# The same, started again with fetch = chunk (the default): the partial
+# chunks the famd before left are not punched (their grains hold the only
+# copy of famtest's writes); this famd keeps fetch = adaptive, and says so.
+LD_PRELOAD=$SHIM "$FAMTEST" -f -w -s "$(scaled 96M)" sparse >"$T/sp.out" 2>"$T/sp.err" &
+sp=$!
+wait_until 60 grep -q '^holding' "$T/sp.out" || fail "famtest sparse: $(cat "$T/sp.out" "$T/sp.err" | tail -n 3)"
+kill -KILL "$HOST_PID"
+wait "$HOST_PID" 2>/dev/null
+start_host ha "$BUF" "$MEM_ADDR"
+kill -USR1 "$sp"
+wait "$sp" || fail "famtest sparse after a restart with fetch = chunk: $(cat "$T/sp.out" "$T/sp.err" | tail -n 5)"
+partial=$(ctl ha status -j | jq '.restart.chunks_partial')
+[ "$partial" -gt 0 ] || fail "no partial chunk taken back with fetch = chunk: $(ctl ha status -j | jq -c .restart)"
+grep -q "fetch = adaptive kept" "$T/ha.log" || fail "no word of fetch = adaptive kept: $(tail -3 "$T/ha.log")"
+pass "fetch = adaptive, then chunk: host famd killed while a sparse writer held its data and started with fetch = chunk: adaptive kept, $partial partial chunks taken back dirty, every word right"
