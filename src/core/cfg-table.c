@@ -713,7 +713,11 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		    "sequential regions keep whole chunks and read-ahead; "
 		    "famctl regions shows each region's density and fetch "
 		    "size). Replicated regions, regions shared with a fork's "
-		    "copies and install = continue keep whole chunks.",
+		    "copies and install = continue keep whole chunks. A famd "
+		    "started with chunk over the restart state of one that ran "
+		    "adaptive keeps adaptive until it stops (its programs' "
+		    "partial chunks may hold writes); chunk applies from a "
+		    "start with no session to take back.",
 	},
 	[CFG_VERBS_QPS_PER_PEER] = {
 		.section = "verbs", .name = "qps_per_peer", .type = CFG_T_INT,
