@@ -17,7 +17,9 @@
  *   some pages there    an install or a punch cut short: the pages there
  *                       are unwritten (installed write-protected), the
  *                       memory node holds the chunk; punched, ABSENT. With
- *                       fetch = adaptive, a partial chunk: its grains
+ *                       fetch = adaptive, where faults read grains (not
+ *                       a replicated or erasure-coded region, a fork's,
+ *                       a file's last chunk), a partial chunk: its grains
  *                       wholly there RESIDENT (CH_PARTIAL), dirty, the
  *                       others punched
  *   none                ABSENT, read from the memory node (which reads a
@@ -164,6 +166,28 @@ chunk_reclaim_partial(struct host *h, struct region *r, uint64_t c)
 }
 
 /*
+ * Tells whether chunk c of r, partly in the memfd, may be a partial chunk
+ * (fetch = adaptive): only where a demand fetch reads grains
+ * (host_grain_choose(), host_grain_start()); anywhere else (a shared
+ * file, a replicated or erasure-coded region, a fork's copy or source, a
+ * file's last chunk) it is an install or a punch cut short.
+ */
+static bool
+reclaim_may_be_partial(const struct host *h, const struct region *r,
+    uint64_t c)
+{
+	unsigned si;
+	uint64_t soff;
+
+	if (!h->adaptive || (r->flags & FAM_S_ALLOC_SHARED) ||
+	    r->ncopies > 1 || r->ec != NULL || r->src != NULL ||
+	    r->copies != NULL)
+		return false;
+	soff = host_stripe_offset(h, r, c, &si);
+	return host_stripe_len(h, &r->stripes[si], soff) == h->chunk;
+}
+
+/*
  * Finds the resident chunks of r from its arena's memfd (the table above):
  * gives each a frame, dirty; punches what an install cut short left.
  */
@@ -196,8 +220,7 @@ region_reclaim(struct host *h, struct region *r)
 		}
 		if (held == 0)
 			continue;
-		if (held < (off_t)h->chunk && h->adaptive &&
-		    !(r->flags & FAM_S_ALLOC_SHARED)) {
+		if (held < (off_t)h->chunk && reclaim_may_be_partial(h, r, c)) {
 			int rc = chunk_reclaim_partial(h, r, c);
 
 			if (rc < 0)

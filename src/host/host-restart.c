@@ -736,8 +736,6 @@ load_head(struct host *h, json_t *st, char **why)
 		    (unsigned long long)h->uffd_features);
 	if (get_u64(st, "next_handle", &next) < 0)
 		BAD("no next_handle");
-	if (load_fetch(h, st, why) < 0)
-		return -1;
 	if (!json_is_array(nodes) || json_array_size(nodes) != h->nnodes)
 		BAD("made with other memory_nodes");
 	json_array_foreach(nodes, i, n) {
@@ -1017,6 +1015,9 @@ restart_load(struct host *h)
 				break;
 			rs->restored++;
 		}
+		/* (before any REARENA: no chunk is taken back yet) */
+		if (why == NULL)
+			load_fetch(h, st, &why);
 	}
 	json_decref(st);
 	if (why == NULL)
