@@ -65,6 +65,19 @@ grain_density(const struct host *h, const struct region *r)
 }
 
 /*
+ * Tells whether r's chunks may be read in grains (fetch = adaptive): not
+ * with install = continue, nor in a replicated or erasure-coded region
+ * (ncopies N, or K + M), a fork's copy or its source. (host-reclaim.c
+ * asks it too: elsewhere a chunk partly in place is no partial chunk.)
+ */
+bool
+host_grain_region(const struct host *h, const struct region *r)
+{
+	return h->adaptive && !h->cont_ok && h->grain_shift < h->chunk_shift &&
+	    r->ncopies <= 1 && r->src == NULL && r->copies == NULL;
+}
+
+/*
  * Returns the grains a demand fetch of r reads (0: the whole chunk), and
  * remembers it as the region's fetch size in use.
  */
@@ -73,9 +86,7 @@ host_grain_choose(struct host *h, struct region *r)
 {
 	int density;
 
-	if (!h->adaptive || h->cont_ok || h->grain_shift >= h->chunk_shift ||
-	    r->ncopies > 1 || r->src != NULL || r->copies != NULL ||
-	    r->cl->forking || r->ra_window > 0)
+	if (!host_grain_region(h, r) || r->cl->forking || r->ra_window > 0)
 		return 0;
 	density = grain_density(h, r);
 	if (density < 0 || density < 50) {

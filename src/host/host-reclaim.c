@@ -168,9 +168,10 @@ chunk_reclaim_partial(struct host *h, struct region *r, uint64_t c)
 /*
  * Tells whether chunk c of r, partly in the memfd, may be a partial chunk
  * (fetch = adaptive): only where a demand fetch reads grains
- * (host_grain_choose(), host_grain_start()); anywhere else (a shared
- * file, a replicated or erasure-coded region, a fork's copy or source, a
- * file's last chunk) it is an install or a punch cut short.
+ * (host_grain_region(), and a whole chunk on the node: host_grain_start());
+ * anywhere else (a shared file, a replicated or erasure-coded region, a
+ * fork's copy or source, a file's last chunk) it is an install or a punch
+ * cut short.
  */
 static bool
 reclaim_may_be_partial(const struct host *h, const struct region *r,
@@ -179,9 +180,7 @@ reclaim_may_be_partial(const struct host *h, const struct region *r,
 	unsigned si;
 	uint64_t soff;
 
-	if (!h->adaptive || (r->flags & FAM_S_ALLOC_SHARED) ||
-	    r->ncopies > 1 || r->ec != NULL || r->src != NULL ||
-	    r->copies != NULL)
+	if ((r->flags & FAM_S_ALLOC_SHARED) || !host_grain_region(h, r))
 		return false;
 	soff = host_stripe_offset(h, r, c, &si);
 	return host_stripe_len(h, &r->stripes[si], soff) == h->chunk;

@@ -685,9 +685,10 @@ load_session(struct host *h, json_t *js, char **why)
  * grains in place may hold the only copy of a write: a famd that reads
  * whole chunks would punch them (host-reclaim.c). When the state names
  * sessions and was made with fetch = adaptive (or does not say: made
- * before it said), this famd keeps fetch = adaptive until it stops.
+ * before it said), this famd keeps fetch = adaptive until it stops; if it
+ * cannot, *why says so (the state is refused).
  */
-static int
+static void
 load_fetch(struct host *h, json_t *st, char **why)
 {
 	const char *fetch = json_string_value(json_object_get(st, "fetch"));
@@ -696,18 +697,17 @@ load_fetch(struct host *h, json_t *st, char **why)
 
 	if (h->adaptive || json_array_size(sessions) == 0 ||
 	    (fetch != NULL && strcmp(fetch, "adaptive") != 0))
-		return 0;
+		return;
 	if (host_buffer_adapt(h, &cause) < 0) {
 		*why = xasprintf("made with fetch = adaptive, and this famd "
 		    "cannot turn it on: %s", cause);
 		free(cause);
-		return -1;
+		return;
 	}
 	log_warn("host: fetch = adaptive kept: the restart state %s was made "
 	    "with it%s, and its programs' partial chunks may hold writes; "
 	    "fetch = chunk applies from a start with no session to take back",
 	    h->restart->path, fetch == NULL ? " (or does not say)" : "");
-	return 0;
 }
 
 /* Checks the head of the state: this famd's chunk, features and nodes. */

@@ -852,6 +852,7 @@ struct mnode *host_node_by_instance(struct host *h, uint64_t instance);
 
 /* host-grain.c: fetch = adaptive, below the faults, above the buffer */
 void host_grain_init(struct host *h);
+bool host_grain_region(const struct host *h, const struct region *r);
 unsigned host_grain_choose(struct host *h, struct region *r);
 json_t *host_grain_json(const struct host *h, const struct region *r);
 uint64_t host_grain_mask(unsigned first, unsigned n);
