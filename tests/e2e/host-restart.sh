@@ -107,33 +107,28 @@ pass "a restart state that does not check is refused with a log line: its progra
 # perhaps written: their only copy) outlive a restart. famtest sparse
 # writes random words, one per 16 KiB, over three times the buffer,
 # verifies and rewrites them, and holds; the host famd is killed and
-# started again: the partial chunks are taken back dirty, and every word
-# is right, in famtest and in the child it forks then.
+# started again (with OPTS...): the partial chunks are taken back dirty,
+# and every word is right, in famtest and in the child it forks then.
+# Sets partial to the partial chunks taken back.
+sparse_across_restart() {
+	LD_PRELOAD=$SHIM "$FAMTEST" -f -w -s "$(scaled 96M)" sparse >"$T/sp.out" 2>"$T/sp.err" &
+	sp=$!
+	wait_until 60 grep -q '^holding' "$T/sp.out" || fail "famtest sparse: $(cat "$T/sp.out" "$T/sp.err" | tail -n 3)"
+	kill -KILL "$HOST_PID"
+	wait "$HOST_PID" 2>/dev/null
+	start_host ha "$BUF" "$MEM_ADDR" "$@"
+	kill -USR1 "$sp"
+	wait "$sp" || fail "famtest sparse after a restart ($*): $(cat "$T/sp.out" "$T/sp.err" | tail -n 5)"
+	partial=$(ctl ha status -j | jq '.restart.chunks_partial')
+	[ "$partial" -gt 0 ] || fail "no partial chunk taken back ($*): $(ctl ha status -j | jq -c .restart)"
+}
 start_host ha "$BUF" "$MEM_ADDR" -o host.fetch=adaptive
-LD_PRELOAD=$SHIM "$FAMTEST" -f -w -s "$(scaled 96M)" sparse >"$T/sp.out" 2>"$T/sp.err" &
-sp=$!
-wait_until 60 grep -q '^holding' "$T/sp.out" || fail "famtest sparse: $(cat "$T/sp.out" "$T/sp.err" | tail -n 3)"
-kill -KILL "$HOST_PID"
-wait "$HOST_PID" 2>/dev/null
-start_host ha "$BUF" "$MEM_ADDR" -o host.fetch=adaptive
-kill -USR1 "$sp"
-wait "$sp" || fail "famtest sparse after the restart: $(cat "$T/sp.out" "$T/sp.err" | tail -n 5)"
-partial=$(ctl ha status -j | jq '.restart.chunks_partial')
-[ "$partial" -gt 0 ] || fail "no partial chunk taken back: $(ctl ha status -j | jq -c .restart)"
+sparse_across_restart -o host.fetch=adaptive
 pass "fetch = adaptive: host famd killed while a sparse writer held its data and started again: $partial partial chunks taken back dirty, every word right"
 
 # The same, started again with fetch = chunk (the default): the partial
 # chunks the famd before left are not punched (their grains hold the only
 # copy of famtest's writes); this famd keeps fetch = adaptive, and says so.
-LD_PRELOAD=$SHIM "$FAMTEST" -f -w -s "$(scaled 96M)" sparse >"$T/sp.out" 2>"$T/sp.err" &
-sp=$!
-wait_until 60 grep -q '^holding' "$T/sp.out" || fail "famtest sparse: $(cat "$T/sp.out" "$T/sp.err" | tail -n 3)"
-kill -KILL "$HOST_PID"
-wait "$HOST_PID" 2>/dev/null
-start_host ha "$BUF" "$MEM_ADDR"
-kill -USR1 "$sp"
-wait "$sp" || fail "famtest sparse after a restart with fetch = chunk: $(cat "$T/sp.out" "$T/sp.err" | tail -n 5)"
-partial=$(ctl ha status -j | jq '.restart.chunks_partial')
-[ "$partial" -gt 0 ] || fail "no partial chunk taken back with fetch = chunk: $(ctl ha status -j | jq -c .restart)"
+sparse_across_restart
 grep -q "fetch = adaptive kept" "$T/ha.log" || fail "no word of fetch = adaptive kept: $(tail -3 "$T/ha.log")"
 pass "fetch = adaptive, then chunk: host famd killed while a sparse writer held its data and started with fetch = chunk: adaptive kept, $partial partial chunks taken back dirty, every word right"

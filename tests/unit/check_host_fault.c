@@ -394,6 +394,48 @@ page_state(const void *p, bool *present, bool *wp)
 }
 
 /*
+ * What an install test works on: dst, dlen bytes of a memfd mapped shared
+ * and registered with uffd (missing and write-protect faults), and src,
+ * slen bytes of anonymous memory filled with 0x5a.
+ */
+struct inst {
+	int uffd, memfd;
+	uint8_t *dst, *src;
+	size_t dlen, slen;
+};
+
+static void
+inst_open(struct inst *in, size_t dlen, size_t slen)
+{
+	in->uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	in->memfd = memfd_create("check-install", MFD_CLOEXEC);
+	in->dlen = dlen;
+	in->slen = slen;
+	ck_assert_int_ge(in->uffd, 0);
+	ck_assert_int_ge(in->memfd, 0);
+	ck_assert_int_eq(uffd_api(in->uffd, UFFD_FEATURE_WP_HUGETLBFS_SHMEM),
+	    0);
+	ck_assert_int_eq(ftruncate(in->memfd, (off_t)dlen), 0);
+	in->dst = mmap(NULL, dlen, PROT_READ | PROT_WRITE, MAP_SHARED,
+	    in->memfd, 0);
+	in->src = mmap(NULL, slen, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ck_assert(in->dst != MAP_FAILED && in->src != MAP_FAILED);
+	memset(in->src, 0x5a, slen);
+	ck_assert_int_eq(uffd_register(in->uffd, (uint64_t)(uintptr_t)in->dst,
+	    dlen, true, false), 0);
+}
+
+static void
+inst_close(struct inst *in)
+{
+	munmap(in->src, in->slen);
+	munmap(in->dst, in->dlen);
+	close(in->memfd);
+	close(in->uffd);
+}
+
+/*
  * A chunk that goes in writable but whose install is cut short leaves no
  * page writable: the pages in place stay write-protected (a write there
  * faults and is seen), so that a restarted famd or a failed fetch may punch
@@ -402,54 +444,38 @@ page_state(const void *p, bool *present, bool *wp)
  */
 START_TEST(test_writable_install_cut_short_leaves_no_page_writable)
 {
-	int uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
-	int memfd = memfd_create("check-install", MFD_CLOEXEC);
-	uint8_t *dst, *src;
+	struct inst in;
 	unsigned in_place = 0;
 	bool present, wp;
 
-	ck_assert_int_ge(uffd, 0);
-	ck_assert_int_ge(memfd, 0);
-	ck_assert_int_eq(uffd_api(uffd, UFFD_FEATURE_WP_HUGETLBFS_SHMEM), 0);
-	ck_assert_int_eq(ftruncate(memfd, 2 * CHUNK), 0);
-	dst = mmap(NULL, 2 * CHUNK, PROT_READ | PROT_WRITE, MAP_SHARED, memfd,
-	    0);
-	src = mmap(NULL, CHUNK, PROT_READ | PROT_WRITE,
-	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	ck_assert(dst != MAP_FAILED && src != MAP_FAILED);
-	memset(src, 0x5a, CHUNK);
-	ck_assert_int_eq(uffd_register(uffd, (uint64_t)(uintptr_t)dst,
-	    2 * CHUNK, true, false), 0);
-
+	inst_open(&in, 2 * CHUNK, CHUNK);
 	/* a whole install goes in writable */
-	ck_assert_int_eq(uffd_copy(uffd, (uint64_t)(uintptr_t)dst, src, CHUNK,
-	    false), 0);
+	ck_assert_int_eq(uffd_copy(in.uffd, (uint64_t)(uintptr_t)in.dst,
+	    in.src, CHUNK, false), 0);
 	for (unsigned i = 0; i < CHUNK / PAGE; i++) {
-		page_state(dst + i * PAGE, &present, &wp);
+		page_state(in.dst + i * PAGE, &present, &wp);
 		ck_assert(present && !wp);
 	}
 	/* one cut short: what went in is write-protected */
-	ck_assert_int_eq(mprotect(src + CHUNK / 2, CHUNK / 2, PROT_NONE), 0);
-	ck_assert_int_lt(uffd_copy(uffd, (uint64_t)(uintptr_t)dst + CHUNK, src,
-	    CHUNK, false), 0);
+	ck_assert_int_eq(mprotect(in.src + CHUNK / 2, CHUNK / 2, PROT_NONE), 0);
+	ck_assert_int_lt(uffd_copy(in.uffd, (uint64_t)(uintptr_t)in.dst + CHUNK,
+	    in.src, CHUNK, false), 0);
 	for (unsigned i = 0; i < CHUNK / PAGE; i++) {
-		page_state(dst + CHUNK + i * PAGE, &present, &wp);
+		page_state(in.dst + CHUNK + i * PAGE, &present, &wp);
 		ck_assert_msg(!present || wp, "page %u of a chunk whose install "
 		    "was cut short is writable", i);
 		in_place += present;
 	}
 	ck_assert_uint_gt(in_place, 0); /* (the install went part of the way) */
-	munmap(src, CHUNK);
-	munmap(dst, 2 * CHUNK);
-	close(memfd);
-	close(uffd);
+	inst_close(&in);
 }
 END_TEST
 
-/* What the thread below touched, and whether it is through. */
+/* A thread that touched a page, and whether it is through. */
 struct wait_touch {
 	volatile uint8_t *p;
 	atomic_bool ended;
+	pthread_t th;
 };
 
 /* Reads one byte. */
@@ -463,6 +489,30 @@ wait_touch_main(void *arg)
 	return NULL;
 }
 
+/* Starts a thread that reads p, and takes its fault message off uffd. */
+static void
+wait_touch_start(struct wait_touch *t, int uffd, uint8_t *p)
+{
+	struct pollfd pfd = { .fd = uffd, .events = POLLIN };
+	struct uffd_msg msg;
+
+	*t = (struct wait_touch){ .p = p };
+	ck_assert_int_eq(pthread_create(&t->th, NULL, wait_touch_main, t), 0);
+	ck_assert_int_eq(poll(&pfd, 1, 10000), 1); /* it waits */
+	ck_assert_int_eq(read(uffd, &msg, sizeof msg), (ssize_t)sizeof msg);
+	ck_assert_uint_eq(msg.arg.pagefault.address, (uint64_t)(uintptr_t)p);
+}
+
+/* Waits up to 5 s for t's thread to go on, and joins it. */
+static void
+wait_touch_end(struct wait_touch *t, const char *what)
+{
+	for (int i = 0; i < 500 && !atomic_load(&t->ended); i++)
+		nanosleep(&(struct timespec){ .tv_nsec = 10000000 }, NULL);
+	ck_assert_msg(atomic_load(&t->ended), "%s", what);
+	pthread_join(t->th, NULL);
+}
+
 /*
  * A thread waits on a page of a chunk that the program maps anew before
  * famd's writable install of it comes: the install and the lift of
@@ -472,47 +522,19 @@ wait_touch_main(void *arg)
  */
 START_TEST(test_writable_install_wakes_a_thread_on_a_page_it_skipped)
 {
-	int uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
-	int memfd = memfd_create("check-install", MFD_CLOEXEC);
-	struct wait_touch t = { 0 };
-	struct pollfd pfd;
-	struct uffd_msg msg;
-	pthread_t th;
-	uint8_t *dst, *src;
+	struct inst in;
+	struct wait_touch t;
 
-	ck_assert_int_ge(uffd, 0);
-	ck_assert_int_ge(memfd, 0);
-	ck_assert_int_eq(uffd_api(uffd, UFFD_FEATURE_WP_HUGETLBFS_SHMEM), 0);
-	ck_assert_int_eq(ftruncate(memfd, CHUNK), 0);
-	dst = mmap(NULL, CHUNK, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
-	src = mmap(NULL, CHUNK, PROT_READ | PROT_WRITE,
-	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	ck_assert(dst != MAP_FAILED && src != MAP_FAILED);
-	memset(src, 0x5a, CHUNK);
-	ck_assert_int_eq(uffd_register(uffd, (uint64_t)(uintptr_t)dst, CHUNK,
-	    true, false), 0);
-
-	t.p = dst + 5 * PAGE;
-	ck_assert_int_eq(pthread_create(&th, NULL, wait_touch_main, &t), 0);
-	pfd = (struct pollfd){ .fd = uffd, .events = POLLIN };
-	ck_assert_int_eq(poll(&pfd, 1, 10000), 1); /* it waits */
-	ck_assert_int_eq(read(uffd, &msg, sizeof msg), (ssize_t)sizeof msg);
-	ck_assert_uint_eq(msg.arg.pagefault.address,
-	    (uint64_t)(uintptr_t)(dst + 5 * PAGE));
+	inst_open(&in, CHUNK, CHUNK);
+	wait_touch_start(&t, in.uffd, in.dst + 5 * PAGE);
 	/* mapped anew: not registered, every page skipped */
-	ck_assert(mmap(dst, CHUNK, PROT_READ | PROT_WRITE, MAP_PRIVATE |
-	    MAP_ANONYMOUS | MAP_FIXED, -1, 0) == dst);
-	ck_assert_int_eq(uffd_copy(uffd, (uint64_t)(uintptr_t)dst, src, CHUNK,
-	    false), 0);
-	for (int i = 0; i < 500 && !atomic_load(&t.ended); i++)
-		nanosleep(&(struct timespec){ .tv_nsec = 10000000 }, NULL);
-	ck_assert_msg(atomic_load(&t.ended), "the thread waiting on a page "
-	    "the install skipped sleeps on");
-	pthread_join(th, NULL);
-	munmap(dst, CHUNK);
-	munmap(src, CHUNK);
-	close(memfd);
-	close(uffd);
+	ck_assert(mmap(in.dst, CHUNK, PROT_READ | PROT_WRITE, MAP_PRIVATE |
+	    MAP_ANONYMOUS | MAP_FIXED, -1, 0) == in.dst);
+	ck_assert_int_eq(uffd_copy(in.uffd, (uint64_t)(uintptr_t)in.dst, in.src,
+	    CHUNK, false), 0);
+	wait_touch_end(&t, "the thread waiting on a page the install skipped "
+	    "sleeps on");
+	inst_close(&in);
 }
 END_TEST
 
@@ -523,49 +545,22 @@ END_TEST
  */
 START_TEST(test_writable_install_of_one_page_wakes_its_thread)
 {
-	int uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
-	int memfd = memfd_create("check-install", MFD_CLOEXEC);
-	struct wait_touch t = { 0 };
-	struct pollfd pfd;
-	struct uffd_msg msg;
-	pthread_t th;
-	uint8_t *dst, *src;
+	struct inst in;
+	struct wait_touch t;
 	bool present, wp;
 
-	ck_assert_int_ge(uffd, 0);
-	ck_assert_int_ge(memfd, 0);
-	ck_assert_int_eq(uffd_api(uffd, UFFD_FEATURE_WP_HUGETLBFS_SHMEM), 0);
-	ck_assert_int_eq(ftruncate(memfd, CHUNK), 0);
-	dst = mmap(NULL, CHUNK, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
-	src = mmap(NULL, PAGE, PROT_READ | PROT_WRITE,
-	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	ck_assert(dst != MAP_FAILED && src != MAP_FAILED);
-	memset(src, 0x5a, PAGE);
-	ck_assert_int_eq(uffd_register(uffd, (uint64_t)(uintptr_t)dst, CHUNK,
-	    true, false), 0);
-
-	t.p = dst + 3 * PAGE;
-	ck_assert_int_eq(pthread_create(&th, NULL, wait_touch_main, &t), 0);
-	pfd = (struct pollfd){ .fd = uffd, .events = POLLIN };
-	ck_assert_int_eq(poll(&pfd, 1, 10000), 1); /* it waits */
-	ck_assert_int_eq(read(uffd, &msg, sizeof msg), (ssize_t)sizeof msg);
-	ck_assert_int_eq(uffd_copy(uffd, (uint64_t)(uintptr_t)(dst + 3 * PAGE),
-	    src, PAGE, false), 0);
-	for (int i = 0; i < 500 && !atomic_load(&t.ended); i++)
-		nanosleep(&(struct timespec){ .tv_nsec = 10000000 }, NULL);
-	ck_assert_msg(atomic_load(&t.ended), "the thread waiting on the page "
-	    "sleeps on");
-	pthread_join(th, NULL);
-	page_state(dst + 3 * PAGE, &present, &wp);
+	inst_open(&in, CHUNK, PAGE);
+	wait_touch_start(&t, in.uffd, in.dst + 3 * PAGE);
+	ck_assert_int_eq(uffd_copy(in.uffd,
+	    (uint64_t)(uintptr_t)(in.dst + 3 * PAGE), in.src, PAGE, false), 0);
+	wait_touch_end(&t, "the thread waiting on the page sleeps on");
+	page_state(in.dst + 3 * PAGE, &present, &wp);
 	ck_assert_msg(present && !wp, "the page is %s",
 	    present ? "write-protected" : "not in place");
-	ck_assert_uint_eq(dst[3 * PAGE + PAGE - 1], 0x5a);
-	page_state(dst + 4 * PAGE, &present, &wp);
+	ck_assert_uint_eq(in.dst[3 * PAGE + PAGE - 1], 0x5a);
+	page_state(in.dst + 4 * PAGE, &present, &wp);
 	ck_assert(!present); /* and no other */
-	munmap(dst, CHUNK);
-	munmap(src, PAGE);
-	close(memfd);
-	close(uffd);
+	inst_close(&in);
 }
 END_TEST
 
