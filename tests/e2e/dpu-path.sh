@@ -85,6 +85,7 @@ pass "the dpu returns: reconnected, and chunks go through it again ($(($(hc hand
 # pass over it (rewritten and verified twice) stays right.
 ctl host call path.set '{"path":"dpu"}' >/dev/null
 # (not through shim(): $! must be famtest's pid, for SIGUSR1)
+fresh "$T/p.out"
 LD_PRELOAD=$SHIM "$FAMTEST" -f -s "$(scaled 160M)" passes >"$T/p.out" 2>&1 &
 ft=$!
 npasses() { grep -c '^pass ' "$T/p.out"; }

@@ -31,6 +31,7 @@ run_case() {
 	last=$((n - 1))
 	kill -KILL "${MEMPIDS[last]}"
 	wait_until 15 node_down "$host" "$last" || fail "$mode: the host did not see ${names[last]} die"
+	fresh "$T/p.out"
 	LD_PRELOAD=$SHIM "$FAMTEST" -f -s "$size" passes >"$T/p.out" 2>&1 &
 	ft=$!
 	wait_until 60 passes_past 2 && kill -0 "$ft" ||

@@ -52,6 +52,7 @@ start_host host "$buffer" "$list" -o host.redundancy=ec:2+1 \
 red host '.mode == "ec:2+1" and .state == "healthy"' ||
 	fail "status: $(ctl host status -j | jq -c .redundancy)"
 
+fresh "$T/p.out"
 LD_PRELOAD=$SHIM "$FAMTEST" -f -s "$size" passes >"$T/p.out" 2>&1 &
 ft=$!
 wait_until 60 passes_past 1 && kill -0 "$ft" ||
@@ -162,6 +163,7 @@ for i in 0 1 2; do
 done
 list=$(IFS=,; echo "${addrs[*]}")
 start_host hostp "$buffer" "$list"
+fresh "$T/p.out"
 FAM_REDUNDANCY=ec:2+1 LD_PRELOAD=$SHIM "$FAMTEST" -f -s "$size" passes >"$T/p.out" 2>&1 &
 ft=$!
 wait_until 60 passes_past 1 && kill -0 "$ft" || fail "no pass: $(tail -3 "$T/p.out")"

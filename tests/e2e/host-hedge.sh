@@ -48,6 +48,7 @@ ctl host status -j | jq -e '.peers[0] | has("read_us") and has("read_expected_us
 hedge '.hedge_after_ms == -1 and .sent == 0' ||
 	fail "hedge_after is not auto: $(ctl host status -j | jq -c .redundancy.hedge)"
 
+fresh "$T/r.out"
 LD_PRELOAD=$SHIM "$FAMTEST" -f -s "$size" reads >"$T/r.out" 2>&1 &
 ft=$!
 wait_until 60 reads_past 1 && kill -0 "$ft" || fail "no read pass: $(tail -3 "$T/r.out")"
@@ -116,6 +117,7 @@ stop_famd "$HOST_PID" || fail "host0 exit"
 start_memory m2
 start_host hostec "$buffer" "$a0, $MEM_ADDR, $(mem_addr m1)" -o host.redundancy=ec:2+1 \
 	-o famd.op_timeout=20s
+fresh "$T/r.out"
 LD_PRELOAD=$SHIM "$FAMTEST" -f -s "$size" reads >"$T/r.out" 2>&1 &
 ft=$!
 wait_until 60 reads_past 1 && kill -0 "$ft" || fail "ec: no read pass: $(tail -3 "$T/r.out")"

@@ -68,6 +68,7 @@ start_case() {
 		-o host.write_quorum="$1" -o famd.op_timeout=60s
 	red "h$1" ".mode == \"replicate:2\" and .write_quorum == \"$1\" and .state == \"healthy\"" ||
 		fail "status: $(ctl "h$1" status -j | jq -c .redundancy)"
+	fresh "$T/p.out"
 	"$FAMRED" -w -s "$size" default >"$T/p.out" 2>&1 &
 	ft=$!
 	wait_until 30 grep -q '^ready' "$T/p.out" || fail "famred: $(cat "$T/p.out")"

@@ -59,6 +59,7 @@ run_case() {
 		fail "status: $(ctl "$host" status -j | jq -c .redundancy)"
 
 	: >"$T/p.out" # emptied first: the last case's passes must not count
+	fresh "$T/p.out"
 	LD_PRELOAD=$SHIM "$FAMTEST" -f -s "$size" passes >"$T/p.out" 2>&1 &
 	ft=$!
 	wait_until 60 passes_past 1 && kill -0 "$ft" ||
@@ -138,6 +139,7 @@ stall_case() {
 	start_host hosts "$buffer" "$(IFS=,; echo "${addrs[*]}")" \
 		-o host.redundancy=replicate:2 -o host.replace_after=$after
 	: >"$T/p.out" # emptied first: the last case's passes must not count
+	fresh "$T/p.out"
 	LD_PRELOAD=$SHIM "$FAMTEST" -f -s "$size" passes >"$T/p.out" 2>&1 &
 	ft=$!
 	wait_until 60 passes_past 1 && kill -0 "$ft" || fail "no pass: $(tail -3 "$T/p.out")"
@@ -177,6 +179,7 @@ restart_case() {
 	start_host hostr "$buffer" "$(IFS=,; echo "${addrs[*]}")" \
 		-o host.redundancy=replicate:2 -o host.replace_after=$after
 	: >"$T/p.out" # emptied first: the last case's passes must not count
+	fresh "$T/p.out"
 	LD_PRELOAD=$SHIM "$FAMTEST" -f -s "$size" passes >"$T/p.out" 2>&1 &
 	ft=$!
 	wait_until 60 passes_past 1 && kill -0 "$ft" || fail "no pass: $(tail -3 "$T/p.out")"

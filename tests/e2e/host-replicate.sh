@@ -26,6 +26,7 @@ run_case() {
 	red "$host" '.mode == "replicate:2" and .state == "healthy"' ||
 		fail "status: $(ctl "$host" status -j | jq -c .redundancy)"
 
+	fresh "$T/p.out"
 	LD_PRELOAD=$SHIM "$FAMTEST" -f -s "$size" passes >"$T/p.out" 2>&1 &
 	ft=$!
 	wait_until 60 passes_past 1 && kill -0 "$ft" ||
@@ -146,6 +147,7 @@ start_memory pb
 start_host hostp "$buffer" "$a, $MEM_ADDR"
 red hostp '.mode == "none" and .regions == 0' ||
 	fail "status: $(ctl hostp status -j | jq -c .redundancy)"
+fresh "$T/p.out"
 FAM_REDUNDANCY=replicate:2 LD_PRELOAD=$SHIM "$FAMTEST" -f -s "$size" passes >"$T/p.out" 2>&1 &
 ft=$!
 wait_until 60 passes_past 1 && kill -0 "$ft" || fail "no pass: $(tail -3 "$T/p.out")"

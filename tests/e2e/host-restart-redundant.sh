@@ -52,6 +52,7 @@ run_case() {
 	start_host "$host" "$buffer" "$list" "${opts[@]}"
 	state=$T/$host.session.state
 
+	fresh "$T/p.out" "$T/p.err"
 	LD_PRELOAD=$SHIM "$FAMTEST" -f -s "$size" passes >"$T/p.out" 2>"$T/p.err" &
 	ft=$!
 	wait_until 60 passes_past 1 && kill -0 "$ft" ||

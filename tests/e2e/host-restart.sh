@@ -111,6 +111,7 @@ pass "a restart state that does not check is refused with a log line: its progra
 # and every word is right, in famtest and in the child it forks then.
 # Sets partial to the partial chunks taken back.
 sparse_across_restart() {
+	fresh "$T/sp.out" "$T/sp.err"
 	LD_PRELOAD=$SHIM "$FAMTEST" -f -w -s "$(scaled 96M)" sparse >"$T/sp.out" 2>"$T/sp.err" &
 	sp=$!
 	wait_until 60 grep -q '^holding' "$T/sp.out" || fail "famtest sparse: $(cat "$T/sp.out" "$T/sp.err" | tail -n 3)"

@@ -160,6 +160,16 @@ wait_until() {
 	return 0
 }
 
+# fresh FILE...: empties FILEs before a program started in the background
+# writes them: its own `>FILE` truncates only once the child runs, so a
+# wait that reads FILE right after `&` could read what the last run left.
+fresh() {
+	local f
+	for f in "$@"; do
+		: >"$f"
+	done
+}
+
 # sock NAME: the admin socket of the famd called NAME.
 sock() {
 	echo "$T/$1.sock"

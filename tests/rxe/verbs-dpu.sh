@@ -63,6 +63,7 @@ pass "famtest (8M through a 2M buffer) host -> dpu -> memory node over verbs: ev
 # keeps its memory: the dpu reconnects, resumes its session there, and
 # renews its leases before it goes one-sided again (the old rkeys died
 # with the old connection: using one would be a remote access error).
+fresh "$T/r.out"
 LD_PRELOAD=$SHIM "$FAMTEST" -f -s 4M passes >"$T/r.out" 2>&1 &
 ft=$!
 npasses() { grep -c '^pass ' "$T/r.out"; }
@@ -98,6 +99,7 @@ pass "switched to direct: chunks move one-sided (its regions adopted with leases
 
 # The dpu killed under a program that keeps its memory.
 ctl h call path.set '{"path":"dpu"}' >/dev/null || fail "path.set dpu"
+fresh "$T/p.out"
 LD_PRELOAD=$SHIM "$FAMTEST" -f -s 6M passes >"$T/p.out" 2>&1 &
 ft=$!
 npasses() { grep -c '^pass ' "$T/p.out"; }
