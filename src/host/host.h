@@ -299,6 +299,7 @@ struct fetch {
 	bool direct;       /* read into the arena itself (install = continue) */
 	bool via_dpu;      /* its read went out through the dpu */
 	bool retried;      /* given a new deadline after the dpu failed */
+	bool denied_once;  /* parked once after a remote access error */
 	bool grow;         /* more grains of a partial, resident chunk */
 	bool writable;     /* its grains went in writable: its chunk is dirty */
 	bool wfault;       /* a thread waits for it to write: it may go in
