@@ -4,7 +4,7 @@
  * fetches that serve them.
  *
  * Owns: the fetch queues (demand, read-ahead, parked), the reads in flight
- * (h->inflight), read-ahead windows, installs (UFFDIO_COPY from a staging
+ * (h->inflight), installs (UFFDIO_COPY from a staging
  * slot, or, with install = continue over tcp, UFFDIO_CONTINUE of the pages
  * the read filled in the arena's memfd through famd's mapping), and
  * h->wake, the deferred wake-up lower layers activate (host_wake).
@@ -39,7 +39,6 @@
 
 #define FAULT_BATCH     64
 #define PAGE            4096u
-#define FETCH_RUN_BYTES (1u << 20) /* most bytes read at once */
 #define RA_PROBE        8 /* a writing run: 1 read-ahead in 8 protected */
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
@@ -841,8 +840,8 @@ host_fault_fini(struct host *h)
 }
 
 /* Queues the fetch of absent chunk c of r; tid > 0 for a fault at addr. */
-static void
-fetch_start(struct host *h, struct region *r, uint64_t c, bool prefetch,
+void
+host_fetch_start(struct host *h, struct region *r, uint64_t c, bool prefetch,
     pid_t tid, uint64_t addr)
 {
 	struct chunk *ch = &r->chunks[c];
@@ -881,54 +880,6 @@ fetch_start(struct host *h, struct region *r, uint64_t c, bool prefetch,
 		queue_push(&h->prefetchq, &h->prefetchq_tail, f);
 	else
 		queue_push(&h->demandq, &h->demandq_tail, f);
-}
-
-/*
- * Reads ahead of a sequential run of faults: the window doubles from 2 up
- * to `prefetch` chunks while faults keep landing just past the last one.
- * Once the window is whole, it is topped up only when a run of chunks to
- * read together (FETCH_RUN_BYTES, at most half the window) is missing from
- * it, not one chunk per fault.
- */
-static void
-prefetch(struct host *h, struct region *r, uint64_t c)
-{
-	unsigned max = (unsigned)cfg_int(h->d->cfg, CFG_HOST_PREFETCH);
-	unsigned run = FETCH_RUN_BYTES >> h->chunk_shift;
-	uint64_t high = h->npages * h->high_pct / 100, end;
-
-	if (max == 0 || r->advice == FAM_ADVICE_RANDOM)
-		return;
-	if (run > max / 2)
-		run = max / 2;
-	if (r->last_fault != UINT64_MAX && c > r->last_fault &&
-	    c <= (r->ra_next > r->last_fault + 1 ? r->ra_next :
-	    r->last_fault + 1)) {
-		r->ra_window = r->ra_window == 0 ? 2 : r->ra_window * 2;
-		if (r->ra_window > max)
-			r->ra_window = max;
-	} else {
-		r->ra_window = 0;
-		r->ra_next = c + 1;
-	}
-	r->last_fault = c;
-	if (r->ra_window == 0)
-		return;
-	if (r->ra_next < c + 1)
-		r->ra_next = c + 1;
-	if (r->ra_window == max && r->ra_next - (c + 1) + run > max)
-		return;
-	end = c + 1 + r->ra_window;
-	if (end > r->nchunks)
-		end = r->nchunks;
-	for (; r->ra_next < end; r->ra_next++) {
-		struct chunk *ch = &r->chunks[r->ra_next];
-
-		if (h->pages_used >= high)
-			break;
-		if (ch->state == CH_ABSENT && !host_fork_pending(r, r->ra_next))
-			fetch_start(h, r, r->ra_next, true, 0, 0);
-	}
 }
 
 /*
@@ -1092,7 +1043,7 @@ fault(struct host_client *cl, uint64_t addr, uint64_t flags, pid_t tid)
 		if (f->fault_ns == 0)
 			f->fault_ns = mono_ns();
 		if (f->g_n == 0)
-			prefetch(h, r, c);
+			host_prefetch(h, r, c);
 		return;
 	}
 	case CH_RESIDENT:
@@ -1122,12 +1073,12 @@ fault(struct host_client *cl, uint64_t addr, uint64_t flags, pid_t tid)
 	/* An absent chunk's page in the memfd is nobody's data: out it goes. */
 	if (flags & UFFD_PAGEFAULT_FLAG_MINOR)
 		host_chunks_punch(h, r, c, 1);
-	fetch_start(h, r, c, false, tid, addr);
+	host_fetch_start(h, r, c, false, tid, addr);
 	host_fetch_wants_write(ch, flags);
 	if (!(flags & UFFD_PAGEFAULT_FLAG_WRITE))
 		r->ra_writes = false; /* the run reads first */
 	if (ch->state != CH_FETCHING || ch->fetch->g_n == 0)
-		prefetch(h, r, c);
+		host_prefetch(h, r, c);
 }
 
 /* Reads a program's fault messages in batches and serves them. */

@@ -814,7 +814,7 @@ fork_region_new(struct region *src)
 	r->size = src->size;
 	r->nchunks = src->nchunks;
 	r->advice = src->advice;
-	r->last_fault = UINT64_MAX;
+	host_ra_reset(r);
 	/* A copy is not replicated: one copy of each column, the first. */
 	r->width = src->width;
 	r->ncopies = 1;

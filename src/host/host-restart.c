@@ -543,7 +543,7 @@ load_region(struct host_client *cl, json_t *jr, char **why)
 	r->width = (unsigned)width;
 	r->ncopies = (unsigned)copies;
 	r->lost = json_is_true(json_object_get(jr, "lost"));
-	r->last_fault = UINT64_MAX;
+	host_ra_reset(r);
 	r->next = cl->regions;
 	cl->regions = r;
 	r->listed = true;

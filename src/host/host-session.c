@@ -221,7 +221,7 @@ region_new(struct host_client *cl)
 		return NULL;
 	r->cl = cl;
 	r->handle = ++cl->h->next_handle;
-	r->last_fault = UINT64_MAX;
+	host_ra_reset(r);
 	cl->refs++;
 	return r;
 }

@@ -150,6 +150,9 @@ struct stripe {
 
 struct host_ec;
 
+#define HOST_RA_STREAMS 4 /* sequential runs followed in a region */
+#define FETCH_RUN_BYTES (1u << 20) /* most bytes read at once */
+
 struct region {
 	struct host_client *cl;
 	struct arena *ar;
@@ -176,8 +179,18 @@ struct region {
 	uint64_t resident, dirty;
 	uint32_t advice;      /* FAM_ADVICE_* the program gave */
 	uint64_t dpu_retry_ns; /* a hand-over to the dpu failed: not before */
-	uint64_t last_fault;  /* chunk of the previous fault (prefetch) */
-	uint64_t ra_next;     /* first chunk not yet read ahead */
+	/*
+	 * Sequential runs read ahead of (host-fault.c, prefetch()): several
+	 * at once, as threads sharing a sweep or sweeping several parts of
+	 * the region make. ra_window: the window of the run the last fault
+	 * fell in (0: a fault at random).
+	 */
+	struct ra_stream {
+		uint64_t last;    /* chunk of its last fault (UINT64_MAX: free) */
+		uint64_t next;    /* first chunk not yet read ahead */
+		unsigned window;  /* chunks read ahead of a fault */
+		unsigned used;    /* faults ago it was last used (replacement) */
+	} ra[HOST_RA_STREAMS];
 	unsigned ra_window;
 	bool ra_writes;       /* the sequential run writes what it reads ahead:
 	                       * read-ahead goes in writable (host_fetch_writable());
@@ -692,6 +705,10 @@ int host_fault_init(struct host *h);
 /* host-role.c: a fault's service time, for status */
 void host_fault_latency(struct host *h, uint64_t ns);
 void host_fault_fini(struct host *h);
+void host_ra_reset(struct region *r);
+void host_prefetch(struct host *h, struct region *r, uint64_t c);
+void host_fetch_start(struct host *h, struct region *r, uint64_t c,
+    bool prefetch, pid_t tid, uint64_t addr);
 void host_uffd_cb(int fd, short what, void *arg);
 /* Tells whether cl's process lives (its pidfd; assumed without one). */
 bool host_client_alive(struct host_client *cl);

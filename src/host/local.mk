@@ -13,6 +13,7 @@ src_libfamdcore_la_SOURCES += \
 	src/host/host-numa.c \
 	src/host/host-path.c \
 	src/host/host-probe.c \
+	src/host/host-readahead.c \
 	src/host/host-reclaim.c \
 	src/host/host-replica.c \
 	src/host/host-hedge.c \

@@ -23,6 +23,18 @@ echo "$st" | jq -e '.counters | .reads_coalesced > 0 and
 	fail "no coalesced reads, or errors: $(echo "$st" | jq -c .counters)"
 pass "famtest runs over 4x the buffer: every word right; $(echo "$st" | jq '.counters.fetches + .counters.prefetches') chunks in $(echo "$st" | jq .counters.reads) reads ($(echo "$st" | jq .counters.reads_coalesced) of several chunks)"
 
+# Several sweeps of one block at once (four threads, each writing then
+# reading its quarter front to back): each is a run of its own, read ahead,
+# instead of every fault of one thread restarting the others' window.
+start_host hosts "$(scaled 8M)" "$MEM_ADDR"
+shim "$FAMTEST" -f -s "$(scaled 32M)" -t 4 split >"$T/famtest-s.out" 2>&1 ||
+	fail "famtest split: $(tail -5 "$T/famtest-s.out")"
+st=$(ctl hosts status -j)
+echo "$st" | jq -e '.counters | .prefetches > .fetches and .sigbus == 0 and
+	.fetch_errors == 0' >/dev/null ||
+	fail "four sweeps of one block: fewer chunks read ahead than on demand: $(echo "$st" | jq -c '.counters | {fetches, prefetches, reads}')"
+pass "four threads each sweeping a quarter of one block: every word right; $(echo "$st" | jq .counters.prefetches) chunks read ahead, $(echo "$st" | jq .counters.fetches) on demand"
+
 a=$MEM_ADDR
 start_memory memb
 start_host hostb "$(scaled 8M)" "$a, $MEM_ADDR"

@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * host-readahead.c - read-ahead: the sequential runs of faults in each
+ * region, and the chunks fetched ahead of them.
+ *
+ * Owns: each region's runs (region.ra[], region.ra_window).
+ * A run: a fault just past a run's last one (or within what it read
+ *   ahead) doubles its window, from 2 up to `prefetch` chunks, and absent
+ *   chunks in the window are fetched as read-ahead (host_fetch_start()); a
+ *   fault that belongs to no run starts one, in a free slot or that of the
+ *   run unused longest.
+ * Locks: none; everything runs on the control loop.
+ */
+#include "config.h"
+
+#include "host/host.h"
+
+/* Forgets r's sequential runs (a new region, or one taken over). */
+void
+host_ra_reset(struct region *r)
+{
+	for (unsigned i = 0; i < HOST_RA_STREAMS; i++)
+		r->ra[i] = (struct ra_stream){ .last = UINT64_MAX };
+	r->ra_window = 0;
+}
+
+/*
+ * The run of r a fault on chunk c belongs to: one whose last fault is at
+ * most its window behind c and whose read-ahead reaches c (or c just
+ * follows its last fault); else a free one, or the one unused longest,
+ * started at c. Threads sharing a sweep fault a little behind and ahead of
+ * each other, and a sweep of several parts (a loop reading two arrays of
+ * one block, two threads each on its half) makes several runs: each keeps
+ * its window instead of every fault restarting one.
+ */
+static struct ra_stream *
+ra_stream_of(struct region *r, uint64_t c)
+{
+	struct ra_stream *st, *pick = NULL;
+
+	for (unsigned i = 0; i < HOST_RA_STREAMS; i++)
+		r->ra[i].used++;
+	for (unsigned i = 0; i < HOST_RA_STREAMS; i++) {
+		uint64_t behind, front;
+
+		st = &r->ra[i];
+		if (st->last == UINT64_MAX)
+			continue;
+		behind = st->window > 2 ? st->window : 2;
+		front = st->next > st->last + 1 ? st->next : st->last + 1;
+		if (c + behind >= st->last && c <= front) {
+			st->used = 0;
+			return st;
+		}
+	}
+	for (unsigned i = 0; i < HOST_RA_STREAMS; i++) {
+		st = &r->ra[i];
+		if (pick == NULL || st->last == UINT64_MAX ||
+		    (pick->last != UINT64_MAX && st->used > pick->used))
+			pick = st;
+		if (st->last == UINT64_MAX)
+			break;
+	}
+	*pick = (struct ra_stream){ .last = UINT64_MAX, .next = c + 1 };
+	return pick;
+}
+
+/*
+ * Reads ahead of a sequential run of faults: the window doubles from 2 up
+ * to `prefetch` chunks while faults keep landing just past the run's last
+ * one. Once the window is whole, it is topped up only when a run of chunks
+ * to read together (FETCH_RUN_BYTES, at most half the window) is missing
+ * from it, not one chunk per fault.
+ */
+void
+host_prefetch(struct host *h, struct region *r, uint64_t c)
+{
+	unsigned max = (unsigned)cfg_int(h->d->cfg, CFG_HOST_PREFETCH);
+	unsigned run = FETCH_RUN_BYTES >> h->chunk_shift;
+	uint64_t high = h->npages * h->high_pct / 100, end;
+	struct ra_stream *st;
+
+	if (max == 0 || r->advice == FAM_ADVICE_RANDOM)
+		return;
+	if (run > max / 2)
+		run = max / 2;
+	st = ra_stream_of(r, c);
+	if (st->last != UINT64_MAX && c > st->last) {
+		st->window = st->window == 0 ? 2 : st->window * 2;
+		if (st->window > max)
+			st->window = max;
+	}
+	if (st->last == UINT64_MAX || c > st->last)
+		st->last = c;
+	r->ra_window = st->window;
+	if (st->window == 0)
+		return;
+	if (st->next < c + 1)
+		st->next = c + 1;
+	if (st->window == max && st->next - (c + 1) + run > max)
+		return;
+	end = c + 1 + st->window;
+	if (end > r->nchunks)
+		end = r->nchunks;
+	for (; st->next < end; st->next++) {
+		struct chunk *ch = &r->chunks[st->next];
+
+		if (h->pages_used >= high)
+			break;
+		if (ch->state == CH_ABSENT && !host_fork_pending(r, st->next))
+			host_fetch_start(h, r, st->next, true, 0, 0);
+	}
+}
