@@ -21,7 +21,9 @@
  *   dirty).
  * Policy: `clock` gives a second chance to chunks faulted at random or
  * written since the hand passed (and re-protects dirty ones as it passes,
- * so later writes count); chunks of a sequential run get none. `fifo`
+ * so later writes count), HOST_HEAT more to refaulted ones; chunks of a
+ * sequential run get none, but a loop's (a run reading its region again)
+ * are kept, up to LOOP_KEEP_PCT of the buffer, while it loops. `fifo`
  * evicts in arrival order. Above high_watermark, background eviction runs
  * down to low_watermark.
  * Refaults: a chunk read in for a fault less than a buffer's worth of
@@ -45,6 +47,7 @@
 #define WB_HOLD_MIN ((uint64_t)64 << 20) /* write_quorum's copies: room */
 #define GHOST_TICKS    1024 /* ghost clock units in a buffer's pages */
 #define GRAIN_FRAMES_MAX ((uint64_t)1 << 22) /* frames for partial chunks */
+#define LOOP_KEEP_PCT  50 /* of the buffer, at most, kept for loops */
 
 struct writeback;
 
@@ -298,6 +301,8 @@ host_frame_take(struct host *h, uint32_t pages)
 	h->frames[h->free_frames[h->nfree]].pages = pages;
 	h->frames[h->free_frames[h->nfree]].tenure = 0;
 	h->frames[h->free_frames[h->nfree]].tenure_left = 0;
+	h->frames[h->free_frames[h->nfree]].kept = false;
+	h->frames[h->free_frames[h->nfree]].heat = 0;
 	return h->free_frames[h->nfree];
 }
 
@@ -305,6 +310,9 @@ host_frame_take(struct host *h, uint32_t pages)
 void
 host_frame_put(struct host *h, uint32_t frame)
 {
+	if (h->frames[frame].kept)
+		h->kept_pages -= h->frames[frame].pages;
+	h->frames[frame].kept = false;
 	h->frames[frame].r = NULL;
 	h->free_frames[h->nfree++] = frame;
 	h->used--;
@@ -322,6 +330,8 @@ host_frame_grow(struct host *h, uint32_t frame, int64_t pages)
 	if (pages > 0 && h->pages_used + (uint64_t)pages > h->npages)
 		return -ENOBUFS;
 	h->pages_used = (uint64_t)((int64_t)h->pages_used + pages);
+	if (h->frames[frame].kept)
+		h->kept_pages = (uint64_t)((int64_t)h->kept_pages + pages);
 	h->frames[frame].pages = (uint32_t)((int64_t)h->frames[frame].pages +
 	    pages);
 	return 0;
@@ -406,19 +416,69 @@ ghost_now(const struct host *h)
 }
 
 /*
- * A chunk was read in again: if a fault waited for it and it left the
- * buffer less than a buffer's worth of evictions ago, it counts as a
- * refault (the hand took what the program was still using).
+ * A chunk was read in: if a fault waited for it and it left the buffer
+ * less than a buffer's worth of evictions ago, it counts as a refault (the
+ * hand took what the program was still using). Returns 2 for a refault,
+ * 1 for another chunk that had been in the buffer (and left within the
+ * ghost clock's memory), 0 for one never in it.
  */
-void
+int
 host_chunk_admitted(struct host *h, struct chunk *ch, bool demand)
 {
 	uint16_t left = ch->ghost;
 
 	ch->ghost = 0;
 	if (demand && left != 0 && (uint16_t)(ghost_now(h) - left) <=
-	    (h->npages >> h->ghost_shift))
+	    (h->npages >> h->ghost_shift)) {
 		h->stats.refaults++;
+		return 2;
+	}
+	return left != 0;
+}
+
+/*
+ * Loops (clock): a sequential run that reads a region again (again: its
+ * chunk had left the buffer) makes the region a loop's for two laps of the
+ * hand. A loop's chunks come in by the run's read-ahead while the kept
+ * frames are under LOOP_KEEP_PCT of the buffer are kept: the hand passes
+ * them while the region still loops, so each sweep finds them in place
+ * and reads only the rest, instead of evicting each chunk just before the
+ * sweep comes back to it (a clock or an LRU over a loop larger than the
+ * buffer misses every time). A region that stopped looping loses its kept
+ * chunks as the hand meets them. What is kept leaves room for twice the
+ * read-ahead windows of HOST_RA_STREAMS runs and the write-backs in
+ * flight: in a small buffer, kept chunks would push out what was read
+ * ahead before it is used.
+ */
+void
+host_loop_keep(struct host *h, struct region *r, uint32_t frame, bool again)
+{
+	struct frame *fr = &h->frames[frame];
+	uint64_t max = h->npages * LOOP_KEEP_PCT / 100, room;
+
+	if (cfg_int(h->d->cfg, CFG_HOST_EVICTION) != CFG_EVICTION_CLOCK)
+		return;
+	if (again)
+		r->loop_lap = h->hand_laps + 1;
+	room = ((uint64_t)cfg_int(h->d->cfg, CFG_HOST_PREFETCH) * 2 *
+	    HOST_RA_STREAMS + h->writebacks_inflight) * h->chunk_pages;
+	if (h->npages < room + max)
+		max = h->npages > room ? h->npages - room : 0;
+	if (r->loop_lap == 0 || fr->kept || h->kept_pages + fr->pages > max)
+		return;
+	fr->kept = true;
+	h->kept_pages += fr->pages;
+}
+
+/* Whether kept frame fr stays as the hand passes: its region loops. */
+static bool
+loop_kept(struct host *h, struct frame *fr)
+{
+	if (fr->r->loop_lap + 2 > h->hand_laps)
+		return true;
+	fr->kept = false;
+	h->kept_pages -= fr->pages;
+	return false;
 }
 
 /* Removes resident chunk c of r from the buffer (it is clean or lost). */
@@ -922,6 +982,7 @@ evict_one(struct host *h, bool background)
 		uint64_t c = fr->chunk;
 
 		h->hand = (h->hand + 1) % h->nframes;
+		h->hand_laps += h->hand == 0;
 		if (r == NULL || r->dying)
 			continue;
 		if (background && fr->gen == h->evict_gen)
@@ -929,6 +990,12 @@ evict_one(struct host *h, bool background)
 		ch = &r->chunks[c];
 		if (ch->state != CH_RESIDENT || (ch->flags & CH_GROWING))
 			continue;
+		if (fr->kept && loop_kept(h, fr))
+			continue;
+		if (clock && fr->heat > 0) {
+			fr->heat--; /* came back soon after it left: hot */
+			continue;
+		}
 		if (clock && (ch->flags & (CH_REF | CH_UNPROT)) ==
 		    (CH_REF | CH_UNPROT) && fr->tenure_left > 0) {
 			fr->tenure_left--; /* hot: taken as written again */

@@ -165,10 +165,13 @@ fetch_complete(struct host *h, struct fetch *f, int status)
 		goto out;
 	}
 	if (status == 0) {
-		host_chunk_admitted(h, ch, f->fault_ns != 0); /* before frame */
+		int again = host_chunk_admitted(h, ch, f->fault_ns != 0);
+
 		ch->state = CH_RESIDENT;
 		ch->frame = (uint32_t)f->frame;
 		ch->fetch = NULL;
+		if (again == 2) /* a refault: hot */
+			h->frames[ch->frame].heat = HOST_HEAT;
 		host_grain_installed(h, f);
 		host_grain_written(h, f);
 		/*
@@ -180,8 +183,11 @@ fetch_complete(struct host *h, struct fetch *f, int status)
 		if (f->prefetch && f->nwaiters == 0) {
 			ch->flags |= CH_PREFETCH;
 			ch->flags &= ~CH_REF; /* went in writable: no chance */
+			host_loop_keep(h, r, (uint32_t)f->frame, again);
 		} else if (r->ra_window == 0)
 			ch->flags |= CH_REF;
+		else
+			host_loop_keep(h, r, (uint32_t)f->frame, again);
 		r->resident++;
 		if (f->src != NULL && !(ch->flags & CH_DIRTY)) {
 			/* the source's data: not on this region's stripe yet */

@@ -199,6 +199,8 @@ struct region {
 	                       * leaves unwritten */
 	unsigned ra_probe;    /* read-ahead fetches, for RA_PROBE */
 	/* fetch = adaptive (host-grain.c): grains of chunks used */
+	uint64_t loop_lap;      /* the hand's lap (+ 1) when a sequential run
+	                         * last read a chunk of it again (0: never) */
 	uint64_t grain_chunks;  /* partial chunks evicted (decaying) */
 	uint64_t grain_used;    /* ... and their grains in place then */
 	uint64_t grain_fetches; /* partial fetches; every 16th whole: probe */
@@ -344,6 +346,9 @@ struct frame {
 	uint8_t tenure;   /* clock: passes a dirty chunk found written again
 	                   * stays writable, at most HOST_TENURE_MAX */
 	uint8_t tenure_left; /* of them, still to come */
+	bool kept;        /* clock: a loop's chunk kept (host_loop_keep()) */
+	uint8_t heat;     /* clock: second chances left to a chunk that came
+	                   * back soon after it left (HOST_HEAT) */
 };
 
 /*
@@ -354,6 +359,13 @@ struct frame {
  * every pass (host_tenure_bump, evict_one).
  */
 #define HOST_TENURE_MAX 3
+/*
+ * The clock sees a chunk used when it is faulted on, not when a page of it
+ * already mapped is read: a chunk read at random all the time gets one
+ * second chance, and leaves. One read in again for a fault soon after it
+ * left (a refault, host_chunk_admitted()) gets HOST_HEAT more.
+ */
+#define HOST_HEAT 2
 
 /* A write-protect fault on fr's chunk, dirty already: it stays hot longer. */
 static inline void
@@ -519,6 +531,8 @@ struct host {
 	int writeback_err;        /* of the last write-back, 0 if it worked */
 	uint64_t evict_gen; /* background eviction passes so far */
 	uint64_t evicted_pages; /* pages that left the buffer, the ghost clock */
+	uint64_t hand_laps;     /* times the clock hand went round */
+	uint64_t kept_pages;    /* in frames kept for loops (host_loop_keep) */
 	unsigned ghost_shift;   /* ... counted in units of 2^ghost_shift pages */
 	bool punch_batch;   /* a background pass gathers its punches */
 	struct host_punch {
@@ -762,7 +776,9 @@ int host_frame_grow(struct host *h, uint32_t frame, int64_t pages);
 unsigned host_grain_settle(struct host_client *cl);
 void host_evict_background(struct host *h);
 bool host_evict_for_room(struct host *h);
-void host_chunk_admitted(struct host *h, struct chunk *ch, bool demand);
+int host_chunk_admitted(struct host *h, struct chunk *ch, bool demand);
+void host_loop_keep(struct host *h, struct region *r, uint32_t frame,
+    bool again);
 void host_region_drop_chunks(struct host *h, struct region *r);
 void host_chunks_punch(struct host *h, struct region *r, uint64_t c,
     uint64_t n);

@@ -25,9 +25,10 @@ pass "famtest runs over 4x the buffer: every word right; $(echo "$st" | jq '.cou
 
 # Several sweeps of one block at once (four threads, each writing then
 # reading its quarter front to back): each is a run of its own, read ahead,
-# instead of every fault of one thread restarting the others' window.
-start_host hosts "$(scaled 8M)" "$MEM_ADDR"
-shim "$FAMTEST" -f -s "$(scaled 32M)" -t 4 split >"$T/famtest-s.out" 2>&1 ||
+# instead of every fault of one thread restarting the others' window. (Not
+# scaled: four windows of read-ahead need a buffer of some size.)
+start_host hosts 8M "$MEM_ADDR" -o host.prefetch=4
+shim "$FAMTEST" -f -s 32M -t 4 split >"$T/famtest-s.out" 2>&1 ||
 	fail "famtest split: $(tail -5 "$T/famtest-s.out")"
 st=$(ctl hosts status -j)
 echo "$st" | jq -e '.counters | .prefetches > .fetches and .sigbus == 0 and
@@ -99,3 +100,24 @@ echo "$st" | jq -e --argjson n "$n" '.counters | .faults_write < $n / 4 and
 	.writebacks <= $n + $n / 4 and .writebacks >= $n - $n / 8 and .sigbus == 0' >/dev/null ||
 	fail "a writing run ($n chunks): $(echo "$st" | jq -c .counters)"
 pass "a run writing $n chunks: $(echo "$st" | jq .counters.faults_write) write-protect faults, $(echo "$st" | jq .counters.writebacks) write-backs, every word right"
+
+# A loop larger than the buffer: a block three times the buffer, read front
+# to back again and again. A clock (or an LRU) evicts each chunk just
+# before the loop comes back to it, so every pass would read the whole
+# block; the loop's chunks are kept instead, up to half the buffer (less
+# the room of the read-ahead windows: prefetch = 2 leaves half of even a
+# 2 MiB buffer), and each pass reads only the rest.
+start_host hostl "$(scaled 8M)" "$MEM_ADDR" -o host.prefetch=2
+LD_PRELOAD=$SHIM "$FAMTEST" -f -s "$(($(mib 8M) * 3))M" reads >"$T/famtest-l.out" 2>&1 &
+ft=$!
+nreads() { grep -c '^read ' "$T/famtest-l.out"; }
+reads_past() { [ "$(nreads)" -ge "$1" ] || ! kill -0 "$ft"; }
+wait_until 120 reads_past 8 && kill -0 "$ft" || fail "loop: not 8 passes: $(tail -3 "$T/famtest-l.out")"
+kept=$(ctl hostl status -j | jq .buffer.loop_kept_bytes)
+kill -USR1 "$ft"
+wait "$ft" || fail "loop: $(tail -5 "$T/famtest-l.out")"
+block=$(($(mib 8M) * 3 * 16))
+per=$(ctl hostl status -j | jq --argjson n "$(nreads)" '.counters | (.fetches + .prefetches) / $n | floor')
+[ "$per" -le $((block - block / 16)) ] && [ "$kept" -gt 0 ] ||
+	fail "loop: $per of the block's $block chunks read per pass ($kept bytes kept): the buffer kept nothing of the loop"
+pass "a loop over a block three times the buffer: $per of its $block chunks read per pass on average ($((kept >> 20)) MiB kept), every word right"
