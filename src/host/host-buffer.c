@@ -28,7 +28,8 @@
  * down to low_watermark.
  * Refaults: a chunk read in for a fault less than a buffer's worth of
  * evicted pages after it left (chunk.ghost: when it left, on a 16-bit
- * clock of evicted pages) is counted, to tell how well the hand chooses.
+ * clock of evicted pages) is counted, to tell how well the hand chooses,
+ * and is hot: HOST_HEAT more passes.
  * Locks: none; everything runs on the control loop.
  */
 #include "config.h"
@@ -419,8 +420,8 @@ ghost_now(const struct host *h)
  * A chunk was read in: if a fault waited for it and it left the buffer
  * less than a buffer's worth of evictions ago, it counts as a refault (the
  * hand took what the program was still using). Returns 2 for a refault,
- * 1 for another chunk that had been in the buffer (and left within the
- * ghost clock's memory), 0 for one never in it.
+ * 1 for another chunk that had been evicted before (at any time), 0 for
+ * one never evicted.
  */
 int
 host_chunk_admitted(struct host *h, struct chunk *ch, bool demand)
@@ -439,8 +440,9 @@ host_chunk_admitted(struct host *h, struct chunk *ch, bool demand)
 /*
  * Loops (clock): a sequential run that reads a region again (again: its
  * chunk had left the buffer) makes the region a loop's for two laps of the
- * hand. A loop's chunks come in by the run's read-ahead while the kept
- * frames are under LOOP_KEEP_PCT of the buffer are kept: the hand passes
+ * hand. A loop's chunks that come in for its runs (read ahead, or faulted
+ * while a run's window is open) while the kept frames are under
+ * LOOP_KEEP_PCT of the buffer are kept: the hand passes
  * them while the region still loops, so each sweep finds them in place
  * and reads only the rest, instead of evicting each chunk just before the
  * sweep comes back to it (a clock or an LRU over a loop larger than the
@@ -464,8 +466,9 @@ host_loop_keep(struct host *h, struct region *r, uint32_t frame, bool again)
 	    HOST_RA_STREAMS + h->writebacks_inflight) * h->chunk_pages;
 	if (h->npages < room + max)
 		max = h->npages > room ? h->npages - room : 0;
-	if (r->loop_lap == 0 || fr->kept || h->kept_pages + fr->pages > max)
-		return;
+	if (r->loop_lap == 0 || r->loop_lap + 2 <= h->hand_laps || fr->kept ||
+	    h->kept_pages + fr->pages > max)
+		return; /* not (or no longer) a loop's, or room for no more */
 	fr->kept = true;
 	h->kept_pages += fr->pages;
 }
@@ -973,8 +976,9 @@ evict_one(struct host *h, bool background)
 {
 	bool clock = cfg_int(h->d->cfg, CFG_HOST_EVICTION) == CFG_EVICTION_CLOCK;
 
-	/* two passes, and those a chunk's tenure adds */
-	for (uint64_t scanned = 0; scanned < (2 + HOST_TENURE_MAX) * h->nframes;
+	/* two passes, and those a chunk's tenure and heat add */
+	for (uint64_t scanned = 0; scanned <
+	    (2 + HOST_TENURE_MAX + HOST_HEAT) * h->nframes;
 	    scanned++) {
 		struct frame *fr = &h->frames[h->hand];
 		struct region *r = fr->r;
@@ -990,7 +994,7 @@ evict_one(struct host *h, bool background)
 		ch = &r->chunks[c];
 		if (ch->state != CH_RESIDENT || (ch->flags & CH_GROWING))
 			continue;
-		if (fr->kept && loop_kept(h, fr))
+		if (clock && fr->kept && loop_kept(h, fr))
 			continue;
 		if (clock && fr->heat > 0) {
 			fr->heat--; /* came back soon after it left: hot */
@@ -1088,6 +1092,7 @@ host_region_drop_chunks(struct host *h, struct region *r)
 			if (ch->flags & CH_DIRTY)
 				h->dirty--;
 			ch->state = CH_ABSENT;
+			ch->ghost = 0; /* (not the frame's number: never left) */
 		}
 		ch->flags &= ~(CH_PARTIAL | CH_GROWING);
 		ch->present = 0;

@@ -275,8 +275,8 @@ fetch_may_park(struct host *h, struct fetch *f, struct stripe *s, int status)
 	 * Over verbs, a memory famd that dies deregisters its memory before
 	 * its connections fail, and a READ posted in between completes with
 	 * a remote access error (the connection is closed then): tried once
-	 * more, once a connection is back. A lease refused again is the
-	 * read's own failure.
+	 * more, at the next tick, when its node can be reached again (parked
+	 * until then). A lease refused again is the read's own failure.
 	 */
 	if (status == -EACCES && !f->denied_once &&
 	    mono_ns() - f->start_ns < limit) {

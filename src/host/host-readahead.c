@@ -25,13 +25,15 @@ host_ra_reset(struct region *r)
 }
 
 /*
- * The run of r a fault on chunk c belongs to: one whose last fault is at
- * most its window behind c and whose read-ahead reaches c (or c just
- * follows its last fault); else a free one, or the one unused longest,
- * started at c. Threads sharing a sweep fault a little behind and ahead of
- * each other, and a sweep of several parts (a loop reading two arrays of
- * one block, two threads each on its half) makes several runs: each keeps
- * its window instead of every fault restarting one.
+ * The run of r a fault on chunk c belongs to: one that c continues (past
+ * its last fault, within what it read ahead or just after its last
+ * fault); else one whose last fault c is at most its window behind (a
+ * thread a little behind another in a shared sweep); else a free one, or
+ * the one unused longest, started at c. Threads sharing a sweep fault a
+ * little behind and ahead of each other, and a sweep of several parts (a
+ * loop reading two arrays of one block, two threads each on its half)
+ * makes several runs: each keeps its window instead of every fault
+ * restarting one.
  */
 static struct ra_stream *
 ra_stream_of(struct region *r, uint64_t c)
@@ -40,15 +42,20 @@ ra_stream_of(struct region *r, uint64_t c)
 
 	for (unsigned i = 0; i < HOST_RA_STREAMS; i++)
 		r->ra[i].used++;
-	for (unsigned i = 0; i < HOST_RA_STREAMS; i++) {
-		uint64_t behind, front;
+	/* pass 0: runs c continues; pass 1: runs c is a little behind */
+	for (unsigned pass = 0; pass < 2; pass++) {
+		for (unsigned i = 0; i < HOST_RA_STREAMS; i++) {
+			uint64_t behind, front;
 
-		st = &r->ra[i];
-		if (st->last == UINT64_MAX)
-			continue;
-		behind = st->window > 2 ? st->window : 2;
-		front = st->next > st->last + 1 ? st->next : st->last + 1;
-		if (c + behind >= st->last && c <= front) {
+			st = &r->ra[i];
+			if (st->last == UINT64_MAX)
+				continue;
+			behind = st->window > 2 ? st->window : 2;
+			front = st->next > st->last + 1 ? st->next :
+			    st->last + 1;
+			if (c > front || (pass == 0 ? c <= st->last :
+			    c + behind < st->last))
+				continue;
 			st->used = 0;
 			return st;
 		}

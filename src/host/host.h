@@ -180,9 +180,9 @@ struct region {
 	uint32_t advice;      /* FAM_ADVICE_* the program gave */
 	uint64_t dpu_retry_ns; /* a hand-over to the dpu failed: not before */
 	/*
-	 * Sequential runs read ahead of (host-fault.c, prefetch()): several
-	 * at once, as threads sharing a sweep or sweeping several parts of
-	 * the region make. ra_window: the window of the run the last fault
+	 * Sequential runs read ahead of (host-readahead.c, host_prefetch()):
+	 * several at once, as threads sharing a sweep or sweeping several
+	 * parts of the region make. ra_window: the window of the run the last fault
 	 * fell in (0: a fault at random).
 	 */
 	struct ra_stream {
