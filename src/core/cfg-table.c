@@ -473,6 +473,21 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		    "the window grows from 2 while the run continues. 0 turns "
 		    "prefetching off.",
 	},
+	[CFG_HOST_LOOP_KEEP] = {
+		.section = "host", .name = "loop_keep", .type = CFG_T_INT,
+		.min = 0, .max = 50, .def = "0", .reloadable = true,
+		.roles = HOST,
+		.help = "Percent of the buffer the clock may keep for loops: "
+		    "regions that sequential runs read again and again, each "
+		    "sweep longer than the buffer (iterative solvers, graph "
+		    "analytics). Their chunks are kept while they loop, so each "
+		    "sweep reads only the rest, balanced against chunks used at "
+		    "random; the room of the read-ahead windows and write-backs "
+		    "is left free. 0 turns it off: programs that sweep some "
+		    "arrays and read others at random (diff, a compiler) moved "
+		    "a third more with it. famctl status shows "
+		    "buffer.loop_kept_bytes.",
+	},
 	[CFG_HOST_MAX_FETCHES] = {
 		.section = "host", .name = "max_fetches", .type = CFG_T_INT,
 		.min = 1, .max = 4096, .def = "128", .reloadable = true,

@@ -23,7 +23,7 @@
  * written since the hand passed (and re-protects dirty ones as it passes,
  * so later writes count), HOST_HEAT more to refaulted ones; chunks of a
  * sequential run get none, but a loop's (a run reading its region again)
- * are kept, up to LOOP_KEEP_PCT of the buffer, while it loops. `fifo`
+ * are kept, up to `loop_keep` percent of the buffer, while it loops. `fifo`
  * evicts in arrival order. Above high_watermark, background eviction runs
  * down to low_watermark.
  * Refaults: a chunk read in for a fault less than a buffer's worth of
@@ -48,7 +48,6 @@
 #define WB_HOLD_MIN ((uint64_t)64 << 20) /* write_quorum's copies: room */
 #define GHOST_TICKS    1024 /* ghost clock units in a buffer's pages */
 #define GRAIN_FRAMES_MAX ((uint64_t)1 << 22) /* frames for partial chunks */
-#define LOOP_KEEP_PCT  50 /* of the buffer, at most, kept for loops */
 
 struct writeback;
 
@@ -442,7 +441,7 @@ host_chunk_admitted(struct host *h, struct chunk *ch, bool demand)
  * chunk had left the buffer) makes the region a loop's for two laps of the
  * hand. A loop's chunks that come in for its runs (read ahead, or faulted
  * while a run's window is open) while the kept frames are under
- * LOOP_KEEP_PCT of the buffer are kept: the hand passes
+ * `loop_keep` percent of the buffer are kept: the hand passes
  * them while the region still loops, so each sweep finds them in place
  * and reads only the rest, instead of evicting each chunk just before the
  * sweep comes back to it (a clock or an LRU over a loop larger than the
@@ -450,13 +449,17 @@ host_chunk_admitted(struct host *h, struct chunk *ch, bool demand)
  * chunks as the hand meets them. What is kept leaves room for twice the
  * read-ahead windows of HOST_RA_STREAMS runs and the write-backs in
  * flight: in a small buffer, kept chunks would push out what was read
- * ahead before it is used.
+ * ahead before it is used. Balanced against chunks used at random
+ * (h->keep_target): a loop's chunk read again raises the target by a
+ * chunk, a refault of one used at random lowers it (host_loop_refault()),
+ * and kept chunks past it leave as the hand meets them.
  */
 void
 host_loop_keep(struct host *h, struct region *r, uint32_t frame, bool again)
 {
 	struct frame *fr = &h->frames[frame];
-	uint64_t max = h->npages * LOOP_KEEP_PCT / 100, room;
+	uint64_t max = h->npages *
+	    (uint64_t)cfg_int(h->d->cfg, CFG_HOST_LOOP_KEEP) / 100, room;
 
 	if (cfg_int(h->d->cfg, CFG_HOST_EVICTION) != CFG_EVICTION_CLOCK)
 		return;
@@ -466,6 +469,10 @@ host_loop_keep(struct host *h, struct region *r, uint32_t frame, bool again)
 	    HOST_RA_STREAMS + h->writebacks_inflight) * h->chunk_pages;
 	if (h->npages < room + max)
 		max = h->npages > room ? h->npages - room : 0;
+	if (again && !fr->kept && h->keep_target < max)
+		h->keep_target += fr->pages; /* more kept would have had it */
+	if (max > h->keep_target)
+		max = h->keep_target;
 	if (r->loop_lap == 0 || r->loop_lap + 2 <= h->hand_laps || fr->kept ||
 	    h->kept_pages + fr->pages > max)
 		return; /* not (or no longer) a loop's, or room for no more */
@@ -473,11 +480,23 @@ host_loop_keep(struct host *h, struct region *r, uint32_t frame, bool again)
 	h->kept_pages += fr->pages;
 }
 
-/* Whether kept frame fr stays as the hand passes: its region loops. */
+/* A chunk used at random came back soon after it left: less kept. */
+void
+host_loop_refault(struct host *h)
+{
+	h->keep_target -= h->keep_target < h->chunk_pages ? h->keep_target :
+	    h->chunk_pages;
+}
+
+/*
+ * Whether kept frame fr stays as the hand passes: its region loops, and
+ * what is kept is within the target.
+ */
 static bool
 loop_kept(struct host *h, struct frame *fr)
 {
-	if (fr->r->loop_lap + 2 > h->hand_laps)
+	if (fr->r->loop_lap + 2 > h->hand_laps &&
+	    h->kept_pages <= h->keep_target)
 		return true;
 	fr->kept = false;
 	h->kept_pages -= fr->pages;

@@ -184,9 +184,11 @@ fetch_complete(struct host *h, struct fetch *f, int status)
 			ch->flags |= CH_PREFETCH;
 			ch->flags &= ~CH_REF; /* went in writable: no chance */
 			host_loop_keep(h, r, (uint32_t)f->frame, again);
-		} else if (r->ra_window == 0)
+		} else if (r->ra_window == 0) {
 			ch->flags |= CH_REF;
-		else
+			if (again == 2)
+				host_loop_refault(h); /* used at random */
+		} else
 			host_loop_keep(h, r, (uint32_t)f->frame, again);
 		r->resident++;
 		if (f->src != NULL && !(ch->flags & CH_DIRTY)) {

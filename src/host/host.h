@@ -533,6 +533,7 @@ struct host {
 	uint64_t evicted_pages; /* pages that left the buffer, the ghost clock */
 	uint64_t hand_laps;     /* times the clock hand went round */
 	uint64_t kept_pages;    /* in frames kept for loops (host_loop_keep) */
+	uint64_t keep_target;   /* ... at most (balanced against refaults) */
 	unsigned ghost_shift;   /* ... counted in units of 2^ghost_shift pages */
 	bool punch_batch;   /* a background pass gathers its punches */
 	struct host_punch {
@@ -779,6 +780,7 @@ bool host_evict_for_room(struct host *h);
 int host_chunk_admitted(struct host *h, struct chunk *ch, bool demand);
 void host_loop_keep(struct host *h, struct region *r, uint32_t frame,
     bool again);
+void host_loop_refault(struct host *h);
 void host_region_drop_chunks(struct host *h, struct region *r);
 void host_chunks_punch(struct host *h, struct region *r, uint64_t c,
     uint64_t n);

@@ -104,10 +104,10 @@ pass "a run writing $n chunks: $(echo "$st" | jq .counters.faults_write) write-p
 # A loop larger than the buffer: a block three times the buffer, read front
 # to back again and again. A clock (or an LRU) evicts each chunk just
 # before the loop comes back to it, so every pass would read the whole
-# block; the loop's chunks are kept instead, up to half the buffer (less
-# the room of the read-ahead windows: prefetch = 2 leaves half of even a
-# 2 MiB buffer), and each pass reads only the rest.
-start_host hostl "$(scaled 8M)" "$MEM_ADDR" -o host.prefetch=2
+# block. With loop_keep = 50, the loop's chunks are kept, up to half the
+# buffer (less the room of the read-ahead windows: prefetch = 2 leaves half
+# of even a 2 MiB buffer), and each pass reads only the rest.
+start_host hostl "$(scaled 8M)" "$MEM_ADDR" -o host.prefetch=2 -o host.loop_keep=50
 LD_PRELOAD=$SHIM "$FAMTEST" -f -s "$(($(mib 8M) * 3))M" reads >"$T/famtest-l.out" 2>&1 &
 ft=$!
 nreads() { grep -c '^read ' "$T/famtest-l.out"; }
