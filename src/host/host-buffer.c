@@ -297,12 +297,9 @@ host_frame_take(struct host *h, uint32_t pages)
 	h->pages_used += pages;
 	h->used++;
 	h->nfree--;
-	h->frames[h->free_frames[h->nfree]].gen = h->evict_gen;
-	h->frames[h->free_frames[h->nfree]].pages = pages;
-	h->frames[h->free_frames[h->nfree]].tenure = 0;
-	h->frames[h->free_frames[h->nfree]].tenure_left = 0;
-	h->frames[h->free_frames[h->nfree]].kept = false;
-	h->frames[h->free_frames[h->nfree]].heat = 0;
+	/* (its region and chunk are the caller's to set) */
+	h->frames[h->free_frames[h->nfree]] = (struct frame){
+		.gen = h->evict_gen, .pages = pages };
 	return h->free_frames[h->nfree];
 }
 
@@ -418,11 +415,11 @@ ghost_now(const struct host *h)
 /*
  * A chunk was read in: if a fault waited for it and it left the buffer
  * less than a buffer's worth of evictions ago, it counts as a refault (the
- * hand took what the program was still using). Returns 2 for a refault,
- * 1 for another chunk that had been evicted before (at any time), 0 for
- * one never evicted.
+ * hand took what the program was still using). Says whether it is a
+ * refault, another chunk evicted before (at any time), or one never
+ * evicted.
  */
-int
+enum host_admit
 host_chunk_admitted(struct host *h, struct chunk *ch, bool demand)
 {
 	uint16_t left = ch->ghost;
@@ -431,9 +428,9 @@ host_chunk_admitted(struct host *h, struct chunk *ch, bool demand)
 	if (demand && left != 0 && (uint16_t)(ghost_now(h) - left) <=
 	    (h->npages >> h->ghost_shift)) {
 		h->stats.refaults++;
-		return 2;
+		return HOST_ADMIT_REFAULT;
 	}
-	return left != 0;
+	return left != 0 ? HOST_ADMIT_AGAIN : HOST_ADMIT_NEW;
 }
 
 /*
@@ -461,8 +458,9 @@ host_loop_keep(struct host *h, struct region *r, uint32_t frame, bool again)
 	uint64_t max = h->npages *
 	    (uint64_t)cfg_int(h->d->cfg, CFG_HOST_LOOP_KEEP) / 100, room;
 
-	if (cfg_int(h->d->cfg, CFG_HOST_EVICTION) != CFG_EVICTION_CLOCK)
-		return;
+	if (max == 0 ||
+	    cfg_int(h->d->cfg, CFG_HOST_EVICTION) != CFG_EVICTION_CLOCK)
+		return; /* off (the default) */
 	if (again)
 		r->loop_lap = h->hand_laps + 1;
 	room = ((uint64_t)cfg_int(h->d->cfg, CFG_HOST_PREFETCH) * 2 *

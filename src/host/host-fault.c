@@ -165,12 +165,13 @@ fetch_complete(struct host *h, struct fetch *f, int status)
 		goto out;
 	}
 	if (status == 0) {
-		int again = host_chunk_admitted(h, ch, f->fault_ns != 0);
+		enum host_admit admit = host_chunk_admitted(h, ch,
+		    f->fault_ns != 0);
 
 		ch->state = CH_RESIDENT;
 		ch->frame = (uint32_t)f->frame;
 		ch->fetch = NULL;
-		if (again == 2) /* a refault: hot */
+		if (admit == HOST_ADMIT_REFAULT) /* hot */
 			h->frames[ch->frame].heat = HOST_HEAT;
 		host_grain_installed(h, f);
 		host_grain_written(h, f);
@@ -183,13 +184,14 @@ fetch_complete(struct host *h, struct fetch *f, int status)
 		if (f->prefetch && f->nwaiters == 0) {
 			ch->flags |= CH_PREFETCH;
 			ch->flags &= ~CH_REF; /* went in writable: no chance */
-			host_loop_keep(h, r, (uint32_t)f->frame, again);
 		} else if (r->ra_window == 0) {
 			ch->flags |= CH_REF;
-			if (again == 2)
+			if (admit == HOST_ADMIT_REFAULT)
 				host_loop_refault(h); /* used at random */
-		} else
-			host_loop_keep(h, r, (uint32_t)f->frame, again);
+		}
+		if ((f->prefetch && f->nwaiters == 0) || r->ra_window != 0)
+			host_loop_keep(h, r, (uint32_t)f->frame, /* a run's */
+			    admit != HOST_ADMIT_NEW);
 		r->resident++;
 		if (f->src != NULL && !(ch->flags & CH_DIRTY)) {
 			/* the source's data: not on this region's stripe yet */

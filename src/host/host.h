@@ -198,9 +198,9 @@ struct region {
 	                       * ahead, cleared by a reading fault or when one
 	                       * leaves unwritten */
 	unsigned ra_probe;    /* read-ahead fetches, for RA_PROBE */
+	uint64_t loop_lap;    /* the hand's lap (+ 1) when a sequential run
+	                       * last read a chunk of it again (0: never) */
 	/* fetch = adaptive (host-grain.c): grains of chunks used */
-	uint64_t loop_lap;      /* the hand's lap (+ 1) when a sequential run
-	                         * last read a chunk of it again (0: never) */
 	uint64_t grain_chunks;  /* partial chunks evicted (decaying) */
 	uint64_t grain_used;    /* ... and their grains in place then */
 	uint64_t grain_fetches; /* partial fetches; every 16th whole: probe */
@@ -777,7 +777,10 @@ int host_frame_grow(struct host *h, uint32_t frame, int64_t pages);
 unsigned host_grain_settle(struct host_client *cl);
 void host_evict_background(struct host *h);
 bool host_evict_for_room(struct host *h);
-int host_chunk_admitted(struct host *h, struct chunk *ch, bool demand);
+/* host_chunk_admitted(): what a chunk read in was */
+enum host_admit { HOST_ADMIT_NEW, HOST_ADMIT_AGAIN, HOST_ADMIT_REFAULT };
+enum host_admit host_chunk_admitted(struct host *h, struct chunk *ch,
+    bool demand);
 void host_loop_keep(struct host *h, struct region *r, uint32_t frame,
     bool again);
 void host_loop_refault(struct host *h);
