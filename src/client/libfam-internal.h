@@ -186,6 +186,14 @@ void libfam_init(void);
 int session_get(bool *quiet);
 
 /*
+ * Starts the session's watchdog thread now, before any session: for a
+ * program whose own malloc may map memory holding its lock (the shim).
+ * libfam's fork handlers are not registered by it: the order in which a
+ * program's allocator and libfam register theirs stays as it was.
+ */
+void libfam_watchdog_spare(void);
+
+/*
  * One round trip: m as a request of type (with data, and fd when >= 0);
  * the reply in m, its descriptor in *rfd. Returns 0, famd's error as -errno,
  * or -ECONNRESET or -EPROTO once the session is broken.

@@ -39,6 +39,7 @@
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/un.h>
+#include <linux/futex.h>
 #include <linux/userfaultfd.h>
 
 #include "famd-client/famd-client.h"
@@ -631,13 +632,74 @@ watchdog_poll(int fd)
 }
 
 /*
+ * The spare watchdog: a thread started before any session, in a program
+ * that brings its own malloc (libfam_watchdog_spare()). Such an allocator
+ * may map a large block while it holds its own lock; the shim serves that
+ * mmap(), and the first one opens the session. pthread_create() allocates
+ * the new thread's TLS with the program's calloc(), which waits for that
+ * same lock: the program hangs. The spare, made when nothing is held,
+ * takes the session's watch instead. It waits on a futex, not on
+ * libfam.lock, and belongs to the process that made it: a fork while it
+ * waits leaves the child nothing locked and no spare.
+ */
+static struct {
+	_Atomic uint32_t given; /* 0: idle (or none), 1: gen to watch */
+	uint64_t gen;           /* written before given is set */
+	pid_t pid;              /* the process it runs in (0: none) */
+} spare;
+
+static void watchdog_watch(uint64_t gen);
+
+/* The spare's thread: waits for a session, watches it, and waits again. */
+static void *
+watchdog_spare_main(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		struct timespec ts = { .tv_sec = 1 };
+
+		if (atomic_load_explicit(&spare.given,
+		    memory_order_acquire) == 0) {
+			if (syscall(SYS_futex, &spare.given, FUTEX_WAIT_PRIVATE,
+			    0, &ts, NULL, 0) < 0 && errno == ETIMEDOUT &&
+			    watchdog_alone())
+				exit(0);
+			continue;
+		}
+		watchdog_watch(spare.gen);
+		atomic_store_explicit(&spare.given, 0, memory_order_release);
+	}
+	return NULL;
+}
+
+/* Hands the session gen to the spare watchdog if it is idle. */
+static bool
+watchdog_spare_take(uint64_t gen)
+{
+	if (spare.pid == 0 || spare.pid != getpid() ||
+	    atomic_load_explicit(&spare.given, memory_order_acquire) != 0)
+		return false;
+	spare.gen = gen;
+	atomic_store_explicit(&spare.given, 1, memory_order_release);
+	syscall(SYS_futex, &spare.given, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	return true;
+}
+
+/*
  * Waits for the session socket to hang up, then waits for famd to take
  * the session back after a restart, or declares it lost.
  */
 static void *
 watchdog_main(void *arg)
 {
-	uint64_t gen = (uint64_t)(uintptr_t)arg;
+	watchdog_watch((uint64_t)(uintptr_t)arg);
+	return NULL;
+}
+
+/* The watch of session gen, on a watchdog's thread (see watchdog_main). */
+static void
+watchdog_watch(uint64_t gen)
+{
 	int fd;
 
 	pthread_mutex_lock(&libfam.lock);
@@ -660,12 +722,11 @@ watchdog_main(void *arg)
 		}
 		pthread_mutex_unlock(&libfam.lock);
 	}
-	return NULL;
 }
 
-/* Starts the watchdog of the current session, with every signal blocked. */
+/* Starts a watchdog thread at main, with every signal blocked. */
 static int
-watchdog_start(void)
+watchdog_thread(void *(*main)(void *), uint64_t gen)
 {
 	pthread_attr_t attr;
 	sigset_t all, old;
@@ -677,11 +738,37 @@ watchdog_start(void)
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&attr, 256 * 1024);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = pthread_create(&t, &attr, watchdog_main,
-	    (void *)(uintptr_t)libfam.gen);
+	rc = pthread_create(&t, &attr, main, (void *)(uintptr_t)gen);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&attr);
 	return -rc;
+}
+
+/*
+ * Starts the watchdog of the current session (libfam.lock held): the
+ * spare takes it when there is one.
+ */
+static int
+watchdog_start(void)
+{
+	if (watchdog_spare_take(libfam.gen))
+		return 0;
+	return watchdog_thread(watchdog_main, libfam.gen);
+}
+
+/*
+ * Starts the spare watchdog now, before any session (the shim's
+ * constructor, in a program with its own malloc); once per process.
+ */
+void
+libfam_watchdog_spare(void)
+{
+	int cancel = libfam_lock();
+
+	if (spare.pid != getpid() && libfam.state == LIBFAM_S_NONE &&
+	    watchdog_thread(watchdog_spare_main, 0) == 0)
+		spare.pid = getpid();
+	libfam_unlock(cancel);
 }
 
 /*

@@ -103,7 +103,7 @@ static size_t nblocks;
 static struct retired *retired;
 static size_t nretired;
 static pthread_once_t map_once = PTHREAD_ONCE_INIT;
-static bool map_on;                /* FAM_MMAP not 0 */
+static bool map_on;                /* shim_map_on, once the tables are */
 static struct rset fadv[ADV_SETS];
 
 /* ---- the kernel's calls --------------------------------------------- */
@@ -155,7 +155,6 @@ map_child(void)
 static void
 map_init(void)
 {
-	const char *v = getenv("FAM_MMAP");
 	void *b, *r, *a;
 
 	b = sys_mmap(NULL, MAX_BLOCKS * sizeof *blocks, PROT_READ | PROT_WRITE,
@@ -171,7 +170,7 @@ map_init(void)
 	for (int k = 0; k < ADV_SETS; k++)
 		fadv[k].r = (struct retired *)a + k * MAX_ADVICE;
 	blocks = b;
-	map_on = v == NULL || *v == '\0' || strcmp(v, "0") != 0;
+	map_on = shim_map_on;
 	/*
 	 * Registered after libfam's (shim set-up comes first), so that in
 	 * the child map_child runs once the copies are adopted.

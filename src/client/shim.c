@@ -71,6 +71,9 @@ static struct {
 
 static _Atomic int shim_state;
 bool shim_fam_on;      /* FAM_DISABLE not set */
+bool shim_map_on;      /* mmap() may give FAM (FAM_MMAP) */
+static int shim_own;   /* the program's own malloc: 0 none, 1 behind
+                        * the shim, 2 ahead of it (shim_own_malloc()) */
 bool shim_strict;      /* FAM_STRICT set */
 size_t shim_threshold = SHIM_DEFAULT_THRESHOLD;
 static bool shim_heap_want;   /* FAM_HEAP=all */
@@ -247,6 +250,29 @@ shim_from_sys(const void *caller)
 	    (a >= sys_image[1].lo && a < sys_image[1].hi);
 }
 
+/*
+ * Tells whether the program brings its own malloc: 2 for one ahead of the
+ * shim's (linked into the executable, as rustc links jemalloc), 1 for one
+ * behind it that is not libc's (a malloc library the program links), 0
+ * for libc's. Such an allocator calls mmap() itself, perhaps holding its
+ * own lock, and its fork handler may run before libfam's.
+ */
+static int
+shim_own_malloc(void)
+{
+	static const char anchor;
+	Dl_info self, first, next;
+	void *m = dlsym(RTLD_DEFAULT, "malloc"), *n;
+
+	memcpy(&n, &real.malloc, sizeof n);
+	if (m == NULL || dladdr(&anchor, &self) == 0 || dladdr(m, &first) == 0)
+		return 0;
+	if (first.dli_fbase != self.dli_fbase)
+		return 2;
+	return dladdr(n, &next) != 0 && next.dli_fname != NULL &&
+	    strstr(next.dli_fname, "/libc.so") == NULL;
+}
+
 /* Finds libc's functions and reads the environment, once. */
 static void
 shim_init(void)
@@ -283,6 +309,16 @@ shim_init(void)
 	    strcmp(t, "large") != 0)
 		libfam_say("FAM_HEAP=", t, " is neither all nor large; using "
 		    "large", NULL);
+	/*
+	 * A malloc ahead of the shim never asks it for memory; its own
+	 * mmap() calls are FAM only when FAM_MMAP=1 says so: its fork
+	 * handler, run before libfam's, would touch what it keeps there
+	 * before a forked child has its copy (libfamshim(7)).
+	 */
+	shim_own = shim_own_malloc();
+	t = getenv("FAM_MMAP");
+	shim_map_on = shim_fam_on && (t == NULL || *t == '\0' ?
+	    shim_own != 2 : strcmp(t, "0") != 0);
 	t = getenv("FAM_THRESHOLD");
 	if (shim_fam_on && t != NULL && *t != '\0' &&
 	    shim_parse_size(t, &shim_threshold) < 0) {
@@ -296,6 +332,9 @@ shim_init(void)
 /*
  * Runs the set-up before main() when nothing needed it earlier, and makes
  * the heap's arena: jemalloc, a library the shim needs, is set up by now.
+ * A program with its own malloc gets the session's watchdog thread now:
+ * made later, from inside its allocator's mmap(), pthread_create() would
+ * call that allocator back for the thread's TLS, and wait for its lock.
  */
 __attribute__((constructor)) static void
 shim_ctor(void)
@@ -304,6 +343,9 @@ shim_ctor(void)
 	int rc;
 
 	shim_init();
+	if (atomic_load(&shim_state) == SHIM_READY && shim_map_on &&
+	    shim_own != 0)
+		libfam_watchdog_spare();
 	if (!shim_heap_want || atomic_load(&shim_state) != SHIM_READY)
 		return;
 	dl_iterate_phdr(sys_image_note, (void *)real.malloc);

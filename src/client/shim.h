@@ -13,6 +13,7 @@
 #pragma GCC visibility push(hidden)
 
 extern bool shim_fam_on;      /* FAM_DISABLE not set */
+extern bool shim_map_on;      /* mmap() may give FAM (FAM_MMAP) */
 extern bool shim_strict;      /* FAM_STRICT set */
 extern size_t shim_threshold; /* FAM_THRESHOLD */
 

@@ -20,6 +20,7 @@ E2E_TESTS = \
 	tests/e2e/shim-programs.sh \
 	tests/e2e/shim-mappings.sh \
 	tests/e2e/shim-reserve.sh \
+	tests/e2e/shim-own-malloc.sh \
 	tests/e2e/shim-heap.sh \
 	tests/e2e/host-killed.sh \
 	tests/e2e/host-restart.sh \

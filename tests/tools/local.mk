@@ -5,7 +5,7 @@
 TEST_TOOLS = tests/shim/shimtest tests/tools/famtest tests/tools/famlost \
 	tests/tools/famhold tests/tools/famsoak tests/tools/famclient \
 	tests/tools/famsess tests/tools/famfile tests/tools/fammap \
-	tests/tools/famheap tests/tools/famred
+	tests/tools/famheap tests/tools/famred tests/tools/famownalloc
 check_PROGRAMS += $(TEST_TOOLS)
 
 # Preloaded programs cannot be sanitized: no sanitizer flags, nothing of
@@ -40,6 +40,11 @@ tests_tools_fammap_LDADD =
 tests_tools_famheap_CFLAGS = $(PRELOADED_CFLAGS)
 tests_tools_famheap_LDFLAGS = -pthread
 tests_tools_famheap_LDADD =
+# Its own malloc, exported ahead of the shim's (-rdynamic).
+tests_tools_famownalloc_SOURCES = tests/tools/famownalloc.c $(TOOLUTIL)
+tests_tools_famownalloc_CFLAGS = $(PRELOADED_CFLAGS)
+tests_tools_famownalloc_LDFLAGS = -pthread -rdynamic
+tests_tools_famownalloc_LDADD =
 # Speaks the session protocol's structures by hand (bad messages).
 tests_tools_famsess_LDADD =
 # Linked with libfamd-client.so, which an ASan build sanitizes like check_libfam:

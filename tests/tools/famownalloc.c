@@ -1,0 +1,256 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * famownalloc.c - a program that brings its own malloc, as programs linked
+ * with jemalloc or tcmalloc do: malloc() and its family are defined here,
+ * ahead of libfamshim's, and a large block is mapped with mmap() while the
+ * allocator holds its lock (jemalloc maps a new arena's metadata so).
+ * Under LD_PRELOAD=libfamshim.so the shim may serve that mmap() with
+ * fabric-attached memory; whatever it does, the program must not wait on
+ * its own lock, and every byte must read back as written.
+ *
+ * usage: famownalloc [-f | -l] [-s SIZE] [-t THREADS]
+ *   -f   expect the large blocks to be fabric-attached memory
+ *   -l   expect them to be the kernel's memory
+ *   -s   bytes of each large block (default 8M); each thread maps four
+ *   -t   threads allocating at once (default 2)
+ * Prints "ok" and exits 0, or "FAIL - why" and exits 1.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "toolutil.h"
+
+#define POOL_SIZE ((size_t)64 << 20)
+#define BIG       ((size_t)1 << 20)
+#define HDR       64
+
+/* A bump allocator for small blocks, mmap() for large ones. */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* not recursive */
+static _Alignas(4096) unsigned char pool[POOL_SIZE];
+static size_t used;
+
+struct hdr {
+	size_t size;   /* usable bytes */
+	size_t mapped; /* bytes mapped for it (0: in the pool) */
+	void *base;    /* what was mapped */
+};
+
+/* The header sits just below each block. */
+static struct hdr *
+hdr_of(void *p)
+{
+	return (struct hdr *)((unsigned char *)p - sizeof(struct hdr));
+}
+
+/* Takes size bytes aligned to align (a power of two, at least HDR). */
+static void *
+own_alloc(size_t size, size_t align)
+{
+	unsigned char *p = NULL;
+	struct hdr *h;
+
+	if (align < HDR)
+		align = HDR;
+	if (size > (size_t)1 << 40) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	pthread_mutex_lock(&lock);
+	if (size >= BIG) {
+		/* mapped with the lock held, as jemalloc maps its metadata */
+		size_t len = size + align + 4096;
+		void *m = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (m != MAP_FAILED) {
+			p = (unsigned char *)(((uintptr_t)m + HDR + align - 1) &
+			    ~(uintptr_t)(align - 1));
+			h = hdr_of(p);
+			h->mapped = len;
+			h->base = m;
+		}
+	} else {
+		uintptr_t at = ((uintptr_t)pool + used + HDR + align - 1) &
+		    ~(uintptr_t)(align - 1);
+
+		if (at + size <= (uintptr_t)pool + POOL_SIZE) {
+			p = (unsigned char *)at;
+			used = at + size - (uintptr_t)pool;
+			h = hdr_of(p);
+			h->mapped = 0;
+			h->base = NULL;
+		}
+	}
+	if (p != NULL)
+		hdr_of(p)->size = size;
+	pthread_mutex_unlock(&lock);
+	if (p == NULL)
+		errno = ENOMEM;
+	return p;
+}
+
+void *
+malloc(size_t size)
+{
+	return own_alloc(size, 16);
+}
+
+void
+free(void *p)
+{
+	struct hdr *h;
+
+	if (p == NULL)
+		return;
+	h = hdr_of(p);
+	pthread_mutex_lock(&lock);
+	if (h->mapped != 0)
+		munmap(h->base, h->mapped);
+	pthread_mutex_unlock(&lock);
+}
+
+void *
+calloc(size_t n, size_t size)
+{
+	void *p;
+
+	if (size != 0 && n > SIZE_MAX / size) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	p = own_alloc(n * size, 16);
+	if (p != NULL && hdr_of(p)->mapped == 0)
+		memset(p, 0, n * size); /* the pool is never reused, but */
+	return p;
+}
+
+void *
+realloc(void *old, size_t size)
+{
+	void *p;
+
+	if (old == NULL)
+		return malloc(size);
+	p = malloc(size);
+	if (p == NULL)
+		return NULL;
+	memcpy(p, old, hdr_of(old)->size < size ? hdr_of(old)->size : size);
+	free(old);
+	return p;
+}
+
+int
+posix_memalign(void **out, size_t align, size_t size)
+{
+	void *p = own_alloc(size, align);
+
+	if (p == NULL)
+		return ENOMEM;
+	*out = p;
+	return 0;
+}
+
+void *
+aligned_alloc(size_t align, size_t size)
+{
+	return own_alloc(size, align);
+}
+
+void *
+memalign(size_t align, size_t size)
+{
+	return own_alloc(size, align);
+}
+
+void *
+valloc(size_t size)
+{
+	return own_alloc(size, 4096);
+}
+
+void *
+pvalloc(size_t size)
+{
+	return own_alloc((size + 4095) & ~(size_t)4095, 4096);
+}
+
+size_t
+malloc_usable_size(void *p)
+{
+	return p == NULL ? 0 : hdr_of(p)->size;
+}
+
+static size_t block = (size_t)8 << 20;
+static int expect; /* 'f': FAM, 'l': the kernel's, 0: either */
+
+/* One thread: four large blocks, written, verified, freed. */
+static void *
+worker(void *arg)
+{
+	uint64_t seed = (uint64_t)(uintptr_t)arg;
+	uint64_t *b[4];
+
+	for (int i = 0; i < 4; i++) {
+		b[i] = malloc(block);
+		if (b[i] == NULL)
+			FAIL("malloc(%zu): %s", block, strerror(errno));
+		if (expect == 'f' && !tool_is_fam(b[i]))
+			FAIL("block %d is not fabric-attached memory", i);
+		if (expect == 'l' && tool_is_fam(b[i]))
+			FAIL("block %d is fabric-attached memory", i);
+		for (size_t w = 0; w < block / 8; w++)
+			b[i][w] = tool_pat(w * 8, seed + (uint64_t)i);
+	}
+	for (int i = 0; i < 4; i++) {
+		for (size_t w = 0; w < block / 8; w++)
+			if (b[i][w] != tool_pat(w * 8, seed + (uint64_t)i))
+				FAIL("block %d: wrong word at byte %zu", i,
+				    w * 8);
+		free(b[i]);
+	}
+	return NULL;
+}
+
+int
+main(int argc, char **argv)
+{
+	pthread_t t[16];
+	int nt = 2, c;
+
+	while ((c = getopt(argc, argv, "fls:t:")) != -1) {
+		switch (c) {
+		case 'f':
+		case 'l':
+			expect = c;
+			break;
+		case 's':
+			block = tool_parse_size(optarg);
+			break;
+		case 't':
+			nt = atoi(optarg);
+			break;
+		default:
+			fprintf(stderr, "usage: famownalloc [-f | -l] "
+			    "[-s SIZE] [-t THREADS]\n");
+			return 2;
+		}
+	}
+	if (nt < 1 || nt > 16 || block < BIG)
+		FAIL("1 to 16 threads, blocks of 1M or more");
+	for (int i = 0; i < nt; i++)
+		if ((errno = pthread_create(&t[i], NULL, worker,
+		    (void *)(uintptr_t)(i * 4 + 1))) != 0)
+			FAIL("pthread_create: %s", strerror(errno));
+	for (int i = 0; i < nt; i++)
+		pthread_join(t[i], NULL);
+	printf("ok\n");
+	return 0;
+}
