@@ -639,16 +639,20 @@ watchdog_poll(int fd)
  * the new thread's TLS with the program's calloc(), which waits for that
  * same lock: the program hangs. The spare, made when nothing is held,
  * takes the session's watch instead. It waits on a futex, not on
- * libfam.lock, and belongs to the process that made it: a fork while it
- * waits leaves the child nothing locked and no spare.
+ * libfam.lock, so a fork while it waits leaves the child nothing locked;
+ * the child gets a spare of its own from a fork handler registered after
+ * the allocator's (it runs once the allocator works again in the child).
+ * given goes back to 0 under libfam.lock, where the watch ends: a session
+ * opened right after finds the spare idle.
  */
 static struct {
 	_Atomic uint32_t given; /* 0: idle (or none), 1: gen to watch */
 	uint64_t gen;           /* written before given is set */
-	pid_t pid;              /* the process it runs in (0: none) */
+	bool running;           /* it was started ... */
+	pid_t pid;              /* ... in this process (a child's: not yet) */
 } spare;
 
-static void watchdog_watch(uint64_t gen);
+static void watchdog_watch(uint64_t gen, bool on_spare);
 
 /* The spare's thread: waits for a session, watches it, and waits again. */
 static void *
@@ -666,8 +670,7 @@ watchdog_spare_main(void *arg)
 				exit(0);
 			continue;
 		}
-		watchdog_watch(spare.gen);
-		atomic_store_explicit(&spare.given, 0, memory_order_release);
+		watchdog_watch(spare.gen, true); /* sets given to 0 */
 	}
 	return NULL;
 }
@@ -676,7 +679,7 @@ watchdog_spare_main(void *arg)
 static bool
 watchdog_spare_take(uint64_t gen)
 {
-	if (spare.pid == 0 || spare.pid != getpid() ||
+	if (!spare.running || spare.pid != getpid() ||
 	    atomic_load_explicit(&spare.given, memory_order_acquire) != 0)
 		return false;
 	spare.gen = gen;
@@ -692,22 +695,26 @@ watchdog_spare_take(uint64_t gen)
 static void *
 watchdog_main(void *arg)
 {
-	watchdog_watch((uint64_t)(uintptr_t)arg);
+	watchdog_watch((uint64_t)(uintptr_t)arg, false);
 	return NULL;
 }
 
-/* The watch of session gen, on a watchdog's thread (see watchdog_main). */
+/*
+ * The watch of session gen, on a watchdog's thread (see watchdog_main);
+ * on the spare, it ends with the spare idle again (libfam.lock held).
+ */
 static void
-watchdog_watch(uint64_t gen)
+watchdog_watch(uint64_t gen, bool on_spare)
 {
 	int fd;
 
 	pthread_mutex_lock(&libfam.lock);
 	fd = libfam.gen == gen ? libfam.sock : -1;
-	pthread_mutex_unlock(&libfam.lock);
 	while (fd >= 0) {
-		short revents = watchdog_poll(fd);
+		short revents;
 
+		pthread_mutex_unlock(&libfam.lock);
+		revents = watchdog_poll(fd);
 		fd = -1;
 		pthread_mutex_lock(&libfam.lock);
 		if (libfam.gen == gen && libfam.state != LIBFAM_S_NONE &&
@@ -720,8 +727,10 @@ watchdog_watch(uint64_t gen)
 			else
 				session_lose();
 		}
-		pthread_mutex_unlock(&libfam.lock);
 	}
+	if (on_spare)
+		atomic_store_explicit(&spare.given, 0, memory_order_release);
+	pthread_mutex_unlock(&libfam.lock);
 }
 
 /* Starts a watchdog thread at main, with every signal blocked. */
@@ -756,18 +765,45 @@ watchdog_start(void)
 	return watchdog_thread(watchdog_main, libfam.gen);
 }
 
+/* Starts the spare's thread (libfam.lock held, or a fork's child). */
+static void
+watchdog_spare_start(void)
+{
+	atomic_store(&spare.given, 0);
+	spare.running = watchdog_thread(watchdog_spare_main, 0) == 0;
+	spare.pid = getpid();
+}
+
+/*
+ * In a forked child, after the handlers registered before it (the
+ * program's allocator's): the parent's spare is not here; a new one is.
+ */
+static void
+watchdog_spare_child(void)
+{
+	spare.running = false;
+	watchdog_spare_start();
+}
+
 /*
  * Starts the spare watchdog now, before any session (the shim's
- * constructor, in a program with its own malloc); once per process.
+ * constructor, in a program with its own malloc); once per process. The
+ * thread is made first: pthread_create() calls the program's calloc(),
+ * which sets its allocator up and registers its fork handlers, so that
+ * the child handler registered next runs after the allocator's.
  */
 void
 libfam_watchdog_spare(void)
 {
+	static bool registered;
 	int cancel = libfam_lock();
 
-	if (spare.pid != getpid() && libfam.state == LIBFAM_S_NONE &&
-	    watchdog_thread(watchdog_spare_main, 0) == 0)
-		spare.pid = getpid();
+	if ((!spare.running || spare.pid != getpid()) &&
+	    libfam.state == LIBFAM_S_NONE)
+		watchdog_spare_start();
+	if (spare.running && !registered)
+		registered = pthread_atfork(NULL, NULL,
+		    watchdog_spare_child) == 0;
 	libfam_unlock(cancel);
 }
 

@@ -20,7 +20,7 @@
  *   SIGSEGV on a touch, as where the kernel maps nothing), a WIPEONFORK
  *   range reads back as zeros; the rest go to the kernel;
  * - a mapped block (mmap(MAP_PRIVATE | MAP_ANONYMOUS) of FAM_THRESHOLD
- *   bytes or more, FAM_MMAP not 0) is a FAM region, whatever its
+ *   bytes or more, shim_map_on: FAM_MMAP) is a FAM region, whatever its
  *   protection; munmap of part of it discards that part and makes it
  *   inaccessible (PROT_NONE), and the region is released once every page
  *   is unmapped; mmap(MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS) over it
@@ -151,7 +151,7 @@ map_child(void)
 	advice_fork_child();
 }
 
-/* Reads FAM_MMAP and maps the tables, once. */
+/* Maps the tables and takes shim_map_on (FAM_MMAP), once. */
 static void
 map_init(void)
 {

@@ -267,7 +267,12 @@ shim_own_malloc(void)
 	memcpy(&n, &real.malloc, sizeof n);
 	if (m == NULL || dladdr(&anchor, &self) == 0 || dladdr(m, &first) == 0)
 		return 0;
-	if (first.dli_fbase != self.dli_fbase)
+	/*
+	 * A definition, not the stub a non-PIE executable that takes
+	 * malloc's address gets (its address is the shim's malloc's then).
+	 */
+	if (first.dli_fbase != self.dli_fbase && first.dli_saddr == m &&
+	    first.dli_sname != NULL && strcmp(first.dli_sname, "malloc") == 0)
 		return 2;
 	return dladdr(n, &next) != 0 && next.dli_fname != NULL &&
 	    strstr(next.dli_fname, "/libc.so") == NULL;

@@ -8,22 +8,29 @@
  * fabric-attached memory; whatever it does, the program must not wait on
  * its own lock, and every byte must read back as written.
  *
- * usage: famownalloc [-f | -l] [-s SIZE] [-t THREADS]
+ * usage: famownalloc [-f | -l] [-s SIZE] [-t THREADS] [-w SECONDS]
  *   -f   expect the large blocks to be fabric-attached memory
  *   -l   expect them to be the kernel's memory
  *   -s   bytes of each large block (default 8M); each thread maps four
  *   -t   threads allocating at once (default 2)
+ *   -w   once the first thread's blocks are written, print "ready", hold
+ *        them SECONDS and exit 0 without reading them back
+ *   -F   fork first: the child, which has no session, allocates (its
+ *        first session opened from inside its allocator's mmap()), then
+ *        the parent, once the child has passed
  * Prints "ok" and exits 0, or "FAIL - why" and exits 1.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "toolutil.h"
@@ -190,6 +197,7 @@ malloc_usable_size(void *p)
 
 static size_t block = (size_t)8 << 20;
 static int expect; /* 'f': FAM, 'l': the kernel's, 0: either */
+static unsigned hold; /* -w */
 
 /* One thread: four large blocks, written, verified, freed. */
 static void *
@@ -209,6 +217,12 @@ worker(void *arg)
 		for (size_t w = 0; w < block / 8; w++)
 			b[i][w] = tool_pat(w * 8, seed + (uint64_t)i);
 	}
+	if (hold > 0 && seed == 1) {
+		printf("ready\n");
+		fflush(stdout);
+		sleep(hold);
+		_exit(0);
+	}
 	for (int i = 0; i < 4; i++) {
 		for (size_t w = 0; w < block / 8; w++)
 			if (b[i][w] != tool_pat(w * 8, seed + (uint64_t)i))
@@ -223,9 +237,11 @@ int
 main(int argc, char **argv)
 {
 	pthread_t t[16];
-	int nt = 2, c;
+	int nt = 2, c, status;
+	bool forkfirst = false;
+	pid_t pid;
 
-	while ((c = getopt(argc, argv, "fls:t:")) != -1) {
+	while ((c = getopt(argc, argv, "Ffls:t:w:")) != -1) {
 		switch (c) {
 		case 'f':
 		case 'l':
@@ -237,14 +253,32 @@ main(int argc, char **argv)
 		case 't':
 			nt = atoi(optarg);
 			break;
+		case 'w':
+			hold = (unsigned)atoi(optarg);
+			break;
+		case 'F':
+			forkfirst = true;
+			break;
 		default:
 			fprintf(stderr, "usage: famownalloc [-f | -l] "
-			    "[-s SIZE] [-t THREADS]\n");
+			    "[-s SIZE] [-t THREADS] [-w SECONDS]\n");
 			return 2;
 		}
 	}
 	if (nt < 1 || nt > 16 || block < BIG)
 		FAIL("1 to 16 threads, blocks of 1M or more");
+	if (forkfirst) {
+		fflush(stdout);
+		pid = fork();
+		if (pid < 0)
+			FAIL("fork: %s", strerror(errno));
+		if (pid > 0) {
+			if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+			    WEXITSTATUS(status) != 0)
+				FAIL("the forked child: status %#x", status);
+			printf("child ok\n");
+		}
+	}
 	for (int i = 0; i < nt; i++)
 		if ((errno = pthread_create(&t[i], NULL, worker,
 		    (void *)(uintptr_t)(i * 4 + 1))) != 0)
