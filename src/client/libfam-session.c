@@ -648,8 +648,8 @@ watchdog_poll(int fd)
 static struct {
 	_Atomic uint32_t given; /* 0: idle (or none), 1: gen to watch */
 	uint64_t gen;           /* written before given is set */
-	bool running;           /* it was started ... */
-	pid_t pid;              /* ... in this process (a child's: not yet) */
+	pid_t pid;              /* the process it runs in (0: none; a
+	                         * child's is its parent's until replaced) */
 } spare;
 
 static void watchdog_watch(uint64_t gen, bool on_spare);
@@ -679,7 +679,7 @@ watchdog_spare_main(void *arg)
 static bool
 watchdog_spare_take(uint64_t gen)
 {
-	if (!spare.running || spare.pid != getpid() ||
+	if (spare.pid != getpid() ||
 	    atomic_load_explicit(&spare.given, memory_order_acquire) != 0)
 		return false;
 	spare.gen = gen;
@@ -765,24 +765,15 @@ watchdog_start(void)
 	return watchdog_thread(watchdog_main, libfam.gen);
 }
 
-/* Starts the spare's thread (libfam.lock held, or a fork's child). */
+/*
+ * Starts the spare's thread (libfam.lock held, or in a forked child,
+ * where the parent's spare is not).
+ */
 static void
 watchdog_spare_start(void)
 {
 	atomic_store(&spare.given, 0);
-	spare.running = watchdog_thread(watchdog_spare_main, 0) == 0;
-	spare.pid = getpid();
-}
-
-/*
- * In a forked child, after the handlers registered before it (the
- * program's allocator's): the parent's spare is not here; a new one is.
- */
-static void
-watchdog_spare_child(void)
-{
-	spare.running = false;
-	watchdog_spare_start();
+	spare.pid = watchdog_thread(watchdog_spare_main, 0) == 0 ? getpid() : 0;
 }
 
 /*
@@ -798,12 +789,12 @@ libfam_watchdog_spare(void)
 	static bool registered;
 	int cancel = libfam_lock();
 
-	if ((!spare.running || spare.pid != getpid()) &&
-	    libfam.state == LIBFAM_S_NONE)
+	if (spare.pid != getpid() && libfam.state == LIBFAM_S_NONE)
 		watchdog_spare_start();
-	if (spare.running && !registered)
+	/* in a forked child, after the allocator's: a spare of its own */
+	if (spare.pid == getpid() && !registered)
 		registered = pthread_atfork(NULL, NULL,
-		    watchdog_spare_child) == 0;
+		    watchdog_spare_start) == 0;
 	libfam_unlock(cancel);
 }
 

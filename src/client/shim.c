@@ -268,8 +268,9 @@ shim_own_malloc(void)
 	if (m == NULL || dladdr(&anchor, &self) == 0 || dladdr(m, &first) == 0)
 		return 0;
 	/*
-	 * A definition, not the stub a non-PIE executable that takes
-	 * malloc's address gets (its address is the shim's malloc's then).
+	 * Only a definition counts: a non-PIE executable that takes
+	 * malloc's address has a PLT entry of that name, which calls the
+	 * shim's malloc.
 	 */
 	if (first.dli_fbase != self.dli_fbase && first.dli_saddr == m &&
 	    first.dli_sname != NULL && strcmp(first.dli_sname, "malloc") == 0)

@@ -167,6 +167,7 @@ fetch_complete(struct host *h, struct fetch *f, int status)
 	if (status == 0) {
 		enum host_admit admit = host_chunk_admitted(h, ch,
 		    f->fault_ns != 0);
+		bool ahead = f->prefetch && f->nwaiters == 0; /* read ahead */
 
 		ch->state = CH_RESIDENT;
 		ch->frame = (uint32_t)f->frame;
@@ -181,7 +182,7 @@ fetch_complete(struct host *h, struct fetch *f, int status)
 		 * gets no second chance, so a stream does not push out the
 		 * chunks used at random.
 		 */
-		if (f->prefetch && f->nwaiters == 0) {
+		if (ahead) {
 			ch->flags |= CH_PREFETCH;
 			ch->flags &= ~CH_REF; /* went in writable: no chance */
 		} else if (r->ra_window == 0) {
@@ -189,8 +190,8 @@ fetch_complete(struct host *h, struct fetch *f, int status)
 			if (admit == HOST_ADMIT_REFAULT)
 				host_loop_refault(h); /* used at random */
 		}
-		if ((f->prefetch && f->nwaiters == 0) || r->ra_window != 0)
-			host_loop_keep(h, r, (uint32_t)f->frame, /* a run's */
+		if (ahead || r->ra_window != 0) /* a run's */
+			host_loop_keep(h, r, (uint32_t)f->frame,
 			    admit != HOST_ADMIT_NEW);
 		r->resident++;
 		if (f->src != NULL && !(ch->flags & CH_DIRTY)) {
