@@ -19,16 +19,9 @@ COMPAT_TESTS = \
 	tests/compat/xz.sh
 
 # What does not work yet, each for its reason (they fail as they should
-# until it is fixed, and an XPASS fails the suite so the list is kept true):
-# - xz: xz -9's match finder reads and writes its tables at random over
-#   its whole footprint; at a third of it, faults come faster than famd
-#   serves them one at a time (32 MiB footprint, 10 MiB buffer, 1.5M
-#   missing faults: 160-186 s for a 60 s budget; 69 s with fetch =
-#   adaptive, the clock's tenure and single-page installs, against 137 s
-#   under the kernel's swap at the same limit). What was measured and
-#   tried: src/host/README.md, "What the clock knows".
-COMPAT_XFAIL = \
-	tests/compat/xz.sh
+# until it is fixed, and an XPASS fails the suite so the list is kept
+# true): nothing today.
+COMPAT_XFAIL =
 
 check-compat: all $(check_PROGRAMS)
 	rm -f tests/compat/results.tsv
