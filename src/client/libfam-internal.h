@@ -153,6 +153,7 @@ struct libfam {
 	uint64_t fork_token; /* between fork's handlers: famd's copy, or 0 */
 	int fork_err;       /* ... or why there is none (-errno) */
 	int fork_cancel;    /* ... and the cancel state to restore */
+	bool forking;       /* from atfork_prepare to the last handler */
 	uint64_t token;     /* the session's name after a restart of famd */
 	unsigned restart_wait_ms; /* FAM_RESTART_WAIT: how long to wait for
 	                           * famd to come back (0: not at all) */
@@ -181,6 +182,7 @@ void libfam_unlock(int cancel);
 
 /* Once per process: the fork handlers. */
 void libfam_init(void);
+void libfam_atfork_first(void);
 
 /* Makes sure there is a live session; *quiet tells a failure to get one. */
 int session_get(bool *quiet);

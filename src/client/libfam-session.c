@@ -22,6 +22,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -650,6 +651,7 @@ static struct {
 	uint64_t gen;           /* written before given is set */
 	pid_t pid;              /* the process it runs in (0: none; a
 	                         * child's is its parent's until replaced) */
+	bool handler;           /* a forked child starts a spare of its own */
 } spare;
 
 static void watchdog_watch(uint64_t gen, bool on_spare);
@@ -772,7 +774,6 @@ watchdog_start(void)
 static void
 watchdog_spare_start(void)
 {
-	atomic_store(&spare.given, 0);
 	spare.pid = watchdog_thread(watchdog_spare_main, 0) == 0 ? getpid() : 0;
 }
 
@@ -786,14 +787,13 @@ watchdog_spare_start(void)
 void
 libfam_watchdog_spare(void)
 {
-	static bool registered;
 	int cancel = libfam_lock();
 
 	if (spare.pid != getpid() && libfam.state == LIBFAM_S_NONE)
 		watchdog_spare_start();
 	/* in a forked child, after the allocator's: a spare of its own */
-	if (spare.pid == getpid() && !registered)
-		registered = pthread_atfork(NULL, NULL,
+	if (spare.pid == getpid() && !spare.handler)
+		spare.handler = pthread_atfork(NULL, NULL,
 		    watchdog_spare_start) == 0;
 	libfam_unlock(cancel);
 }
@@ -952,6 +952,7 @@ atfork_prepare(void)
 	int rc;
 
 	libfam.fork_cancel = libfam_lock();
+	libfam.forking = true;
 	(void)session_path(); /* not in the child: see there */
 	libfam.fork_token = 0;
 	libfam.fork_err = 0;
@@ -973,6 +974,7 @@ atfork_prepare(void)
 static void
 atfork_parent(void)
 {
+	libfam.forking = false;
 	libfam.fork_token = 0;
 	libfam_unlock(libfam.fork_cancel);
 }
@@ -1058,10 +1060,13 @@ atfork_child_nocopy(size_t n)
 }
 
 /*
- * After fork(), in the child: the parent's session is not ours. With
- * famd's copy, a session of our own adopts it, arena by arena, at the same
+ * After fork(), in the child, before any other child handler (see
+ * libfam_atfork_first): the parent's session is not ours. With famd's
+ * copy, a session of our own adopts it, arena by arena, at the same
  * addresses; an arena that cannot be had is mapped so that a touch raises
- * SIGBUS (never wrong data).
+ * SIGBUS (never wrong data). The program's allocator has not had its own
+ * child handler yet, and may hold its locks: nothing here may allocate.
+ * The watch of the new session starts in atfork_child_watch.
  */
 static void
 atfork_child(void)
@@ -1072,6 +1077,9 @@ atfork_child(void)
 	int rc = libfam.fork_err, err = 0;
 	char ebuf[128], nbuf[21];
 
+	atomic_store(&spare.given, 0); /* the parent's spare was watching */
+	if (!libfam.forking)
+		return; /* libfam's prepare has not run: nothing of it here */
 	memcpy(&libfam.lock, &init, sizeof init);
 	/* Only ours: the parent may have closed them, and reused the numbers. */
 	if (fd_is(libfam.sock, libfam.sock_id))
@@ -1090,7 +1098,7 @@ atfork_child(void)
 	libfam.fork_err = 0;
 	if (token == 0 && rc == 0) {
 		atfork_child_nocopy(n);
-		goto out;
+		return;
 	}
 	libfam.retry_ns = 0; /* the parent's last failure is not ours */
 	if (rc == 0)
@@ -1109,19 +1117,64 @@ atfork_child(void)
 		arena_replace(a);
 		lost++;
 	}
-	if (rc == 0 && libfam.state == LIBFAM_S_LIVE &&
-	    (rc = watchdog_start()) < 0)
-		libfam_say("fork: cannot start the watchdog thread (",
-		    libfam_fmt_errno(ebuf, sizeof ebuf, -rc), "): this child "
-		    "will not wait for a restarted famd", NULL);
 	if (lost > 0)
 		libfam_say("fork: the parent's fabric-attached memory could "
 		    "not be copied for this child (",
 		    libfam_fmt_u64(nbuf, lost), lost == 1 ? " arena): " :
 		    " arenas): ", libfam_fmt_errno(ebuf, sizeof ebuf, -err),
 		    "; touching it raises SIGBUS", NULL);
-out:
+}
+
+/*
+ * After fork(), in the child, later: the watch of the child's session.
+ * pthread_create() calls the program's calloc(): where it has its own,
+ * the spare the child starts after its allocator's handler takes it.
+ */
+static void
+atfork_child_watch(void)
+{
+	char ebuf[128];
+	int rc;
+
+	if (!libfam.forking)
+		return;
+	libfam.forking = false;
+	if (libfam.state == LIBFAM_S_LIVE) {
+		if (spare.handler) {
+			if (!watchdog_spare_take(libfam.gen)) {
+				spare.gen = libfam.gen; /* for the spare to come */
+				atomic_store(&spare.given, 1);
+			}
+		} else if ((rc = watchdog_start()) < 0) {
+			libfam_say("fork: cannot start the watchdog thread (",
+			    libfam_fmt_errno(ebuf, sizeof ebuf, -rc), "): this "
+			    "child will not wait for a restarted famd", NULL);
+		}
+	}
 	pthread_setcancelstate(libfam.fork_cancel, NULL);
+}
+
+/*
+ * Registers atfork_child ahead of every other child handler, once (the
+ * shim's __register_atfork calls it first): an allocator's child handler
+ * may touch what it keeps in FAM. A call made while registering (through
+ * the shim again) returns at once; another thread's waits.
+ */
+void
+libfam_atfork_first(void)
+{
+	static _Atomic pid_t by; /* the thread registering, then -1 */
+	pid_t self = (pid_t)syscall(SYS_gettid), none = 0;
+
+	if (atomic_compare_exchange_strong(&by, &none, self)) {
+		pthread_atfork(NULL, NULL, atfork_child);
+		atomic_store(&by, -1);
+		return;
+	}
+	while (none != -1 && none != self) {
+		sched_yield();
+		none = atomic_load(&by);
+	}
 }
 
 /* Once per process: the fork handlers. */
@@ -1140,5 +1193,6 @@ libfam_init(void)
 		if (*end == '\0' && v <= 3600)
 			libfam.restart_wait_ms = (unsigned)v * 1000u;
 	}
-	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+	libfam_atfork_first();
+	pthread_atfork(atfork_prepare, atfork_parent, atfork_child_watch);
 }

@@ -316,15 +316,14 @@ shim_init(void)
 		libfam_say("FAM_HEAP=", t, " is neither all nor large; using "
 		    "large", NULL);
 	/*
-	 * A malloc ahead of the shim never asks it for memory; its own
-	 * mmap() calls are FAM only when FAM_MMAP=1 says so: its fork
-	 * handler, run before libfam's, would touch what it keeps there
-	 * before a forked child has its copy (libfamshim(7)).
+	 * A malloc ahead of the shim never asks it for memory: its own
+	 * mmap() calls are what is FAM of it (its fork handler runs after
+	 * libfam's first one: see __register_atfork below).
 	 */
 	shim_own = shim_own_malloc();
 	t = getenv("FAM_MMAP");
-	shim_map_on = shim_fam_on && (t == NULL || *t == '\0' ?
-	    shim_own != 2 : strcmp(t, "0") != 0);
+	shim_map_on = shim_fam_on && (t == NULL || *t == '\0' ||
+	    strcmp(t, "0") != 0);
 	t = getenv("FAM_THRESHOLD");
 	if (shim_fam_on && t != NULL && *t != '\0' &&
 	    shim_parse_size(t, &shim_threshold) < 0) {
@@ -814,4 +813,36 @@ malloc_usable_size(void *ptr)
 	if (unlikely(!shim_ready()))
 		return 0;
 	return LIBC(real.malloc_usable_size(ptr));
+}
+
+/*
+ * Every fork handler is registered here (pthread_atfork(3) calls it, from
+ * libc_nonshared): libfam's child handler goes ahead of the first one, so
+ * that in a forked child the parent's fabric-attached memory is the
+ * child's before any allocator's child handler touches what it keeps
+ * there (libfam_atfork_first).
+ */
+SHIM_EXPORT int __register_atfork(void (*prepare)(void), void (*parent)(void),
+    void (*child)(void), void *dso);
+
+SHIM_EXPORT int
+__register_atfork(void (*prepare)(void), void (*parent)(void),
+    void (*child)(void), void *dso)
+{
+	static int (*_Atomic next)(void (*)(void), void (*)(void),
+	    void (*)(void), void *);
+	int (*reg)(void (*)(void), void (*)(void), void (*)(void), void *) =
+	    atomic_load(&next);
+
+	if (reg == NULL) {
+		shim_depth++;
+		reg = (int (*)(void (*)(void), void (*)(void), void (*)(void),
+		    void *))dlsym(RTLD_NEXT, "__register_atfork");
+		shim_depth--;
+		if (reg == NULL)
+			return ENOSYS;
+		atomic_store(&next, reg);
+	}
+	libfam_atfork_first();
+	return reg(prepare, parent, child, dso);
 }

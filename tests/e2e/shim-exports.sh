@@ -1,8 +1,9 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
 # libfamshim.so exports the malloc family, the mapping calls (mmap, munmap,
-# mremap, madvise) and fam_advise (so that a program under it can pass
-# hints), and nothing else, needs neither
+# mremap, madvise), fam_advise (so that a program under it can pass
+# hints) and __register_atfork (libfam's fork handler goes first), and
+# nothing else, needs neither
 # libfamd-client.so nor a sanitizer runtime (it is preloaded alone);
 # libfamd-client.so exports the famd-client.h API and nothing else, and
 # installs its header and pkg-config file.
@@ -20,10 +21,10 @@ exports() {
 		sort | tr '\n' ' ' | sed 's/ $//'
 }
 
-want="aligned_alloc calloc fam_advise free madvise malloc malloc_usable_size memalign mmap mmap64 mremap munmap posix_madvise posix_memalign pvalloc realloc reallocarray valloc"
+want="__register_atfork aligned_alloc calloc fam_advise free madvise malloc malloc_usable_size memalign mmap mmap64 mremap munmap posix_madvise posix_memalign pvalloc realloc reallocarray valloc"
 got=$(exports "$SHIM")
 [ "$got" = "$want" ] || fail "libfamshim.so exports [$got], not [$want]"
-pass "libfamshim.so exports only the malloc family, the mapping calls and fam_advise"
+pass "libfamshim.so exports only the malloc family, the mapping calls, fam_advise and __register_atfork"
 
 needed=$(readelf -d "$SHIM" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
 case " $needed" in

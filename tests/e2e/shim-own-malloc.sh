@@ -4,10 +4,12 @@
 # do) and maps large blocks with mmap() while its allocator holds its
 # lock. The shim opened the session from inside that mmap(), and starting
 # the session's watchdog thread called the program's calloc() for the
-# thread's TLS: the program waited on its own lock forever. Such a
-# program's mmap() calls stay the kernel's unless FAM_MMAP=1; with it,
-# they are fabric-attached memory, and the watchdog thread was started
-# before any lock was taken; it watches the session once one opens.
+# thread's TLS: the program waited on its own lock forever. Now the
+# watchdog thread is started before any lock is taken and watches the
+# session once one opens. Its allocator's fork handler, registered before
+# any of libfam's, touched its metadata (fabric-attached memory) in a
+# forked child before the child had its copy: SIGSEGV. The shim now puts
+# libfam's child handler ahead of every other.
 . "$(dirname "$0")/lib.sh"
 require_cmd jq
 
@@ -15,32 +17,39 @@ OWN=$top_builddir/tests/tools/famownalloc
 start_memory mem
 start_host host 8M "$MEM_ADDR"
 
-timeout -k 5 60 env LD_PRELOAD="$SHIM" "$OWN" -l -t 2 >"$T/own.out" 2>&1 ||
-	fail "its own malloc, FAM_MMAP unset: exit $?: $(tail -3 "$T/own.out")"
-pass "a program with its own malloc runs under the shim; its mappings stay the kernel's"
+timeout -k 5 60 env FAM_MMAP=0 LD_PRELOAD="$SHIM" "$OWN" -l -t 2 >"$T/own.out" 2>&1 ||
+	fail "its own malloc, FAM_MMAP=0: exit $?: $(tail -3 "$T/own.out")"
+pass "with FAM_MMAP=0, a program with its own malloc runs under the shim; its mappings stay the kernel's"
 
 before=$(counter host faults_missing)
-timeout -k 5 60 env FAM_MMAP=1 LD_PRELOAD="$SHIM" "$OWN" -f -t 2 >"$T/own.out" 2>&1 ||
-	fail "its own malloc, FAM_MMAP=1: exit $? (124: it hung): $(tail -3 "$T/own.out")"
+timeout -k 5 60 env LD_PRELOAD="$SHIM" "$OWN" -f -t 2 >"$T/own.out" 2>&1 ||
+	fail "its own malloc: exit $? (124: it hung): $(tail -3 "$T/own.out")"
 [ "$(counter host faults_missing)" -gt "$before" ] ||
 	fail "no fault served for its blocks"
 [ "$(counter host evictions_dirty)" -gt 0 ] ||
 	fail "64 MiB written through an 8 MiB buffer, nothing written back"
-pass "with FAM_MMAP=1, its allocator's mmap() under its own lock is fabric-attached memory: no hang, data right"
+pass "its allocator's mmap() under its own lock is fabric-attached memory: no hang, data right"
 
-timeout -k 5 60 env FAM_MMAP=1 LD_PRELOAD="$SHIM" "$OWN" -f -t 1 >"$T/own.out" 2>&1 ||
-	fail "one thread, FAM_MMAP=1: exit $?: $(tail -3 "$T/own.out")"
+# fork() after its allocator's metadata and a 16 MiB block went to famd
+# (twice the buffer): the allocator's child handler counts the fork there.
+timeout -k 5 60 env LD_PRELOAD="$SHIM" "$OWN" -f -C -s 16M >"$T/own.out" 2>&1 ||
+	fail "fork after its blocks: exit $? (139 or status 0xb: SIGSEGV in the allocator's child handler): $(tail -3 "$T/own.out")"
+grep -q '^fork ok' "$T/own.out" || fail "fork: $(cat "$T/own.out")"
+pass "a child forked with its allocator's metadata in famd has it before the allocator's fork handler runs; parent and child each keep their own data"
+
+timeout -k 5 60 env LD_PRELOAD="$SHIM" "$OWN" -f -t 1 >"$T/own.out" 2>&1 ||
+	fail "one thread: exit $?: $(tail -3 "$T/own.out")"
 pass "and from one thread"
 
-timeout -k 5 60 env FAM_MMAP=1 LD_PRELOAD="$SHIM" "$OWN" -f -t 1 -F >"$T/own.out" 2>&1 ||
-	fail "forked first, FAM_MMAP=1: exit $? (124: it hung): $(tail -3 "$T/own.out")"
+timeout -k 5 60 env LD_PRELOAD="$SHIM" "$OWN" -f -t 1 -F >"$T/own.out" 2>&1 ||
+	fail "forked first: exit $? (124: it hung): $(tail -3 "$T/own.out")"
 grep -q '^child ok' "$T/own.out" || fail "the child did not pass: $(cat "$T/own.out")"
 pass "a child forked before any session opens its own from inside its allocator's mmap(): no hang, data right"
 
 # The session is watched: the host famd killed while the program holds
 # its blocks, the spare watchdog sees it go and waits for it (1 s).
 fresh "$T/hold.out" "$T/hold.err"
-FAM_MMAP=1 FAM_RESTART_WAIT=1 LD_PRELOAD="$SHIM" timeout -k 5 60 "$OWN" -f -t 1 -w 20 \
+FAM_RESTART_WAIT=1 LD_PRELOAD="$SHIM" timeout -k 5 60 "$OWN" -f -t 1 -w 20 \
 	>"$T/hold.out" 2>"$T/hold.err" &
 job=$!
 wait_until 30 grep -q '^ready' "$T/hold.out" || fail "famownalloc -w: $(cat "$T/hold.out" "$T/hold.err")"
@@ -51,3 +60,20 @@ wait_until 10 grep -q "no host famd took this program's fabric-attached memory b
 kill "$job" 2>/dev/null
 wait "$job" 2>/dev/null
 pass "its session is watched: the host famd's end is seen and waited for"
+
+# A forked child's session is watched too (by a spare of its own, started
+# once its allocator works again): with the host famd killed, parent and
+# child each say so.
+start_host host 8M "$MEM_ADDR"
+fresh "$T/hold.out" "$T/hold.err"
+FAM_RESTART_WAIT=1 LD_PRELOAD="$SHIM" timeout -k 5 60 "$OWN" -f -C -w 20 \
+	>"$T/hold.out" 2>"$T/hold.err" &
+job=$!
+wait_until 30 grep -q '^ready' "$T/hold.out" || fail "famownalloc -C -w: $(cat "$T/hold.out" "$T/hold.err")"
+kill -KILL "$HOST_PID"
+wait "$HOST_PID" 2>/dev/null
+wait_until 10 eval '[ "$(grep -c "no host famd took this program.s fabric-attached memory back within 1 s" "$T/hold.err")" -ge 2 ]' ||
+	fail "the child's session was not watched: $(cat "$T/hold.err")"
+kill "$job" 2>/dev/null
+wait "$job" 2>/dev/null
+pass "a forked child's session is watched too"

@@ -6,24 +6,34 @@
  * allocator holds its lock (jemalloc maps a new arena's metadata so).
  * Under LD_PRELOAD=libfamshim.so the shim may serve that mmap() with
  * fabric-attached memory; whatever it does, the program must not wait on
- * its own lock, and every byte must read back as written.
+ * its own lock, and every byte must read back as written. Like jemalloc,
+ * the allocator registers fork handlers at its first call (taking its lock
+ * before fork(), and in the child counting the fork in its metadata, a
+ * block it maps at its first large allocation), so that in a forked child
+ * its handler runs before libfam's unless the shim puts libfam's first.
  *
- * usage: famownalloc [-f | -l] [-s SIZE] [-t THREADS] [-w SECONDS]
+ * usage: famownalloc [-f | -l] [-C | -F] [-s SIZE] [-t THREADS] [-w SECONDS]
  *   -f   expect the large blocks to be fabric-attached memory
  *   -l   expect them to be the kernel's memory
  *   -s   bytes of each large block (default 8M); each thread maps four
  *   -t   threads allocating at once (default 2)
- *   -w   once the first thread's blocks are written, print "ready", hold
- *        them SECONDS and exit 0 without reading them back
+ *   -w   once the first thread's blocks are written (with -C: the
+ *        child's), print "ready", hold them SECONDS and exit 0 without
+ *        reading them back
  *   -F   fork first: the child, which has no session, allocates (its
  *        first session opened from inside its allocator's mmap()), then
  *        the parent, once the child has passed
+ *   -C   fork last: a block written, then fork(); the child reads the
+ *        parent's data, writes its own, allocates, and finds its fork
+ *        counted by the allocator's handler; the parent then finds its
+ *        data unchanged
  * Prints "ok" and exits 0, or "FAIL - why" and exits 1.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -43,6 +53,34 @@
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* not recursive */
 static _Alignas(4096) unsigned char pool[POOL_SIZE];
 static size_t used;
+
+/* The allocator's metadata: mapped at the first large allocation. */
+struct meta {
+	unsigned long allocs;
+	unsigned long forks; /* counted by the child's fork handler */
+};
+static struct meta *meta;
+static atomic_bool inited;
+
+static void
+own_prepare(void)
+{
+	pthread_mutex_lock(&lock);
+}
+
+static void
+own_parent(void)
+{
+	pthread_mutex_unlock(&lock);
+}
+
+static void
+own_child(void)
+{
+	if (meta != NULL)
+		meta->forks++;
+	pthread_mutex_unlock(&lock);
+}
 
 struct hdr {
 	size_t size;   /* usable bytes */
@@ -64,6 +102,8 @@ own_alloc(size_t size, size_t align)
 	unsigned char *p = NULL;
 	struct hdr *h;
 
+	if (!atomic_exchange(&inited, true))
+		pthread_atfork(own_prepare, own_parent, own_child);
 	if (align < HDR)
 		align = HDR;
 	if (size > (size_t)1 << 40) {
@@ -71,6 +111,15 @@ own_alloc(size_t size, size_t align)
 		return NULL;
 	}
 	pthread_mutex_lock(&lock);
+	if (size >= BIG && meta == NULL) {
+		void *m = mmap(NULL, BIG, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (m != MAP_FAILED)
+			meta = m;
+	}
+	if (meta != NULL)
+		meta->allocs++;
 	if (size >= BIG) {
 		/* mapped with the lock held, as jemalloc maps its metadata */
 		size_t len = size + align + 4096;
@@ -233,15 +282,76 @@ worker(void *arg)
 	return NULL;
 }
 
+/* -C: copy on write across fork(), with the allocator's handler. */
+static void
+fork_last(void)
+{
+	uint64_t *b = malloc(block);
+	size_t nw = block / 8;
+	int status;
+	pid_t pid;
+
+	if (b == NULL)
+		FAIL("malloc(%zu): %s", block, strerror(errno));
+	if (expect == 'f' && (!tool_is_fam(b) || !tool_is_fam(meta)))
+		FAIL("the block or the allocator's metadata is not "
+		    "fabric-attached memory");
+	for (size_t w = 0; w < nw; w++)
+		b[w] = tool_pat(w * 8, 100);
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		FAIL("fork: %s", strerror(errno));
+	if (pid == 0) {
+		void *more;
+
+		if (meta->forks != 1)
+			FAIL("child: the allocator counted %lu forks, not 1",
+			    meta->forks);
+		for (size_t w = 0; w < nw; w++)
+			if (b[w] != tool_pat(w * 8, 100))
+				FAIL("child: wrong word of the parent's at "
+				    "byte %zu", w * 8);
+		for (size_t w = 0; w < nw; w++)
+			b[w] = tool_pat(w * 8, 200);
+		more = malloc(block);
+		if (more == NULL)
+			FAIL("child: malloc: %s", strerror(errno));
+		memset(more, 1, block);
+		if (hold > 0) {
+			printf("ready\n");
+			fflush(stdout);
+			sleep(hold);
+			_exit(0);
+		}
+		for (size_t w = 0; w < nw; w++)
+			if (b[w] != tool_pat(w * 8, 200))
+				FAIL("child: wrong word of its own at byte %zu",
+				    w * 8);
+		_exit(0);
+	}
+	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+	    WEXITSTATUS(status) != 0)
+		FAIL("the forked child: status %#x", status);
+	if (meta->forks != 0)
+		FAIL("parent: the allocator counted a fork of its own");
+	for (size_t w = 0; w < nw; w++)
+		if (b[w] != tool_pat(w * 8, 100))
+			FAIL("parent: wrong word at byte %zu after the child "
+			    "wrote", w * 8);
+	free(b);
+	printf("fork ok\n");
+}
+
 int
 main(int argc, char **argv)
 {
 	pthread_t t[16];
 	int nt = 2, c, status;
-	bool forkfirst = false;
+	bool forkfirst = false, forklast = false;
 	pid_t pid;
 
-	while ((c = getopt(argc, argv, "Ffls:t:w:")) != -1) {
+	while ((c = getopt(argc, argv, "CFfls:t:w:")) != -1) {
 		switch (c) {
 		case 'f':
 		case 'l':
@@ -259,9 +369,12 @@ main(int argc, char **argv)
 		case 'F':
 			forkfirst = true;
 			break;
+		case 'C':
+			forklast = true;
+			break;
 		default:
 			fprintf(stderr, "usage: famownalloc [-f | -l] "
-			    "[-s SIZE] [-t THREADS] [-w SECONDS]\n");
+			    "[-C | -F] [-s SIZE] [-t THREADS] [-w SECONDS]\n");
 			return 2;
 		}
 	}
@@ -278,6 +391,10 @@ main(int argc, char **argv)
 				FAIL("the forked child: status %#x", status);
 			printf("child ok\n");
 		}
+	}
+	if (forklast) {
+		fork_last();
+		return 0;
 	}
 	for (int i = 0; i < nt; i++)
 		if ((errno = pthread_create(&t[i], NULL, worker,
