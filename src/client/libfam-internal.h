@@ -2,8 +2,8 @@
 /*
  * libfam-internal.h - libfam's private header: its entry points for
  * libfamshim, which compiles libfam in (it must work when preloaded alone)
- * and hides them; then what libfam-api.c, libfam-session.c and
- * libfam-arena.c share.
+ * and hides them; then what libfam-api.c, libfam-session.c,
+ * libfam-fork.c, libfam-arena.c and libfam-restart.c share.
  *
  * Every function here may be called from inside malloc: none allocates, none
  * uses stdio. All return 0 or -errno unless said otherwise.
@@ -153,7 +153,8 @@ struct libfam {
 	uint64_t fork_token; /* between fork's handlers: famd's copy, or 0 */
 	int fork_err;       /* ... or why there is none (-errno) */
 	int fork_cancel;    /* ... and the cancel state to restore */
-	bool forking;       /* from atfork_prepare to the last handler */
+	uint8_t forking;    /* 1 from atfork_prepare, 2 once the child's
+	                     * copies are its own, 0 after the last handler */
 	uint64_t token;     /* the session's name after a restart of famd */
 	unsigned restart_wait_ms; /* FAM_RESTART_WAIT: how long to wait for
 	                           * famd to come back (0: not at all) */
@@ -180,8 +181,13 @@ int libfam_lock(void);
 /* Releases the lock and restores the cancel state. */
 void libfam_unlock(int cancel);
 
-/* Once per process: the fork handlers. */
+/* Once per process: the fork handlers (libfam-fork.c). */
 void libfam_init(void);
+
+/*
+ * Registers libfam's child handler, once; libfamshim's __register_atfork
+ * calls it before it registers anyone's, so that it runs first.
+ */
 void libfam_atfork_first(void);
 
 /* Makes sure there is a live session; *quiet tells a failure to get one. */
@@ -205,6 +211,18 @@ int session_call(uint16_t type, struct fam_smsg *m, const void *data, int fd,
 
 /* Ends a live session after a failed round trip (why: -errno). */
 void session_break(int why);
+
+/* The session socket's path (FAM_SOCKET), read once (see there). */
+const char *session_path(void);
+
+/* Opens a session (libfam.lock held), and with watchdog, its watch. */
+int session_open(bool watchdog);
+
+/* In a forked child, before anything else: the parent's watch is not ours. */
+void watchdog_fork_child(void);
+
+/* In a forked child, after its allocator's handlers: watch session gen. */
+int watchdog_fork_watch(uint64_t gen);
 
 /*
  * Connects to the host famd and says HELLO (wire/session.h, step 1):

@@ -18,7 +18,8 @@ FAMLIB_LDFLAGS = -Wl,-z,nodelete -Wl,-z,now -pthread
 # libfamd-client.so.0: the famd-client.h API, the client side of
 # src/wire/session.h.
 LIBFAM_SOURCES = src/client/libfam-api.c src/client/libfam-session.c \
-	src/client/libfam-arena.c src/client/libfam-restart.c \
+	src/client/libfam-fork.c src/client/libfam-arena.c \
+	src/client/libfam-restart.c \
 	src/client/libfam-internal.h \
 	src/wire/session.h src/wire/session.c src/wire/fdpass.h src/wire/fdpass.c
 src_libfamd_client_la_SOURCES = $(LIBFAM_SOURCES)

@@ -279,6 +279,26 @@ shim_own_malloc(void)
 	    strstr(next.dli_fname, "/libc.so") == NULL;
 }
 
+typedef int register_atfork_fn(void (*)(void), void (*)(void),
+    void (*)(void), void *);
+static register_atfork_fn *_Atomic next_register_atfork;
+
+/* libc's __register_atfork, found once (shim_init, or a first handler). */
+static register_atfork_fn *
+shim_register_atfork_next(void)
+{
+	register_atfork_fn *reg = atomic_load(&next_register_atfork);
+
+	if (reg == NULL) {
+		shim_depth++;
+		reg = (register_atfork_fn *)dlsym(RTLD_NEXT,
+		    "__register_atfork");
+		shim_depth--;
+		atomic_store(&next_register_atfork, reg);
+	}
+	return reg;
+}
+
 /* Finds libc's functions and reads the environment, once. */
 static void
 shim_init(void)
@@ -298,6 +318,8 @@ shim_init(void)
 	real.valloc = shim_sym("valloc");
 	real.pvalloc = shim_sym("pvalloc");
 	real.malloc_usable_size = shim_sym("malloc_usable_size");
+	/* not later, from libfam_init's first handler: see there */
+	(void)shim_register_atfork_next();
 
 	shim_fam_on = !shim_env_on("FAM_DISABLE");
 	shim_strict = shim_env_on("FAM_STRICT");
@@ -348,9 +370,16 @@ shim_ctor(void)
 	int rc;
 
 	shim_init();
+	/*
+	 * The spare's pthread_create() may be the allocator's first call: what
+	 * it maps setting itself up stays the kernel's (libfam's lock is held).
+	 */
 	if (atomic_load(&shim_state) == SHIM_READY && shim_map_on &&
-	    shim_own != 0)
+	    shim_own != 0) {
+		shim_depth++;
 		libfam_watchdog_spare();
+		shim_depth--;
+	}
 	if (!shim_heap_want || atomic_load(&shim_state) != SHIM_READY)
 		return;
 	dl_iterate_phdr(sys_image_note, (void *)real.malloc);
@@ -829,20 +858,10 @@ SHIM_EXPORT int
 __register_atfork(void (*prepare)(void), void (*parent)(void),
     void (*child)(void), void *dso)
 {
-	static int (*_Atomic next)(void (*)(void), void (*)(void),
-	    void (*)(void), void *);
-	int (*reg)(void (*)(void), void (*)(void), void (*)(void), void *) =
-	    atomic_load(&next);
+	register_atfork_fn *reg = shim_register_atfork_next();
 
-	if (reg == NULL) {
-		shim_depth++;
-		reg = (int (*)(void (*)(void), void (*)(void), void (*)(void),
-		    void *))dlsym(RTLD_NEXT, "__register_atfork");
-		shim_depth--;
-		if (reg == NULL)
-			return ENOSYS;
-		atomic_store(&next, reg);
-	}
+	if (reg == NULL)
+		return ENOSYS;
 	libfam_atfork_first();
 	return reg(prepare, parent, child, dso);
 }

@@ -37,6 +37,14 @@ timeout -k 5 60 env LD_PRELOAD="$SHIM" "$OWN" -f -C -s 16M >"$T/own.out" 2>&1 ||
 grep -q '^fork ok' "$T/own.out" || fail "fork: $(cat "$T/own.out")"
 pass "a child forked with its allocator's metadata in famd has it before the allocator's fork handler runs; parent and child each keep their own data"
 
+# Its allocator set up by the shim's own pthread_create() (the spare's),
+# mapping its metadata then, as jemalloc does: that mapping stays the
+# kernel's (the shim held libfam's lock there and waited on it).
+timeout -s KILL 30 env FAMOWNALLOC_META_FIRST=1 LD_PRELOAD="$SHIM" "$OWN" -f -t 1 \
+	>"$T/own.out" 2>&1 ||
+	fail "metadata mapped at its allocator's first call: exit $? (137: it hung): $(tail -3 "$T/own.out")"
+pass "an allocator that maps its metadata at its first call, from the shim's pthread_create(): no hang"
+
 timeout -k 5 60 env LD_PRELOAD="$SHIM" "$OWN" -f -t 1 >"$T/own.out" 2>&1 ||
 	fail "one thread: exit $?: $(tail -3 "$T/own.out")"
 pass "and from one thread"

@@ -11,6 +11,9 @@
  * before fork(), and in the child counting the fork in its metadata, a
  * block it maps at its first large allocation), so that in a forked child
  * its handler runs before libfam's unless the shim puts libfam's first.
+ * With FAMOWNALLOC_META_FIRST set, it maps its metadata at its first call,
+ * as jemalloc does setting itself up (that call may be the shim's own
+ * pthread_create(), starting its watchdog thread).
  *
  * usage: famownalloc [-f | -l] [-C | -F] [-s SIZE] [-t THREADS] [-w SECONDS]
  *   -f   expect the large blocks to be fabric-attached memory
@@ -82,6 +85,17 @@ own_child(void)
 	pthread_mutex_unlock(&lock);
 }
 
+/* Maps the metadata block (a large mapping: the shim may serve it). */
+static void
+meta_map(void)
+{
+	void *m = mmap(NULL, BIG, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (m != MAP_FAILED)
+		meta = m;
+}
+
 struct hdr {
 	size_t size;   /* usable bytes */
 	size_t mapped; /* bytes mapped for it (0: in the pool) */
@@ -102,8 +116,11 @@ own_alloc(size_t size, size_t align)
 	unsigned char *p = NULL;
 	struct hdr *h;
 
-	if (!atomic_exchange(&inited, true))
+	if (!atomic_exchange(&inited, true)) {
 		pthread_atfork(own_prepare, own_parent, own_child);
+		if (getenv("FAMOWNALLOC_META_FIRST") != NULL)
+			meta_map();
+	}
 	if (align < HDR)
 		align = HDR;
 	if (size > (size_t)1 << 40) {
@@ -111,13 +128,8 @@ own_alloc(size_t size, size_t align)
 		return NULL;
 	}
 	pthread_mutex_lock(&lock);
-	if (size >= BIG && meta == NULL) {
-		void *m = mmap(NULL, BIG, PROT_READ | PROT_WRITE,
-		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-		if (m != MAP_FAILED)
-			meta = m;
-	}
+	if (size >= BIG && meta == NULL)
+		meta_map();
 	if (meta != NULL)
 		meta->allocs++;
 	if (size >= BIG) {
