@@ -162,10 +162,10 @@ atfork_child(void)
 	int rc = libfam.fork_err, err = 0;
 	char ebuf[128], nbuf[21];
 
-	watchdog_fork_child();
 	if (libfam.forking != 1)
 		return; /* libfam's prepare has not run: nothing of it here */
 	libfam.forking = 2;
+	watchdog_fork_child();
 	memcpy(&libfam.lock, &init, sizeof init);
 	/* Only ours: the parent may have closed them, and reused the numbers. */
 	if (fd_is(libfam.sock, libfam.sock_id))
@@ -222,8 +222,7 @@ atfork_child_watch(void)
 	char ebuf[128];
 	int rc;
 
-	if (libfam.forking == 1)
-		atfork_child(); /* not registered first (pthread_atfork failed) */
+	libfam_fork_child_pending();
 	if (libfam.forking != 2)
 		return;
 	libfam.forking = 0;
@@ -247,9 +246,23 @@ static __thread volatile bool registering /* read again from inside */
 static void
 atfork_first_once(void)
 {
+	/* a child forked meanwhile runs this again: once is enough */
+	static bool registered;
+
+	if (registered)
+		return;
+	registered = true;
 	registering = true;
 	pthread_atfork(NULL, NULL, atfork_child);
 	registering = false;
+}
+
+/* (libfam-internal.h) */
+void
+libfam_fork_child_pending(void)
+{
+	if (libfam.forking == 1)
+		atfork_child(); /* not registered first: pthread_atfork failed */
 }
 
 void

@@ -195,11 +195,19 @@ int session_get(bool *quiet);
 
 /*
  * Starts the session's watchdog thread now, before any session: for a
- * program whose own malloc may map memory holding its lock (the shim).
- * libfam's fork handlers are not registered by it: the order in which a
- * program's allocator and libfam register theirs stays as it was.
+ * program whose own malloc may map memory holding its lock (the shim),
+ * and registers child, which calls libfam_watchdog_spare_child(), as a
+ * fork handler: a forked child's spare.
  */
-void libfam_watchdog_spare(void);
+void libfam_watchdog_spare(void (*child)(void));
+void libfam_watchdog_spare_child(void);
+
+/*
+ * In a forked child: adopts the parent's copies now if libfam's first
+ * child handler has not (its registration failed); for handlers that
+ * need them.
+ */
+void libfam_fork_child_pending(void);
 
 /*
  * One round trip: m as a request of type (with data, and fd when >= 0);

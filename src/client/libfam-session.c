@@ -775,8 +775,10 @@ static void
 watchdog_spare_start(void)
 {
 	char ebuf[128];
-	int rc = watchdog_thread(watchdog_spare_main, 0);
+	int rc;
 
+	libfam_fork_child_pending();
+	rc = watchdog_thread(watchdog_spare_main, 0);
 	spare.pid = rc == 0 ? getpid() : 0;
 	if (rc < 0 && atomic_load(&spare.given) != 0)
 		libfam_say("fork: cannot start the watchdog thread (",
@@ -792,7 +794,7 @@ watchdog_spare_start(void)
  * the child handler registered next runs after the allocator's.
  */
 void
-libfam_watchdog_spare(void)
+libfam_watchdog_spare(void (*child)(void))
 {
 	int cancel = libfam_lock();
 
@@ -800,9 +802,15 @@ libfam_watchdog_spare(void)
 		watchdog_spare_start();
 	/* in a forked child, after the allocator's: a spare of its own */
 	if (spare.pid == getpid() && !spare.handler)
-		spare.handler = pthread_atfork(NULL, NULL,
-		    watchdog_spare_start) == 0;
+		spare.handler = pthread_atfork(NULL, NULL, child) == 0;
 	libfam_unlock(cancel);
+}
+
+/* In a forked child (the handler the shim registers): its own spare. */
+void
+libfam_watchdog_spare_child(void)
+{
+	watchdog_spare_start();
 }
 
 /* In a forked child, first: the parent's spare was watching its session. */
@@ -821,7 +829,8 @@ watchdog_fork_child(void)
 int
 watchdog_fork_watch(uint64_t gen)
 {
-	if (!spare.handler)
+	/* no spare, or the child's could not start (its handler ran) */
+	if (!spare.handler || spare.pid == 0)
 		return watchdog_start();
 	if (!watchdog_spare_take(gen)) {
 		spare.gen = gen; /* for the spare to come */

@@ -147,6 +147,7 @@ static void advice_fork_child(void);
 static void
 map_child(void)
 {
+	libfam_fork_child_pending();
 	pthread_mutex_unlock(&map_lock);
 	advice_fork_child();
 }

@@ -356,6 +356,15 @@ shim_init(void)
 	atomic_store_explicit(&shim_state, SHIM_READY, memory_order_release);
 }
 
+/* In a forked child: its spare watchdog, as shim_ctor starts it. */
+static void
+shim_spare_child(void)
+{
+	shim_depth++;
+	libfam_watchdog_spare_child();
+	shim_depth--;
+}
+
 /*
  * Runs the set-up before main() when nothing needed it earlier, and makes
  * the heap's arena: jemalloc, a library the shim needs, is set up by now.
@@ -377,7 +386,7 @@ shim_ctor(void)
 	if (atomic_load(&shim_state) == SHIM_READY && shim_map_on &&
 	    shim_own != 0) {
 		shim_depth++;
-		libfam_watchdog_spare();
+		libfam_watchdog_spare(shim_spare_child);
 		shim_depth--;
 	}
 	if (!shim_heap_want || atomic_load(&shim_state) != SHIM_READY)

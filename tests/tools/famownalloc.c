@@ -118,8 +118,12 @@ own_alloc(size_t size, size_t align)
 
 	if (!atomic_exchange(&inited, true)) {
 		pthread_atfork(own_prepare, own_parent, own_child);
-		if (getenv("FAMOWNALLOC_META_FIRST") != NULL)
-			meta_map();
+		if (getenv("FAMOWNALLOC_META_FIRST") != NULL) {
+			pthread_mutex_lock(&lock);
+			if (meta == NULL)
+				meta_map();
+			pthread_mutex_unlock(&lock);
+		}
 	}
 	if (align < HDR)
 		align = HDR;
