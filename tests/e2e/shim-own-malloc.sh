@@ -85,3 +85,35 @@ wait_until 10 eval '[ "$(grep -c "no host famd took this program.s fabric-attach
 kill "$job" 2>/dev/null
 wait "$job" 2>/dev/null
 pass "a forked child's session is watched too"
+
+# An allocator library behind the shim (Debian's libjemalloc.so.2), and a
+# library whose constructor allocates before the shim's (libfamearly.so):
+# the session opens before the shim's constructor, so there is no spare,
+# and a forked child's later handler starts its watchdog thread, after
+# the allocator's handler. A shell's subshell holding its copy of that
+# memory is watched (the shell and the subshell each say so; timeout runs
+# outside the shim, or it would have a session too).
+JE=$(ls /usr/lib/*/libjemalloc.so.2 2>/dev/null | head -n 1)
+EARLY=$top_builddir/tests/tools/.libs/libfamearly.so
+[ -f "$EARLY" ] || fail "no $EARLY"
+if [ -z "$JE" ]; then
+	echo "# not checked: a child whose spare starts after libfam's handler (no libjemalloc.so.2: Debian package libjemalloc2, which scripts/install-deps installs)"
+	exit 0
+fi
+start_host host 8M "$MEM_ADDR"
+fresh "$T/sub.out" "$T/sub.err"
+mkfifo "$T/fifo"
+timeout -k 5 60 env FAM_RESTART_WAIT=1 LD_PRELOAD="$SHIM $EARLY $JE" bash -c '
+	( exec 3<>"$0"; echo ready; read -r -t 20 x <&3 ) &
+	wait' "$T/fifo" >"$T/sub.out" 2>"$T/sub.err" &
+job=$!
+wait_until 30 grep -q '^ready' "$T/sub.out" || fail "bash under the shim: $(cat "$T/sub.out" "$T/sub.err")"
+[ "$(counter host forks_adopted)" -ge 1 ] ||
+	fail "the subshell did not adopt the shell's copy"
+kill -KILL "$HOST_PID"
+wait "$HOST_PID" 2>/dev/null
+wait_until 10 eval '[ "$(grep -c "no host famd took this program.s fabric-attached memory back within 1 s" "$T/sub.err")" -ge 2 ]' ||
+	fail "the subshell's session was not watched: $(cat "$T/sub.err")"
+kill "$job" 2>/dev/null
+wait "$job" 2>/dev/null
+pass "with its allocator behind the shim and its first FAM from before the shim's constructor, a forked child's session is watched"

@@ -54,3 +54,11 @@ tests_tools_famfile_LDADD = src/libfamd-client.la -lpthread
 tests_tools_famred_SOURCES = tests/tools/famred.c $(TOOLUTIL)
 tests_tools_famred_CFLAGS = $(AM_CFLAGS)
 tests_tools_famred_LDADD = src/libfamd-client.la
+# Preloaded after the shim: a constructor that allocates before the
+# shim's runs (a shared module, built for the tests only).
+check_LTLIBRARIES = tests/tools/libfamearly.la
+tests_tools_libfamearly_la_SOURCES = tests/tools/famearly.c
+tests_tools_libfamearly_la_CFLAGS = $(PRELOADED_CFLAGS)
+tests_tools_libfamearly_la_LDFLAGS = -module -avoid-version -shared \
+	-rpath /nowhere
+tests_tools_libfamearly_la_LIBADD =
