@@ -14,6 +14,32 @@
 require_cmd jq
 
 OWN=$top_builddir/tests/tools/famownalloc
+
+# holding NAME CMD...: starts CMD in the background (stdout to
+# $T/NAME.out, stderr to $T/NAME.err) and waits until it prints "ready":
+# it holds its fabric-attached memory.
+holding() {
+	local name=$1
+	shift
+	fresh "$T/$name.out" "$T/$name.err"
+	"$@" >"$T/$name.out" 2>"$T/$name.err" &
+	HOLD_JOB=$!
+	wait_until 30 grep -q '^ready' "$T/$name.out" ||
+		fail "$name: $(cat "$T/$name.out" "$T/$name.err")"
+}
+
+# watched N NAME: kills the host famd under what holding NAME started, and
+# wants N processes' watchdogs to say that no host famd took their memory
+# back within 1 s (FAM_RESTART_WAIT=1); then stops it.
+watched() {
+	local n=$1 name=$2
+	kill -KILL "$HOST_PID"
+	wait "$HOST_PID" 2>/dev/null
+	wait_until 10 eval '[ "$(grep -c "no host famd took this program.s fabric-attached memory back within 1 s" "$T/$name.err")" -ge "$n" ]' ||
+		fail "$name: fewer than $n sessions watched: $(cat "$T/$name.err")"
+	kill "$HOLD_JOB" 2>/dev/null
+	wait "$HOLD_JOB" 2>/dev/null
+}
 start_memory mem
 start_host host 8M "$MEM_ADDR"
 
@@ -56,34 +82,18 @@ pass "a child forked before any session opens its own from inside its allocator'
 
 # The session is watched: the host famd killed while the program holds
 # its blocks, the spare watchdog sees it go and waits for it (1 s).
-fresh "$T/hold.out" "$T/hold.err"
-FAM_RESTART_WAIT=1 LD_PRELOAD="$SHIM" timeout -k 5 60 "$OWN" -f -t 1 -w 20 \
-	>"$T/hold.out" 2>"$T/hold.err" &
-job=$!
-wait_until 30 grep -q '^ready' "$T/hold.out" || fail "famownalloc -w: $(cat "$T/hold.out" "$T/hold.err")"
-kill -KILL "$HOST_PID"
-wait "$HOST_PID" 2>/dev/null
-wait_until 10 grep -q "no host famd took this program's fabric-attached memory back within 1 s" "$T/hold.err" ||
-	fail "nothing watched the session: $(cat "$T/hold.err")"
-kill "$job" 2>/dev/null
-wait "$job" 2>/dev/null
+holding hold env FAM_RESTART_WAIT=1 LD_PRELOAD="$SHIM" \
+	timeout -k 5 60 "$OWN" -f -t 1 -w 20
+watched 1 hold
 pass "its session is watched: the host famd's end is seen and waited for"
 
 # A forked child's session is watched too (by a spare of its own, started
 # once its allocator works again): with the host famd killed, parent and
 # child each say so.
 start_host host 8M "$MEM_ADDR"
-fresh "$T/hold.out" "$T/hold.err"
-FAM_RESTART_WAIT=1 LD_PRELOAD="$SHIM" timeout -k 5 60 "$OWN" -f -C -w 20 \
-	>"$T/hold.out" 2>"$T/hold.err" &
-job=$!
-wait_until 30 grep -q '^ready' "$T/hold.out" || fail "famownalloc -C -w: $(cat "$T/hold.out" "$T/hold.err")"
-kill -KILL "$HOST_PID"
-wait "$HOST_PID" 2>/dev/null
-wait_until 10 eval '[ "$(grep -c "no host famd took this program.s fabric-attached memory back within 1 s" "$T/hold.err")" -ge 2 ]' ||
-	fail "the child's session was not watched: $(cat "$T/hold.err")"
-kill "$job" 2>/dev/null
-wait "$job" 2>/dev/null
+holding fork env FAM_RESTART_WAIT=1 LD_PRELOAD="$SHIM" \
+	timeout -k 5 60 "$OWN" -f -C -w 20
+watched 2 fork
 pass "a forked child's session is watched too"
 
 # An allocator library behind the shim (Debian's libjemalloc.so.2), and a
@@ -97,23 +107,16 @@ JE=$(ls /usr/lib/*/libjemalloc.so.2 2>/dev/null | head -n 1)
 EARLY=$top_builddir/tests/tools/.libs/libfamearly.so
 [ -f "$EARLY" ] || fail "no $EARLY"
 if [ -z "$JE" ]; then
-	echo "# not checked: a child whose spare starts after libfam's handler (no libjemalloc.so.2: Debian package libjemalloc2, which scripts/install-deps installs)"
+	echo "# not checked: the watch of a child whose allocator library's handler runs before its watchdog starts (no libjemalloc.so.2: Debian package libjemalloc2, which scripts/install-deps installs)"
 	exit 0
 fi
 start_host host 8M "$MEM_ADDR"
-fresh "$T/sub.out" "$T/sub.err"
 mkfifo "$T/fifo"
-timeout -k 5 60 env FAM_RESTART_WAIT=1 LD_PRELOAD="$SHIM $EARLY $JE" bash -c '
+holding sub timeout -k 5 60 env FAM_RESTART_WAIT=1 \
+	LD_PRELOAD="$SHIM $EARLY $JE" bash -c '
 	( exec 3<>"$0"; echo ready; read -r -t 20 x <&3 ) &
-	wait' "$T/fifo" >"$T/sub.out" 2>"$T/sub.err" &
-job=$!
-wait_until 30 grep -q '^ready' "$T/sub.out" || fail "bash under the shim: $(cat "$T/sub.out" "$T/sub.err")"
+	wait' "$T/fifo"
 [ "$(counter host forks_adopted)" -ge 1 ] ||
 	fail "the subshell did not adopt the shell's copy"
-kill -KILL "$HOST_PID"
-wait "$HOST_PID" 2>/dev/null
-wait_until 10 eval '[ "$(grep -c "no host famd took this program.s fabric-attached memory back within 1 s" "$T/sub.err")" -ge 2 ]' ||
-	fail "the subshell's session was not watched: $(cat "$T/sub.err")"
-kill "$job" 2>/dev/null
-wait "$job" 2>/dev/null
+watched 2 sub
 pass "with its allocator behind the shim and its first FAM from before the shim's constructor, a forked child's session is watched"
