@@ -659,9 +659,14 @@ fetch_send(struct host *h, struct fetch *f, bool demand, bool urgent,
 	for (struct fetch *g = f; g != NULL; g = g->run)
 		g->sent_ns = mono_ns();
 	f->r->filling += direct;
-	rc = host_hedge_read(h, f, s, conn, remote, direct ? NULL : mr, off,
-	    (uint32_t)(((uint64_t)(n - 1) << h->chunk_shift) + len),
-	    urgent ? 0 : FAM_F_BACKGROUND, fetch_done);
+	len += (uint32_t)((uint64_t)(n - 1) << h->chunk_shift);
+	/* a region of one copy, direct: a fault-service thread's, if any */
+	rc = via_dpu || f->r->ncopies > 1 ? -EAGAIN : host_fthread_read(h,
+	    f->r, f->chunk, s, remote, off, len, f->staging,
+	    urgent ? 0 : FAM_F_BACKGROUND, fetch_done, f);
+	if (rc == -EAGAIN)
+		rc = host_hedge_read(h, f, s, conn, remote, direct ? NULL : mr,
+		    off, len, urgent ? 0 : FAM_F_BACKGROUND, fetch_done);
 	if (rc < 0) {
 		f->r->filling -= direct;
 		f->s = NULL;

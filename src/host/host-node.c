@@ -25,6 +25,7 @@
 
 static void node_connect(struct mnode *n);
 static void node_connect_bg(struct mnode *n);
+static void node_opts(struct mnode *n, struct fam_conn_opts *opts);
 
 /*
  * Returns true if the stripe's node is connected to the instance holding
@@ -367,6 +368,12 @@ node_connected(struct fam_conn *c, const struct fam_hello_resp *resp,
 	if (h->node_up != NULL)
 		h->node_up(h, n, resumed);
 	node_connect_bg(n);
+	if (!n->is_dpu && h->ft != NULL) {
+		struct fam_conn_opts opts;
+
+		node_opts(n, &opts);
+		host_fthreads_node_up(h, n, &opts);
+	}
 	host_wake(h, HOST_WAKE_UNPARK);
 }
 
@@ -445,6 +452,7 @@ node_closed(struct fam_conn *c, int err, void *arg)
 	n->state = MN_DOWN;
 	if (n->bg != NULL)
 		fam_conn_close(n->bg);
+	host_fthreads_node_down(n->h, n);
 	if (n->h->stopping)
 		return; /* we closed it */
 	if (was_up) {

@@ -72,12 +72,33 @@ host_parse_nodes(struct host *h, const char *list)
 	return 0;
 }
 
+/*
+ * Returns how many fault-service threads to start: [host] fault_threads
+ * less the control loop (auto: the online CPUs less one, at most 8); none
+ * over verbs, where the NIC does the receive and a lease belongs to its
+ * connection.
+ */
+static unsigned
+role_fault_threads(const struct famd *d)
+{
+	long n = (long)cfg_int(d->cfg, CFG_HOST_FAULT_THREADS);
+
+	if (cfg_int(d->cfg, CFG_TRANSPORT) != CFG_TRANSPORT_TCP)
+		return 0;
+	if (n < 0) /* auto */
+		n = sysconf(_SC_NPROCESSORS_ONLN) - 1;
+	if (n > 8)
+		n = 8;
+	return n > 1 ? (unsigned)n - 1 : 0;
+}
+
 /* Starts the host role. */
 static int
 role_host_start(struct famd *d)
 {
 	struct host *h = calloc(1, sizeof *h);
 	char *cause = NULL;
+	int rc;
 
 	if (h == NULL)
 		return -1;
@@ -144,6 +165,12 @@ role_host_start(struct famd *d)
 			cause = xasprintf("out of memory");
 			goto fail;
 		}
+	}
+	rc = host_fthreads_start(h, role_fault_threads(d));
+	if (rc < 0) {
+		cause = xasprintf("cannot start the fault-service threads: %s",
+		    strerror(-rc));
+		goto fail;
 	}
 	for (unsigned i = 0; i < h->nnodes + h->has_dpu; i++) {
 		if (host_node_start(i < h->nnodes ? &h->nodes[i] :
@@ -459,6 +486,7 @@ role_host_status(struct famd *d, json_t *st)
 	json_object_set_new(st, "fault_service_seconds", host_latency_hist(h));
 	json_object_set_new(st, "fault_breakdown_us", host_breakdown(h));
 	json_object_set_new(st, "cpu", host_cpu(h));
+	json_object_set_new(st, "fault_threads", host_fthreads_json(h));
 }
 
 /* Zeroes the host role's counters. */
@@ -483,6 +511,8 @@ role_host_stop(struct famd *d)
 	host_session_close(h);
 	if (h->tick != NULL)
 		event_free(h->tick);
+	/* their reads complete (failed) here, and park */
+	host_fthreads_stop(h);
 	for (unsigned i = 0; i < h->nnodes; i++)
 		host_node_close(&h->nodes[i]);
 	if (h->has_dpu)

@@ -501,6 +501,7 @@ struct host {
 	} ec_lat[HOST_MAX_NODES];
 	struct host_rebuild rb;
 	struct host_hedge *hedge; /* reads' estimates, hedged reads */
+	struct host_fthreads *ft; /* fault-service threads, or NULL */
 	struct host_replace rp;  /* replace_after (host-replace.c) */
 	/* programs */
 	int listen_fd;
@@ -888,6 +889,17 @@ struct fam_conn *host_node_conn(const struct stripe *s, bool background,
     struct fam_mr **mr);
 bool host_dpu_usable(const struct host *h);
 struct mnode *host_node_by_instance(struct host *h, uint64_t instance);
+
+/* host-fthread.c: fault-service threads, under the links (host-node.c) */
+int host_fthreads_start(struct host *h, unsigned n);
+void host_fthreads_stop(struct host *h);
+void host_fthreads_node_up(struct host *h, struct mnode *n,
+    const struct fam_conn_opts *opts);
+void host_fthreads_node_down(struct host *h, struct mnode *n);
+int host_fthread_read(struct host *h, const struct region *r, uint64_t chunk,
+    const struct stripe *s, const struct fam_remote *remote, uint64_t off,
+    uint32_t len, uint8_t *dst, uint16_t flags, fam_done_fn done, void *ctx);
+json_t *host_fthreads_json(const struct host *h);
 
 /* host-grain.c: fetch = adaptive, below the faults, above the buffer */
 void host_grain_init(struct host *h);

@@ -8,6 +8,7 @@ src_libfamdcore_la_SOURCES += \
 	src/host/host-buffer.c \
 	src/host/host-extent.c \
 	src/host/host-fault.c \
+	src/host/host-fthread.c \
 	src/host/host-fork.c \
 	src/host/host-grain.c \
 	src/host/host-numa.c \

@@ -8,7 +8,7 @@ set -u
 
 : "${top_builddir:?run through make check}"
 : "${top_srcdir:=$top_builddir}"
-FAMD=$top_builddir/src/famd
+FAMD=${TEST_FAMD:-$top_builddir/src/famd}
 FAMCTL=$top_builddir/src/famctl
 FAMCLIENT=$top_builddir/tests/tools/famclient
 CONFDIR=$top_srcdir/conf
@@ -252,7 +252,8 @@ CONF
 # session socket is $T/NAME.session; sets HOST_PID and FAM_SOCKET.
 # Over verbs its op_timeout is 10 s (Soft-RoCE in an emulated guest is
 # slow), as tests/rxe/lib-rxe.sh's.
-# HOST_CONF_EXTRA, when set, is added to its [host] section.
+# HOST_CONF_EXTRA, when set, is added to its [host] section; so is
+# fault_threads = TEST_FAULT_THREADS when that is set (make check-threads).
 start_host() {
 	local name=$1 buffer=$2 nodes=$3 op_timeout=3s
 	shift 3
@@ -266,6 +267,7 @@ memory_nodes = $nodes
 buffer_size = $buffer
 session_socket = $T/$name.session
 ${HOST_CONF_EXTRA:-}
+${TEST_FAULT_THREADS:+fault_threads = $TEST_FAULT_THREADS}
 CONF
 	start_famd "$name" "$T/$name.conf" "$@"
 	HOST_PID=$FAMD_PID

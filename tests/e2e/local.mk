@@ -27,6 +27,7 @@ E2E_TESTS = \
 	tests/e2e/host-restart-redundant.sh \
 	tests/e2e/host-alloc-degraded.sh \
 	tests/e2e/host-famtest.sh \
+	tests/e2e/host-fault-threads.sh \
 	tests/e2e/host-fork.sh \
 	tests/e2e/host-programs.sh \
 	tests/e2e/host-grain.sh \
@@ -72,3 +73,25 @@ E2E_TESTS = \
 TESTS += $(E2E_TESTS)
 EXTRA_DIST += $(E2E_TESTS) tests/e2e/lib.sh tests/e2e/lib-redundancy.sh tests/e2e/fake-peer.py \
 	tests/e2e/relay.py tests/e2e/findpat.py
+
+# The host's hardest paths again with a fault-service thread receiving the
+# reads (make check-threads; in scripts/check): forks, restarts of either
+# famd, a memory famd lost or stalled, programs that exit mid-read,
+# read-ahead, partial chunks, corrupt data.
+THREADS_TESTS = \
+	tests/e2e/host-famtest.sh \
+	tests/e2e/host-fork.sh \
+	tests/e2e/host-restart.sh \
+	tests/e2e/host-killed.sh \
+	tests/e2e/host-memory-lost.sh \
+	tests/e2e/host-memory-stalled.sh \
+	tests/e2e/host-client-exit.sh \
+	tests/e2e/host-readahead.sh \
+	tests/e2e/host-grain.sh \
+	tests/e2e/host-corrupt.sh \
+	tests/e2e/host-graph.sh \
+	tests/e2e/shim-heap.sh \
+	tests/e2e/shim-own-malloc.sh
+check-threads: all $(check_PROGRAMS)
+	TEST_FAULT_THREADS=2 $(MAKE) $(AM_MAKEFLAGS) check TESTS="$(THREADS_TESTS)"
+.PHONY: check-threads

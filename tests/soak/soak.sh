@@ -22,9 +22,11 @@ procs=${SOAK_PROCS:-4}
 famd_fds() { ls "/proc/$1/fd" | wc -l; }
 famd_rss() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
 # all_joined: every peer of the host is up with its background connection,
-# and the dpu's memory node is up (the descriptor counts are then stable).
+# the fault-service thread joined the memory node's session, and the dpu's
+# memory node is up (the descriptor counts are then stable).
 all_joined() {
-	ctl host status -j | jq -e '[.peers[] | select(.state != "up" or (.background | not))] | length == 0' >/dev/null &&
+	ctl host status -j | jq -e '([.peers[] | select(.state != "up" or (.background | not))] | length == 0) and
+		(.fault_threads | all(.nodes_joined == 1))' >/dev/null &&
 		dpu_nodes_up "$DPU_NAME"
 }
 idle() {
@@ -36,8 +38,9 @@ idle() {
 start_memory mem -o memory.session_grace=5s
 start_dpu dpu "$MEM_ADDR"
 DPU_NAME=dpu
+# A fault-service thread: the direct reads of the fallback are its.
 start_host host 16M "$MEM_ADDR" -o famd.op_timeout=3s -o host.dpu="$DPU_ADDR" \
-	-o host.path=dpu -o host.fallback=direct
+	-o host.path=dpu -o host.fallback=direct -o host.fault_threads=2
 mem_conf=$T/mem.conf
 
 # Warm up with the same load: the first growth of the heap and of the
@@ -120,6 +123,7 @@ dfds1=$(famd_fds "$DPU_PID")
 sigbus=$(counter host sigbus)
 echo "soak: $procs programs x 2 threads for ${elapsed} s through a dpu; memory famd killed and restarted, dpu killed and restarted, memory famd stopped and restarted"
 echo "soak: host reads and writes direct $(counter host ops_direct), through the dpu $(counter host ops_dpu); path switches $(counter host path_switches)"
+echo "soak: the fault-service thread: $(ctl host status -j | jq -c '.fault_threads[0]')"
 echo "soak: ops $ops, allocations $allocs ($fam fabric-attached), bytes written $written, bytes verified $verified, blocks lost $lost (host sigbus $sigbus)"
 echo "soak: host famd descriptors $fds0 -> $fds1, RSS ${rss0} KiB -> ${rss1} KiB; memory famd descriptors $mfds0 -> $mfds1; dpu famd descriptors $dfds0 -> $dfds1"
 [ "$fds1" -le "$fds0" ] || fail "the host famd holds $((fds1 - fds0)) more descriptors: $(ls -l /proc/$HOST_PID/fd)"
