@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -20,6 +21,8 @@
 
 static enum log_dest log_dest = LOG_DEST_STDERR;
 static _Atomic int log_level = LOG_INFO;
+/* the rate limits' counts: a call site may log from several threads */
+static pthread_mutex_t log_rate_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static const char *const log_names[] = {
 	[LOG_EMERG] = "emerg",
@@ -144,26 +147,29 @@ log_msg(int pri, const char *fmt, ...)
 void
 log_rate_msg(struct log_rate *rl, int pri, const char *fmt, ...)
 {
-	uint64_t now = mono_ns();
+	uint64_t now = mono_ns(), dropped = 0;
 	va_list ap;
 	int saved = errno;
 
 	if (pri > log_level)
 		return;
+	pthread_mutex_lock(&log_rate_lock);
 	if (now - rl->start_ns >= 1000000000u || rl->start_ns == 0) {
-		if (rl->dropped > 0)
-			log_msg(pri, "(%llu more messages like the next left out "
-			    "in the last second)",
-			    (unsigned long long)rl->dropped);
+		dropped = rl->dropped;
 		rl->start_ns = now;
 		rl->n = 0;
 		rl->dropped = 0;
 	}
 	if (rl->n >= LOG_RATE_BURST) {
 		rl->dropped++;
+		pthread_mutex_unlock(&log_rate_lock);
 		return;
 	}
 	rl->n++;
+	pthread_mutex_unlock(&log_rate_lock);
+	if (dropped > 0)
+		log_msg(pri, "(%llu more messages like the next left out in "
+		    "the last second)", (unsigned long long)dropped);
 	va_start(ap, fmt);
 	log_vmsg(pri, fmt, ap);
 	va_end(ap);

@@ -499,12 +499,13 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		.min = 1, .max = 8, .auto_ok = true, .def = "auto",
 		.roles = HOST,
 		.help = "Cores that serve page faults: the control loop and "
-		    "fault_threads - 1 threads, each with its own connection "
-		    "to each memory node (tcp), which receive the chunks read "
-		    "directly from the memory nodes; everything else stays on "
-		    "the control loop. auto: the online CPUs less one, at most "
-		    "8. 1: no thread. Over verbs, or through the dpu, reads "
-		    "stay on the control loop.",
+		    "fault_threads - 1 threads, each with two connections of "
+		    "its own to each memory node (tcp; faults and read-ahead), "
+		    "which receive the chunks read directly from the memory "
+		    "nodes; everything else stays on the control loop. auto: "
+		    "the online CPUs less one, at most 8. 1: no thread. Over "
+		    "verbs, through the dpu, or for regions of several copies, "
+		    "reads stay on the control loop.",
 	},
 	[CFG_HOST_EVICTION] = {
 		.section = "host", .name = "eviction", .type = CFG_T_ENUM,

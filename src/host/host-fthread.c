@@ -43,14 +43,20 @@
 #define FT_RING      8192u /* slots per ring: more than reads in flight */
 #define FT_RETRY_MS  1000u /* a thread's lost connection tried again */
 #define FT_BACKOFF_MAX 5u  /* ... after 1 s, 2 s, ... at most 32 s */
+/*
+ * A thread's connections: two to each memory node, one for faults, one
+ * for read-ahead (as the control loop's conn and bg), so that a fault
+ * never queues behind read-ahead. Slot 2 * node + 1 is the background one.
+ */
+#define FT_SLOTS     (2 * HOST_MAX_NODES)
 
 enum ft_op {
 	FT_READ,     /* in: read into dst; out: its completion */
-	FT_CONNECT,  /* in: connect to a node, join the session */
-	FT_CLOSE,    /* in: close the connection to a node */
+	FT_CONNECT,  /* in: connect a slot to its node, join the session */
+	FT_CLOSE,    /* in: close a slot's connection */
 	FT_STOP,     /* in: close everything and end */
 	FT_UP,       /* out: joined (instance) */
-	FT_DOWN,     /* out: the connection to a node is gone */
+	FT_DOWN,     /* out: a slot's connection is gone */
 };
 
 /* The control loop's view of a thread's connection to a node. */
@@ -63,7 +69,7 @@ enum ft_cl_state {
 
 struct ft_msg {
 	uint8_t op;
-	uint8_t node;
+	uint8_t slot;               /* node * 2 + (background) */
 	uint16_t flags;
 	int status;
 	uint32_t len;
@@ -97,13 +103,13 @@ struct fthread {
 	struct event *in_ev;
 	bool quit;
 	unsigned nconns;
-	struct ft_conn *node[HOST_MAX_NODES]; /* the current one */
+	struct ft_conn *conn[FT_SLOTS]; /* the current one of each */
 	/* the control loop's view of each connection */
-	uint8_t cl_state[HOST_MAX_NODES]; /* enum ft_cl_state */
-	uint32_t cl_gen[HOST_MAX_NODES];  /* of the last FT_CONNECT sent */
-	uint64_t cl_instance[HOST_MAX_NODES];
-	uint8_t cl_fails[HOST_MAX_NODES]; /* lost or refused in a row */
-	uint64_t cl_next_ns[HOST_MAX_NODES]; /* ... not tried again before */
+	uint8_t cl_state[FT_SLOTS]; /* enum ft_cl_state */
+	uint32_t cl_gen[FT_SLOTS];  /* of the last FT_CONNECT sent */
+	uint64_t cl_instance[FT_SLOTS];
+	uint8_t cl_fails[FT_SLOTS]; /* lost or refused in a row */
+	uint64_t cl_next_ns[FT_SLOTS]; /* ... not tried again before */
 	unsigned cl_out; /* reads handed to it, completions not yet back */
 	/* counters: the thread writes, status reads */
 	_Atomic uint64_t reads, bytes, errors, connects, disconnects;
@@ -113,7 +119,7 @@ struct fthread {
 struct ft_conn {
 	struct fam_conn *conn;
 	struct fam_mr *mr;
-	unsigned node;
+	unsigned slot;
 	uint32_t gen;
 	uint64_t session, instance;
 	bool up;
@@ -170,6 +176,15 @@ efd_drain(int efd)
 	(void)!read(efd, &v, sizeof v); /* EAGAIN: nothing since */
 }
 
+/* Frees a copy of connection options: the secret in it first. */
+static void
+ft_opts_free(struct fam_conn_opts *opts)
+{
+	if (opts != NULL)
+		explicit_bzero(opts, sizeof *opts);
+	free(opts);
+}
+
 /*
  * The thread's: hands m back to the control loop. Its ring has room for
  * every read in flight; should it still be full, the control loop is
@@ -214,12 +229,12 @@ ft_connected(struct fam_conn *c, const struct fam_hello_resp *resp,
 {
 	struct ft_conn *fc = arg;
 	struct fthread *t = ft_self;
-	struct ft_msg m = { .op = FT_UP, .node = (uint8_t)fc->node,
+	struct ft_msg m = { .op = FT_UP, .slot = (uint8_t)fc->slot,
 	    .gen = fc->gen, .instance = resp->instance };
 
 	if (resp->session != fc->session || resp->instance != fc->instance ||
-	    t->node[fc->node] != fc) {
-		fc->refused = t->node[fc->node] == fc;
+	    t->conn[fc->slot] != fc) {
+		fc->refused = t->conn[fc->slot] == fc;
 		fam_conn_close(c); /* FT_DOWN from ft_closed */
 		return;
 	}
@@ -236,15 +251,15 @@ ft_closed(struct fam_conn *c, int err, void *arg)
 {
 	struct ft_conn *fc = arg;
 	struct fthread *t = ft_self;
-	struct ft_msg m = { .op = FT_DOWN, .node = (uint8_t)fc->node,
+	struct ft_msg m = { .op = FT_DOWN, .slot = (uint8_t)fc->slot,
 	    .gen = fc->gen, .status = fc->refused ? -EPERM : err };
 
 	(void)c;
 	if (fc->up)
 		atomic_fetch_add_explicit(&t->disconnects, 1,
 		    memory_order_relaxed);
-	if (t->node[fc->node] == fc)
-		t->node[fc->node] = NULL;
+	if (t->conn[fc->slot] == fc)
+		t->conn[fc->slot] = NULL;
 	free(fc);
 	t->nconns--;
 	ft_reply(t, &m);
@@ -261,21 +276,21 @@ static void
 ft_connect(struct fthread *t, struct ft_msg *m)
 {
 	struct ft_conn *fc = t->quit ? NULL : calloc(1, sizeof *fc);
-	struct ft_msg down = { .op = FT_DOWN, .node = m->node, .gen = m->gen,
+	struct ft_msg down = { .op = FT_DOWN, .slot = m->slot, .gen = m->gen,
 	    .status = -ENOTCONN };
 	char *cause = NULL;
 
-	if (t->node[m->node] != NULL) /* its FT_DOWN names its generation */
-		fam_conn_close(t->node[m->node]->conn);
-	t->node[m->node] = NULL;
+	if (t->conn[m->slot] != NULL) /* its FT_DOWN names its generation */
+		fam_conn_close(t->conn[m->slot]->conn);
+	t->conn[m->slot] = NULL;
 	if (fc != NULL) {
-		fc->node = m->node;
+		fc->slot = m->slot;
 		fc->gen = m->gen;
 		fc->session = m->session;
 		fc->instance = m->instance;
 		if (fam_connect(t->base, m->addr, m->opts, &ft_handlers, fc,
 		    &fc->conn, &cause) == 0) {
-			t->node[m->node] = fc;
+			t->conn[m->slot] = fc;
 			t->nconns++;
 		} else {
 			log_debug("fault thread %u: memory node %s: %s",
@@ -287,7 +302,7 @@ ft_connect(struct fthread *t, struct ft_msg *m)
 	} else {
 		ft_reply(t, &down);
 	}
-	free(m->opts);
+	ft_opts_free(m->opts);
 	free(m->addr);
 }
 
@@ -295,7 +310,7 @@ ft_connect(struct fthread *t, struct ft_msg *m)
 static void
 ft_read(struct fthread *t, const struct ft_msg *m)
 {
-	struct ft_conn *fc = t->node[m->node];
+	struct ft_conn *fc = t->conn[m->slot];
 	const struct host *h = t->ft->h;
 	struct ft_msg fail = *m;
 	uint8_t *ctx = NULL;
@@ -344,14 +359,14 @@ ft_in_cb(evutil_socket_t fd, short what, void *arg)
 			ft_connect(t, &m);
 			break;
 		case FT_CLOSE:
-			if (t->node[m.node] != NULL)
-				fam_conn_close(t->node[m.node]->conn);
+			if (t->conn[m.slot] != NULL)
+				fam_conn_close(t->conn[m.slot]->conn);
 			break;
 		case FT_STOP:
 			t->quit = true;
-			for (unsigned i = 0; i < HOST_MAX_NODES; i++)
-				if (t->node[i] != NULL)
-					fam_conn_close(t->node[i]->conn);
+			for (unsigned i = 0; i < FT_SLOTS; i++)
+				if (t->conn[i] != NULL)
+					fam_conn_close(t->conn[i]->conn);
 			ft_maybe_exit(t);
 			break;
 		}
@@ -385,26 +400,33 @@ ft_retry_arm(struct host_fthreads *ft)
 }
 
 /*
- * The control loop's: thread t's connection to a node is gone, or was
- * never joined: tried again after 1 s, then twice as long each time it
- * fails in a row, at most 32 s.
+ * The control loop's: thread t's connection in a slot is gone, or was
+ * never joined. One it closed itself may be asked for again at once;
+ * one lost or refused, after 1 s, then twice as long each time in a row,
+ * at most 32 s.
  */
 static void
 ft_down(struct fthread *t, const struct ft_msg *m)
 {
 	struct host_fthreads *ft = t->ft;
-	unsigned k = t->cl_fails[m->node];
+	unsigned k = t->cl_fails[m->slot];
 
-	if (m->status == -EPERM)
-		log_rl(LOG_INFO, "fault thread %u: memory node %s did not let "
-		    "its connection join the host's session; its reads stay "
-		    "on the control loop meanwhile", t->index,
-		    ft->h->nodes[m->node].addr);
-	t->cl_state[m->node] = CL_DOWN;
-	t->cl_next_ns[m->node] = mono_ns() + ((uint64_t)FT_RETRY_MS <<
-	    (k < FT_BACKOFF_MAX ? k : FT_BACKOFF_MAX)) * 1000000u;
-	if (k < 255)
-		t->cl_fails[m->node] = (uint8_t)(k + 1);
+	if (m->status == -EPERM || m->status == -EMFILE)
+		log_rl(LOG_WARNING, "fault thread %u: memory node %s did not "
+		    "let its connection join the host's session (%s); the "
+		    "reads meant for it go on the control loop's connections",
+		    t->index, ft->h->nodes[m->slot / 2].addr,
+		    m->status == -EMFILE ? "too many connections in a "
+		    "session there" : "another session or instance");
+	if (t->cl_state[m->slot] == CL_CLOSING) {
+		t->cl_next_ns[m->slot] = 0;
+	} else {
+		t->cl_next_ns[m->slot] = mono_ns() + ((uint64_t)FT_RETRY_MS <<
+		    (k < FT_BACKOFF_MAX ? k : FT_BACKOFF_MAX)) * 1000000u;
+		if (k < 255)
+			t->cl_fails[m->slot] = (uint8_t)(k + 1);
+	}
+	t->cl_state[m->slot] = CL_DOWN;
 	ft_retry_arm(ft);
 }
 
@@ -425,19 +447,19 @@ ft_out_cb(evutil_socket_t fd, short what, void *arg)
 			m.done(m.ctx, m.status, NULL, 0);
 			break;
 		case FT_UP:
-			if (m.gen != t->cl_gen[m.node] ||
-			    t->cl_state[m.node] != CL_JOINING)
+			if (m.gen != t->cl_gen[m.slot] ||
+			    t->cl_state[m.slot] != CL_JOINING)
 				break; /* an older one, or closed since */
-			t->cl_state[m.node] = CL_UP;
-			t->cl_fails[m.node] = 0;
-			t->cl_instance[m.node] = m.instance;
-			if (ft->h->nodes[m.node].state != MN_UP ||
-			    ft->h->nodes[m.node].instance != m.instance)
+			t->cl_state[m.slot] = CL_UP;
+			t->cl_fails[m.slot] = 0;
+			t->cl_instance[m.slot] = m.instance;
+			if (ft->h->nodes[m.slot / 2].state != MN_UP ||
+			    ft->h->nodes[m.slot / 2].instance != m.instance)
 				host_fthreads_node_down(ft->h,
-				    &ft->h->nodes[m.node]);
+				    &ft->h->nodes[m.slot / 2]);
 			break;
 		case FT_DOWN:
-			if (m.gen != t->cl_gen[m.node])
+			if (m.gen != t->cl_gen[m.slot])
 				break; /* an older one's end */
 			ft_down(t, &m);
 			break;
@@ -457,13 +479,13 @@ ft_send(struct fthread *t, const struct ft_msg *m, bool must)
 	return true;
 }
 
-/* The control loop's: asks thread t to connect to node n. */
+/* The control loop's: asks thread t to connect a slot to its node n. */
 static void
-ft_connect_node(struct fthread *t, const struct mnode *n)
+ft_connect_slot(struct fthread *t, const struct mnode *n, unsigned slot)
 {
 	struct host_fthreads *ft = t->ft;
-	struct ft_msg m = { .op = FT_CONNECT, .node = (uint8_t)n->index,
-	    .gen = t->cl_gen[n->index] + 1, .session = n->session,
+	struct ft_msg m = { .op = FT_CONNECT, .slot = (uint8_t)slot,
+	    .gen = t->cl_gen[slot] + 1, .session = n->session,
 	    .instance = n->instance };
 
 	m.opts = malloc(sizeof *m.opts);
@@ -474,11 +496,11 @@ ft_connect_node(struct fthread *t, const struct mnode *n)
 	m.opts->hello.resume = n->session;
 	if (!ft_send(t, &m, false))
 		goto fail;
-	t->cl_gen[n->index] = m.gen;
-	t->cl_state[n->index] = CL_JOINING;
+	t->cl_gen[slot] = m.gen;
+	t->cl_state[slot] = CL_JOINING;
 	return;
 fail:
-	free(m.opts);
+	ft_opts_free(m.opts);
 	free(m.addr);
 	ft_retry_arm(ft);
 }
@@ -489,24 +511,23 @@ ft_retry_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct host_fthreads *ft = arg;
 	struct host *h = ft->h;
-
-	(void)fd;
-	(void)what;
 	uint64_t now = mono_ns();
 	bool later = false;
 
-	for (unsigned i = 0; i < h->nnodes; i++) {
-		struct mnode *n = &h->nodes[i];
+	(void)fd;
+	(void)what;
+	for (unsigned slot = 0; slot < 2 * h->nnodes; slot++) {
+		struct mnode *n = &h->nodes[slot / 2];
 
-		if (n->state != MN_UP || ft->opts[i] == NULL)
+		if (n->state != MN_UP || ft->opts[n->index] == NULL)
 			continue;
 		for (unsigned k = 0; k < ft->n; k++) {
-			if (ft->t[k].cl_state[i] != CL_DOWN)
+			if (ft->t[k].cl_state[slot] != CL_DOWN)
 				continue;
-			if (ft->t[k].cl_next_ns[i] > now)
+			if (ft->t[k].cl_next_ns[slot] > now)
 				later = true;
 			else
-				ft_connect_node(&ft->t[k], n);
+				ft_connect_slot(&ft->t[k], n, slot);
 		}
 	}
 	if (later)
@@ -514,8 +535,9 @@ ft_retry_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 /*
- * Memory node n is up (a new session or one resumed) with these options:
- * each thread connects to it and joins that session.
+ * Memory node n is up (a new session or one resumed) with these options,
+ * and its background connection joined: each thread connects to it twice
+ * and joins that session.
  */
 void
 host_fthreads_node_up(struct host *h, struct mnode *n,
@@ -530,8 +552,12 @@ host_fthreads_node_up(struct host *h, struct mnode *n,
 		return; /* its reads stay on the control loop */
 	*ft->opts[n->index] = *opts;
 	ft->opts[n->index]->hello.features |= FAM_FEAT_JOIN;
-	for (unsigned k = 0; k < ft->n; k++)
-		ft_connect_node(&ft->t[k], n);
+	for (unsigned k = 0; k < ft->n; k++) {
+		ft->t[k].cl_fails[2 * n->index] = 0;
+		ft->t[k].cl_fails[2 * n->index + 1] = 0;
+		ft_connect_slot(&ft->t[k], n, 2 * n->index);
+		ft_connect_slot(&ft->t[k], n, 2 * n->index + 1);
+	}
 }
 
 /* Memory node n's session is gone: no read goes to it on a thread. */
@@ -539,27 +565,33 @@ void
 host_fthreads_node_down(struct host *h, struct mnode *n)
 {
 	struct host_fthreads *ft = h->ft;
-	struct ft_msg m = { .op = FT_CLOSE, .node = (uint8_t)n->index };
 
 	if (ft == NULL || n->is_dpu)
 		return;
 	for (unsigned k = 0; k < ft->n; k++) {
-		if (ft->t[k].cl_state[n->index] == CL_DOWN ||
-		    ft->t[k].cl_state[n->index] == CL_CLOSING)
-			continue;
-		ft->t[k].cl_state[n->index] = CL_CLOSING; /* none routed */
-		ft_send(&ft->t[k], &m, true);
+		for (unsigned slot = 2 * n->index; slot < 2 * n->index + 2;
+		    slot++) {
+			struct ft_msg m = { .op = FT_CLOSE,
+			    .slot = (uint8_t)slot };
+
+			if (ft->t[k].cl_state[slot] == CL_DOWN ||
+			    ft->t[k].cl_state[slot] == CL_CLOSING)
+				continue;
+			ft->t[k].cl_state[slot] = CL_CLOSING; /* none routed */
+			ft_send(&ft->t[k], &m, true);
+		}
 	}
 }
 
 /*
- * Hands the read of len bytes at off of stripe s (remote, on its node) into
- * dst to a thread:
- * done(ctx, status, NULL, 0) on the control loop once it is over, as the
- * transport would call it. The thread is picked from the region and the
- * chunk (a run of adjacent chunks keeps to one). Returns 0, or -EAGAIN:
- * no thread has a connection to the stripe's node in its current instance
- * (or none runs): the caller reads on its own connection.
+ * Hands the read of len bytes at off of stripe s (remote, on its node)
+ * into dst to a thread, on its background connection to the node if flags
+ * say FAM_F_BACKGROUND: done(ctx, status, NULL, 0) on the control loop
+ * once it is over, as the transport would call it. The thread is picked
+ * from the region and the chunk (a run of 16 adjacent chunks keeps to
+ * one). Returns 0, or -EAGAIN: that thread has no such connection joined
+ * to the stripe's node in its current instance (or no thread runs): the
+ * caller reads on its own connection.
  */
 int
 host_fthread_read(struct host *h, const struct region *r, uint64_t chunk,
@@ -568,19 +600,19 @@ host_fthread_read(struct host *h, const struct region *r, uint64_t chunk,
 {
 	struct host_fthreads *ft = h->ft;
 	struct fthread *t;
-	unsigned i;
+	unsigned slot;
 	struct ft_msg m = { .op = FT_READ, .flags = flags, .len = len,
 	    .off = off, .remote = *remote, .dst = dst, .done = done,
 	    .ctx = ctx };
 
 	if (ft == NULL || ft->stopping || s->node == NULL || s->node->is_dpu)
 		return -EAGAIN;
-	i = s->node->index;
+	slot = 2 * s->node->index + ((flags & FAM_F_BACKGROUND) != 0);
 	t = &ft->t[(r->handle * 0x9e3779b97f4a7c15ull ^ (chunk >> 4)) %
 	    ft->n];
-	if (t->cl_state[i] != CL_UP || t->cl_instance[i] != s->instance)
+	if (t->cl_state[slot] != CL_UP || t->cl_instance[slot] != s->instance)
 		return -EAGAIN;
-	m.node = (uint8_t)i;
+	m.slot = (uint8_t)slot;
 	if (!ft_send(t, &m, false))
 		return -EAGAIN;
 	t->cl_out++;
@@ -598,15 +630,15 @@ host_fthreads_json(const struct host *h)
 		const struct fthread *t = &ft->t[k];
 		unsigned up = 0;
 
-		for (unsigned i = 0; i < h->nnodes; i++)
-			up += t->cl_state[i] == CL_UP;
+		for (unsigned slot = 0; slot < 2 * h->nnodes; slot++)
+			up += t->cl_state[slot] == CL_UP;
 		json_array_append_new(a, json_pack("{s:I,s:I,s:I,s:I,s:I,"
 		    "s:I,s:I}",
 		    "reads", (json_int_t)atomic_load(&t->reads),
 		    "read_bytes", (json_int_t)atomic_load(&t->bytes),
 		    "errors", (json_int_t)atomic_load(&t->errors),
 		    "in_flight", (json_int_t)t->cl_out,
-		    "nodes_joined", (json_int_t)up,
+		    "connections_joined", (json_int_t)up,
 		    "connects", (json_int_t)atomic_load(&t->connects),
 		    "disconnects", (json_int_t)atomic_load(&t->disconnects)));
 	}
@@ -707,7 +739,7 @@ host_fthreads_stop(struct host *h)
 
 		while (ring_pop(&t->in, &m)) /* never taken: it stopped */
 			if (m.op == FT_CONNECT) {
-				free(m.opts);
+				ft_opts_free(m.opts);
 				free(m.addr);
 			}
 		if (t->out_ev != NULL)
@@ -728,7 +760,7 @@ host_fthreads_stop(struct host *h)
 	if (ft->retry != NULL)
 		event_free(ft->retry);
 	for (unsigned i = 0; i < HOST_MAX_NODES; i++)
-		free(ft->opts[i]);
+		ft_opts_free(ft->opts[i]);
 	free(ft);
 	h->ft = NULL;
 }

@@ -368,12 +368,6 @@ node_connected(struct fam_conn *c, const struct fam_hello_resp *resp,
 	if (h->node_up != NULL)
 		h->node_up(h, n, resumed);
 	node_connect_bg(n);
-	if (!n->is_dpu && h->ft != NULL) {
-		struct fam_conn_opts opts;
-
-		node_opts(n, &opts);
-		host_fthreads_node_up(h, n, &opts);
-	}
 	host_wake(h, HOST_WAKE_UNPARK);
 }
 
@@ -398,6 +392,14 @@ node_bg_connected(struct fam_conn *c, const struct fam_hello_resp *resp,
 	n->bg_up = true;
 	log_debug("%s %s: background connection up", n->is_dpu ? "dpu" :
 	    "memory node", n->addr);
+	/* then the fault-service threads' (after it: it must not be refused) */
+	if (!n->is_dpu && n->h->ft != NULL) {
+		struct fam_conn_opts opts;
+
+		node_opts(n, &opts);
+		host_fthreads_node_up(n->h, n, &opts);
+		explicit_bzero(opts.secret, sizeof opts.secret);
+	}
 }
 
 /* Retries the background connection. */

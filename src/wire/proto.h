@@ -169,7 +169,9 @@ struct fam_hello_resp {
                             * instead of taking it over */
 #define FAM_FEAT_PIECE 0x2u /* the client cuts its READs at the piece size
                             * the AUTH response gives (piece_shift) */
-#define FAM_SESSION_CONNS 4u /* most connections of one session */
+#define FAM_SESSION_CONNS 16u /* most connections of one session: a
+                              * host's main and background ones, and two
+                              * for each of up to 7 fault-service threads */
 
 #define FAM_HELLO_LEN      112u
 #define FAM_CHALLENGE_LEN  100u

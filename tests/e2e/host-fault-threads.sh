@@ -1,8 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
 # With [host] fault_threads = 3, two fault-service threads receive the
-# chunk reads, each on a connection of its own to the memory node, joined
-# to the host's session there. Every byte a program reads back is the byte
+# chunk reads, each on two connections of its own to the memory node (one
+# for faults, one for read-ahead), joined to the host's session there. Every byte a program reads back is the byte
 # it wrote (famtest, 8 threads, four times the buffer); both threads read,
 # none fails. A memory famd that stops answering under them: SIGBUS in
 # every thread, never a wrong word; once it answers again, the threads join
@@ -17,16 +17,17 @@ require_cmd jq
 start_memory mem -o memory.session_grace=120s
 start_host host "$(scaled 16M)" "$MEM_ADDR" -o host.fault_threads=3 -o famd.op_timeout=2s
 
-# joined N: both threads joined (each N connections so far), one session.
+# joined N: both threads joined, each with its two connections (N joins
+# so far), in the host's one session.
 joined() {
 	ctl host status -j | jq -e --argjson n "$1" '.fault_threads | length == 2 and
-		all(.nodes_joined == 1 and .connects == $n)' >/dev/null &&
-		[ "$(ctl mem status -j | jq '.counters.connections_open')" = 4 ]
+		all(.connections_joined == 2 and .connects == $n)' >/dev/null &&
+		[ "$(ctl mem status -j | jq '.counters.connections_open')" = 6 ]
 }
-wait_until 10 joined 1 ||
+wait_until 10 joined 2 ||
 	fail "the fault threads did not join: $(ctl host status -j | jq -c .fault_threads), memory $(ctl mem status -j | jq -c .counters)"
 [ "$(counter mem sessions_started)" = 1 ] || fail "sessions started: $(counter mem sessions_started)"
-pass "two fault-service threads, each with a connection of its own in the host's one session"
+pass "two fault-service threads, each with two connections of its own (faults, read-ahead) in the host's one session"
 
 # thread_reads: the reads both threads received so far.
 thread_reads() {
@@ -69,7 +70,7 @@ pass "memory famd stalled under the threads' reads: SIGBUS in every thread, no w
 wait_until 30 host_nodes_up host || fail "the host did not reconnect: $(ctl host status -j | jq -c .peers)"
 wait_until 30 sh -c "[ \$(\"$FAMCTL\" -s \"$(sock mem)\" status -j | jq .counters.sessions_resumed) -gt $resumed ]" ||
 	fail "the session was not resumed: $(ctl mem status -j | jq -c .counters)"
-wait_until 15 joined 2 ||
+wait_until 15 joined 4 ||
 	fail "the threads did not join the resumed session: $(ctl host status -j | jq -c .fault_threads)"
 reads=$(thread_reads)
 kill -USR1 "$lost"
@@ -86,8 +87,8 @@ wait "$MEM_PID" 2>/dev/null
 start_famd mem2 "$T/mem.conf" -o memory.listen="$MEM_ADDR"
 wait_until 15 host_nodes_up host || fail "the host did not reconnect: $(ctl host status -j | jq -c .peers)"
 mem2_joined() {
-	ctl host status -j | jq -e '.fault_threads | all(.nodes_joined == 1 and .connects == 3)' >/dev/null &&
-		[ "$(ctl mem2 status -j | jq '.counters.connections_open')" = 4 ]
+	ctl host status -j | jq -e '.fault_threads | all(.connections_joined == 2 and .connects == 6)' >/dev/null &&
+		[ "$(ctl mem2 status -j | jq '.counters.connections_open')" = 6 ]
 }
 wait_until 15 mem2_joined ||
 	fail "the threads did not join the new instance: $(ctl host status -j | jq -c .fault_threads)"

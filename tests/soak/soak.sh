@@ -26,7 +26,7 @@ famd_rss() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
 # memory node is up (the descriptor counts are then stable).
 all_joined() {
 	ctl host status -j | jq -e '([.peers[] | select(.state != "up" or (.background | not))] | length == 0) and
-		(.fault_threads | all(.nodes_joined == 1))' >/dev/null &&
+		(.fault_threads | all(.connections_joined == 2))' >/dev/null &&
 		dpu_nodes_up "$DPU_NAME"
 }
 idle() {
