@@ -254,7 +254,7 @@ prefetch_main(void *arg)
 
 	for (;;) {
 		struct dpu_reqq list;
-		unsigned n = 0, nq = 0, ncov = 0, depth, share;
+		unsigned n = 0, nq = 0, ncov = 0, depth, share, streams;
 
 		pthread_mutex_lock(&dc->rlock);
 		while (!dc->stop && dc->tail == dc->head)
@@ -270,8 +270,9 @@ prefetch_main(void *arg)
 		 * would evict each other's entries before they are read.
 		 */
 		depth = atomic_load(&dc->depth);
-		dc->streams = recent_streams(dc);
-		share = dc->nentries / dc->streams;
+		streams = recent_streams(dc);
+		dc->streams = streams;
+		share = dc->nentries / streams;
 		share = share > 3 ? share - 2 : 1;
 		if (share > dc->nentries / 2 - 1)
 			share = dc->nentries / 2 - 1;

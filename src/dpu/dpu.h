@@ -225,7 +225,8 @@ struct dpu_dcache {
 	pthread_cond_t rcond;
 	struct dpu_recent ring[DPU_RECENT];
 	uint64_t head, tail;          /* pushed, taken */
-	unsigned streams;             /* runs going on, as last counted */
+	_Atomic unsigned streams;     /* runs going on, as last counted (the
+	                               * prefetchers write it, status reads) */
 	bool stop;
 	pthread_t workers[16];
 	unsigned nworkers;
@@ -477,7 +478,8 @@ struct dpu {
 	struct dpu_queue to_back, to_front;
 	pthread_t back_thread;
 	bool back_started;
-	bool back_stopping;           /* back: close the nodes and leave */
+	_Atomic bool back_stopping;   /* back: close the nodes and leave (set
+	                               * by the front, read by the back) */
 	_Atomic int64_t mem_inflight; /* requests out on memory links */
 	unsigned inflight;            /* front: host requests being served */
 	/* caches (dpu-cache*.c) */
