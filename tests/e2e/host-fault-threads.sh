@@ -98,6 +98,27 @@ shim "$top_builddir/tests/tools/famtest" -f -s "$(scaled 64M)" seq random shared
 [ "$(thread_reads)" -gt "$reads" ] || fail "no read on the threads after the restart"
 pass "memory famd started again: the threads joined the new instance, famtest passes through them"
 
+# The most threads (fault_threads = 8): a session of 16 connections, the
+# background one among them, and a program served through all seven.
+host_pid=$HOST_PID
+start_host host8 "$(scaled 16M)" "$MEM_ADDR" -o host.fault_threads=8
+all_joined() {
+	ctl host8 status -j | jq -e '(.fault_threads | length == 7 and all(.connections_joined == 2)) and
+		.peers[0].background' >/dev/null
+}
+wait_until 15 all_joined ||
+	fail "not every thread of 7 joined: $(ctl host8 status -j | jq -c '[.fault_threads, .peers[0].background]')"
+[ "$(ctl mem2 status -j | jq '.counters.connections_open')" = $((6 + 16)) ] ||
+	fail "memory famd connections: $(ctl mem2 status -j | jq '.counters.connections_open'), want 6 + 16"
+shim "$top_builddir/tests/tools/famtest" -f -s "$(scaled 64M)" seq random shared >"$T/host8.out" 2>&1 ||
+	fail "famtest through 7 threads: $(tail -5 "$T/host8.out")"
+ctl host8 status -j | jq -e '([.fault_threads[] | select(.reads > 0)] | length) >= 4 and
+	all(.fault_threads[]; .errors == 0)' >/dev/null ||
+	fail "the reads did not spread over the threads: $(ctl host8 status -j | jq -c '[.fault_threads[] | {reads, errors}]')"
+pass "fault_threads = 8: seven threads joined with two connections each (16 in the session), famtest passes through them"
+HOST_PID=$host_pid
+FAM_SOCKET=$T/host.session
+
 # A host famd stopped with reads out on its threads.
 shim "$top_builddir/tests/tools/famtest" -f -s "$(scaled 256M)" random >"$T/stop.out" 2>&1 &
 job=$!
