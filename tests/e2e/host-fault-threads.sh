@@ -47,12 +47,7 @@ echo "$st" | jq -e '([.fault_threads[].reads] | add) * 2 > .counters.reads' >/de
 pass "famtest -f over four times the buffer: every word right, the reads received by both threads"
 
 # The memory famd stops answering: the reads out on the threads time out.
-shim "$top_builddir/tests/tools/famlost" -p -s "$(scaled 64M)" -t 4 -w 60 \
-	>"$T/lost.out" 2>"$T/lost.err" &
-job=$!
-wait_until 30 grep -q '^ready' "$T/lost.out" ||
-	fail "famlost never got ready: $(cat "$T/lost.out" "$T/lost.err")"
-lost=$(awk '/^ready/ { print $2 }' "$T/lost.out")
+start_famlost -p -s "$(scaled 64M)" -t 4 -w 60
 reads=$(thread_reads)
 wait_until 10 sh -c "[ \$(\"$FAMCTL\" -s \"$(sock host)\" status -j | jq '[.fault_threads[].reads] | add') -gt $((reads + 100)) ]" ||
 	fail "the readers' chunks are not read by the threads"
@@ -73,8 +68,8 @@ wait_until 30 sh -c "[ \$(\"$FAMCTL\" -s \"$(sock mem)\" status -j | jq .counter
 wait_until 15 joined 4 ||
 	fail "the threads did not join the resumed session: $(ctl host status -j | jq -c .fault_threads)"
 reads=$(thread_reads)
-kill -USR1 "$lost"
-wait "$job"
+kill -USR1 "$LOST_PID"
+wait "$LOST_JOB"
 rc=$?
 cat "$T/lost.out"
 [ "$rc" = 0 ] || fail "famlost exit $rc: $(cat "$T/lost.out" "$T/lost.err")"
@@ -121,7 +116,7 @@ FAM_SOCKET=$T/host.session
 
 # A host famd stopped with reads out on its threads.
 shim "$top_builddir/tests/tools/famtest" -f -s "$(scaled 256M)" random >"$T/stop.out" 2>&1 &
-job=$!
+famtest_job=$!
 reads=$(thread_reads)
 wait_until 20 sh -c "[ \$(\"$FAMCTL\" -s \"$(sock host)\" status -j | jq '[.fault_threads[].reads] | add') -gt $((reads + 200)) ]" ||
 	fail "famtest does not read through the threads"
@@ -129,7 +124,7 @@ kill -TERM "$HOST_PID"
 wait_until 10 sh -c "! kill -0 $HOST_PID 2>/dev/null" || fail "the host famd did not stop in 10 s"
 wait "$HOST_PID"
 rc=$?
-{ kill -KILL "$job" && wait "$job"; } 2>/dev/null
+{ kill -KILL "$famtest_job" && wait "$famtest_job"; } 2>/dev/null
 [ "$rc" = 0 ] || fail "host famd exit status $rc"
 grep -q "notice: stopped" "$T/host.log" || fail "no stop in the log: $(tail -5 "$T/host.log")"
 pass "a host famd stopped with reads out on its threads stops cleanly"

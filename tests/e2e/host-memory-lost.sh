@@ -17,12 +17,7 @@ old_instance=$(ctl mem status -j | json .memory.instance)
 
 # 32 MiB: a written half of 16 MiB, twice the buffer, read by 4 threads
 # (and a writer's sparse block 16 times as large).
-shim "$top_builddir/tests/tools/famlost" -m -s "$(scaled 32M)" -t 4 -w 30 \
-	>"$T/lost.out" 2>"$T/lost.err" &
-job=$!
-wait_until 30 grep -q '^ready' "$T/lost.out" ||
-	fail "famlost never got ready: $(cat "$T/lost.out" "$T/lost.err")"
-lost=$(awk '/^ready/ { print $2 }' "$T/lost.out")
+start_famlost -m -s "$(scaled 32M)" -t 4 -w 30
 # The readers page through the memory node.
 fetches=$(counter host fetches)
 wait_until 10 sh -c "[ \$(\"$FAMCTL\" -s \"$(sock host)\" status -j | jq .counters.fetches) -gt $((fetches + 100)) ]" ||
@@ -45,7 +40,7 @@ pass "memory famd killed: SIGBUS in every reading thread within op_timeout, no w
 	fail "expected one fallback warning: $(cat "$T/lost.err")"
 grep -Eq "memory node $MEM_ADDR lost: .*; reconnecting" "$T/host.log" ||
 	fail "the loss of the memory node is not logged"
-grep -Eq "pid $lost thread [0-9]+: SIGBUS: cannot bring in chunk [0-9]+ of region [0-9]+: Connection timed out" "$T/host.log" ||
+grep -Eq "pid $LOST_PID thread [0-9]+: SIGBUS: cannot bring in chunk [0-9]+ of region [0-9]+: Connection timed out" "$T/host.log" ||
 	fail "the SIGBUS is not explained in the log"
 [ "$(counter host sigbus)" -ge 4 ] || fail "sigbus counter $(counter host sigbus)"
 pass "the host famd logs the lost node and each SIGBUS; a new block in the program is libc memory, with one warning"
@@ -71,8 +66,8 @@ grep -q "memory node $MEM_ADDR restarted: the data of 1 regions is gone" "$T/hos
 	fail "the lost region is not reported"
 pass "the host reconnects to the memory famd started again and reports the new instance"
 
-kill -USR1 "$lost"
-wait "$job"
+kill -USR1 "$LOST_PID"
+wait "$LOST_JOB"
 rc=$?
 cat "$T/lost.out"
 [ "$rc" = 0 ] || fail "famlost exit $rc: $(cat "$T/lost.out" "$T/lost.err")"

@@ -16,12 +16,7 @@ start_host host 8M "$MEM_ADDR" -o famd.op_timeout=2s
 
 # 32 MiB: a written half of 16 MiB, twice the buffer, read by 4 threads;
 # the writer's block is freed while the node does not answer.
-shim "$top_builddir/tests/tools/famlost" -p -s 32M -t 4 -w 60 \
-	>"$T/lost.out" 2>"$T/lost.err" &
-job=$!
-wait_until 30 grep -q '^ready' "$T/lost.out" ||
-	fail "famlost never got ready: $(cat "$T/lost.out" "$T/lost.err")"
-lost=$(awk '/^ready/ { print $2 }' "$T/lost.out")
+start_famlost -p -s 32M -t 4 -w 60
 fetches=$(counter host fetches)
 wait_until 10 sh -c "[ \$(\"$FAMCTL\" -s \"$(sock host)\" status -j | jq .counters.fetches) -gt $((fetches + 100)) ]" ||
 	fail "the readers do not fetch from the memory node"
@@ -45,7 +40,7 @@ cat "$T/lost.out"
 [ "$took" -le 15 ] || fail "SIGBUS took $took s, op_timeout is 2 s"
 grep -q "^ok - 4 threads reading the block and one writing got SIGBUS when the memory node was out of reach" "$T/lost.out" ||
 	fail "not every thread got SIGBUS"
-grep -Eq "pid $lost thread [0-9]+: SIGBUS: cannot bring in chunk [0-9]+ of region [0-9]+" "$T/host.log" ||
+grep -Eq "pid $LOST_PID thread [0-9]+: SIGBUS: cannot bring in chunk [0-9]+ of region [0-9]+" "$T/host.log" ||
 	fail "the SIGBUS is not explained in the log"
 pass "memory famd stalled: SIGBUS in every thread within $took s (op_timeout 2 s), no wrong word; famd answers"
 
@@ -54,8 +49,8 @@ wait_until 30 sh -c "[ \$(\"$FAMCTL\" -s \"$(sock mem)\" status -j | jq .counter
 	fail "the session was not resumed: $(ctl mem status -j | jq -c .counters)"
 grep -q "memory node $MEM_ADDR ([^)]*) reconnected; session resumed" "$T/host.log" ||
 	fail "the resumed session is not reported"
-kill -USR1 "$lost"
-wait "$job"
+kill -USR1 "$LOST_PID"
+wait "$LOST_JOB"
 rc=$?
 cat "$T/lost.out"
 [ "$rc" = 0 ] || fail "famlost exit $rc: $(cat "$T/lost.out" "$T/lost.err")"

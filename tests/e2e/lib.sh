@@ -319,6 +319,17 @@ shim() {
 	LD_PRELOAD=$SHIM "$@"
 }
 
+# start_famlost ARGS...: tests/tools/famlost ARGS under the shim in the
+# background, its output in $T/lost.out and $T/lost.err; returns once it
+# says it is ready, with LOST_JOB its job and LOST_PID the pid it reported.
+start_famlost() {
+	shim "$top_builddir/tests/tools/famlost" "$@" >"$T/lost.out" 2>"$T/lost.err" &
+	LOST_JOB=$!
+	wait_until 30 grep -q '^ready' "$T/lost.out" ||
+		fail "famlost never got ready: $(cat "$T/lost.out" "$T/lost.err")"
+	LOST_PID=$(awk '/^ready/ { print $2 }' "$T/lost.out")
+}
+
 # mem_addr NAME: the address the memory famd called NAME listens on.
 mem_addr() {
 	ctl "$1" status -j | jq -er .memory.listen
