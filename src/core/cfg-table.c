@@ -467,11 +467,12 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 	},
 	[CFG_HOST_PREFETCH] = {
 		.section = "host", .name = "prefetch", .type = CFG_T_INT,
-		.min = 0, .max = 256, .def = "16", .reloadable = true,
+		.min = 0, .max = 256, .def = "32", .reloadable = true,
 		.roles = HOST,
 		.help = "Most chunks read ahead of a sequential run of faults; "
-		    "the window grows from 2 while the run continues. 0 turns "
-		    "prefetching off.",
+		    "the window grows from 2 while the run continues, and four "
+		    "runs' whole windows take at most a quarter of the buffer. "
+		    "0 turns prefetching off.",
 	},
 	[CFG_HOST_LOOP_KEEP] = {
 		.section = "host", .name = "loop_keep", .type = CFG_T_INT,

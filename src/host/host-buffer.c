@@ -463,7 +463,7 @@ host_loop_keep(struct host *h, struct region *r, uint32_t frame, bool again)
 		return; /* off (the default) */
 	if (again)
 		r->loop_lap = h->hand_laps + 1;
-	room = ((uint64_t)cfg_int(h->d->cfg, CFG_HOST_PREFETCH) * 2 *
+	room = ((uint64_t)host_ra_max(h) * 2 *
 	    HOST_RA_STREAMS + h->writebacks_inflight) * h->chunk_pages;
 	if (h->npages < room + max)
 		max = h->npages > room ? h->npages - room : 0;

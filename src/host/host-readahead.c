@@ -73,8 +73,25 @@ ra_stream_of(struct region *r, uint64_t c)
 }
 
 /*
+ * The largest read-ahead window, in chunks: `prefetch`, but no more than
+ * lets HOST_RA_STREAMS runs' whole windows take a quarter of the buffer (a
+ * small buffer would evict what was read ahead before its run reached it),
+ * and at least 2 while prefetching is on.
+ */
+unsigned
+host_ra_max(const struct host *h)
+{
+	uint64_t max = (uint64_t)cfg_int(h->d->cfg, CFG_HOST_PREFETCH);
+	uint64_t fit = h->npages / h->chunk_pages / (4 * HOST_RA_STREAMS);
+
+	if (max > fit)
+		max = fit > 2 ? fit : 2;
+	return (unsigned)max;
+}
+
+/*
  * Reads ahead of a sequential run of faults: the window doubles from 2 up
- * to `prefetch` chunks while faults keep landing just past the run's last
+ * to host_ra_max() chunks while faults keep landing just past the run's last
  * one. Once the window is whole, it is topped up only when a run of chunks
  * to read together (FETCH_RUN_BYTES, at most half the window) is missing
  * from it, not one chunk per fault.
@@ -82,7 +99,7 @@ ra_stream_of(struct region *r, uint64_t c)
 void
 host_prefetch(struct host *h, struct region *r, uint64_t c)
 {
-	unsigned max = (unsigned)cfg_int(h->d->cfg, CFG_HOST_PREFETCH);
+	unsigned max = host_ra_max(h);
 	unsigned run = FETCH_RUN_BYTES >> h->chunk_shift;
 	uint64_t high = h->npages * h->high_pct / 100, end;
 	struct ra_stream *st;

@@ -722,6 +722,7 @@ int host_fault_init(struct host *h);
 void host_fault_latency(struct host *h, uint64_t ns);
 void host_fault_fini(struct host *h);
 void host_ra_reset(struct region *r);
+unsigned host_ra_max(const struct host *h);
 void host_prefetch(struct host *h, struct region *r, uint64_t c);
 void host_fetch_start(struct host *h, struct region *r, uint64_t c,
     bool prefetch, pid_t tid, uint64_t addr);
