@@ -3,7 +3,8 @@
 # memory comes from malloc, so under libfamshim.so it is fabric-attached);
 # never sanitized, since they run under the shim.
 noinst_PROGRAMS += contrib/graph/graph contrib/graph/graph-fam \
-	contrib/bench/faultbench contrib/bench/fetchbench contrib/bench/evictbench
+	contrib/bench/faultbench contrib/bench/fetchbench contrib/bench/evictbench \
+	contrib/bench/bfsreuse
 
 GRAPH_SOURCES = contrib/graph/graph.c contrib/graph/graph.h \
 	contrib/graph/graph-apps.c contrib/graph/graph-gen.c contrib/graph/graph-io.c
@@ -26,6 +27,10 @@ contrib_bench_faultbench_LDADD =
 # way famd can (host.install; punch, MADV_REMOVE, batched punch).
 contrib_bench_evictbench_CFLAGS = -std=gnu11 -O2 $(WARN_CFLAGS)
 contrib_bench_evictbench_LDADD =
+# bfsreuse: BFS's accesses replayed, the distinct data of each step and the
+# misses of an LRU and of Belady's optimum over them (src/host/README.md).
+contrib_bench_bfsreuse_CFLAGS = -std=gnu11 -O2 $(WARN_CFLAGS)
+contrib_bench_bfsreuse_LDADD =
 # fetchbench: the transport's chunk fetch (contrib/bench/rxe-fetch-bench.sh
 # runs it in the guest).
 contrib_bench_fetchbench_LDADD = src/libfamdcore.la $(DEP_LIBS)
