@@ -470,9 +470,9 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		.min = 0, .max = 256, .def = "32", .reloadable = true,
 		.roles = HOST,
 		.help = "Most chunks read ahead of a sequential run of faults; "
-		    "the window grows from 2 while the run continues, and four "
-		    "runs' whole windows take at most a quarter of the buffer. "
-		    "0 turns prefetching off.",
+		    "the window grows from 2 while the run continues. Past 16, "
+		    "four runs' whole windows take at most a quarter of the "
+		    "buffer. 0 turns prefetching off.",
 	},
 	[CFG_HOST_LOOP_KEEP] = {
 		.section = "host", .name = "loop_keep", .type = CFG_T_INT,

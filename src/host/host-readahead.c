@@ -73,10 +73,10 @@ ra_stream_of(struct region *r, uint64_t c)
 }
 
 /*
- * The largest read-ahead window, in chunks: `prefetch`, but no more than
- * lets HOST_RA_STREAMS runs' whole windows take a quarter of the buffer (a
- * small buffer would evict what was read ahead before its run reached it),
- * and at least 2 while prefetching is on.
+ * The largest read-ahead window, in chunks: `prefetch`, but past
+ * HOST_RA_SMALL chunks no more than lets HOST_RA_STREAMS runs' whole
+ * windows take a quarter of the buffer (a small buffer would evict what
+ * was read ahead before its run reached it).
  */
 unsigned
 host_ra_max(const struct host *h)
@@ -84,9 +84,9 @@ host_ra_max(const struct host *h)
 	uint64_t max = (uint64_t)cfg_int(h->d->cfg, CFG_HOST_PREFETCH);
 	uint64_t fit = h->npages / h->chunk_pages / (4 * HOST_RA_STREAMS);
 
-	if (max > fit)
-		max = fit > 2 ? fit : 2;
-	return (unsigned)max;
+	if (fit < HOST_RA_SMALL)
+		fit = HOST_RA_SMALL;
+	return (unsigned)(max < fit ? max : fit);
 }
 
 /*

@@ -151,6 +151,7 @@ struct stripe {
 struct host_ec;
 
 #define HOST_RA_STREAMS 4 /* sequential runs followed in a region */
+#define HOST_RA_SMALL 16  /* read-ahead window no buffer is too small for */
 #define FETCH_RUN_BYTES (1u << 20) /* most bytes read at once */
 
 struct region {
