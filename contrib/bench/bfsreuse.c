@@ -73,7 +73,16 @@ touch(struct trace *t, unsigned a, uint64_t off)
 	t->c[t->n++] = c;
 }
 
-enum { A_ADJ, A_OFF, A_PARENT, A_LEVEL, A_FRONT, A_NEXT };
+/* The arrays; the two bitmaps swap roles each step (front, next). */
+enum { A_ADJ, A_OFF, A_PARENT, A_LEVEL, A_BITS0, A_BITS1 };
+
+/* Records reading v's degree: off[v] and off[v + 1]. */
+static void
+touch_deg(struct trace *t, uint64_t v)
+{
+	touch(t, A_OFF, v * 8);
+	touch(t, A_OFF, v * 8 + 8);
+}
 
 /* Reads PREFIX.SUFFIX's 64-byte header and then count items of size. */
 static void *
@@ -122,10 +131,11 @@ static uint64_t
 lru_misses(const struct trace *t, uint64_t nchunks, uint64_t cap)
 {
 	uint32_t *prev = xmalloc(nchunks * 4), *next = xmalloc(nchunks * 4);
-	uint8_t *in = calloc(nchunks, 1);
+	uint8_t *in = xmalloc(nchunks);
 	uint32_t head = NONE, tail = NONE; /* head: used last */
 	uint64_t used = 0, miss = 0;
 
+	memset(in, 0, nchunks);
 	for (uint64_t i = 0; i < t->n; i++) {
 		uint32_t c = t->c[i];
 
@@ -175,9 +185,10 @@ opt_misses(const struct trace *t, uint64_t nchunks, uint64_t cap)
 	uint64_t *nextuse = xmalloc(t->n * 8), *last = xmalloc(nchunks * 8);
 	uint64_t *cur = xmalloc(nchunks * 8), *hk = xmalloc(t->n * 8);
 	uint32_t *hc = xmalloc(t->n * 4);
-	uint8_t *in = calloc(nchunks, 1);
+	uint8_t *in = xmalloc(nchunks);
 	uint64_t hn = 0, used = 0, miss = 0;
 
+	memset(in, 0, nchunks);
 	for (uint64_t c = 0; c < nchunks; c++)
 		last[c] = UINT64_MAX;
 	for (uint64_t i = t->n; i-- > 0;) {
@@ -239,7 +250,7 @@ opt_misses(const struct trace *t, uint64_t nchunks, uint64_t cap)
 static uint64_t
 step_up(struct trace *t, const uint64_t *off, const uint32_t *adj,
     uint64_t n, uint32_t *parent, uint32_t *level, const uint64_t *front,
-    uint64_t *next, uint32_t depth, uint64_t *ne)
+    uint64_t *next, unsigned a_front, uint32_t depth, uint64_t *ne)
 {
 	uint64_t words = (n + 63) / 64, nn = 0;
 
@@ -252,12 +263,12 @@ step_up(struct trace *t, const uint64_t *off, const uint32_t *adj,
 			touch(t, A_PARENT, v * 4);
 			if (parent[v] != NONE)
 				continue;
-			touch(t, A_OFF, v * 8);
+			touch_deg(t, v);
 			for (uint64_t e = off[v]; e < off[v + 1]; e++) {
 				uint32_t u = adj[e];
 
 				touch(t, A_ADJ, e * 4);
-				touch(t, A_FRONT, u / 64 * 8);
+				touch(t, a_front, u / 64 * 8);
 				if (front[u / 64] >> (u % 64) & 1) {
 					parent[v] = u;
 					level[v] = depth;
@@ -270,7 +281,7 @@ step_up(struct trace *t, const uint64_t *off, const uint32_t *adj,
 			}
 		}
 		next[w] = word;
-		touch(t, A_NEXT, w * 8);
+		touch(t, a_front ^ 1, w * 8);
 	}
 	return nn;
 }
@@ -279,17 +290,17 @@ step_up(struct trace *t, const uint64_t *off, const uint32_t *adj,
 static uint64_t
 step_down(struct trace *t, const uint64_t *off, const uint32_t *adj,
     uint64_t n, uint32_t *parent, uint32_t *level, const uint64_t *front,
-    uint64_t *next, uint32_t depth, uint64_t *ne)
+    uint64_t *next, unsigned a_front, uint32_t depth, uint64_t *ne)
 {
 	uint64_t words = (n + 63) / 64, nn = 0;
 
 	memset(next, 0, words * 8);
 	for (uint64_t w = 0; w < words; w++) {
-		touch(t, A_FRONT, w * 8);
+		touch(t, a_front, w * 8);
 		for (uint64_t bits = front[w]; bits != 0; bits &= bits - 1) {
 			uint64_t u = w * 64 + (uint64_t)__builtin_ctzll(bits);
 
-			touch(t, A_OFF, u * 8);
+			touch_deg(t, u);
 			for (uint64_t e = off[u]; e < off[u + 1]; e++) {
 				uint32_t v = adj[e];
 
@@ -301,7 +312,8 @@ step_down(struct trace *t, const uint64_t *off, const uint32_t *adj,
 				level[v] = depth;
 				touch(t, A_LEVEL, (uint64_t)v * 4);
 				next[v / 64] |= 1ull << (v % 64);
-				touch(t, A_NEXT, v / 64 * 8);
+				touch(t, a_front ^ 1, v / 64 * 8);
+				touch_deg(t, v);
 				nn++;
 				*ne += off[v + 1] - off[v];
 			}
@@ -321,7 +333,11 @@ main(int argc, char **argv)
 	while ((opt = getopt(argc, argv, "c:b:r:")) != -1) {
 		switch (opt) {
 		case 'c': chunk = strtoull(optarg, NULL, 0); break;
-		case 'b': buffer = strtoull(optarg, NULL, 0) << 20; break;
+		case 'b': buffer = strtoull(optarg, NULL, 0);
+			if (buffer > (UINT64_C(1) << 40))
+				return usage();
+			buffer <<= 20;
+			break;
 		case 'r': root = (uint32_t)strtoul(optarg, NULL, 0); break;
 		default: return usage();
 		}
@@ -350,6 +366,17 @@ main(int argc, char **argv)
 	uint64_t *front = calloc(words, 8), *next = calloc(words, 8);
 	uint64_t fe = off[root + 1] - off[root], nf = 1;
 	uint8_t *seen = xmalloc(end >> 12);
+	unsigned a_front = A_BITS0;
+
+	if (buffer / chunk == 0) {
+		fprintf(stderr, "bfsreuse: a buffer of %" PRIu64 " MiB holds no "
+		    "chunk of %" PRIu64 " bytes\n", buffer >> 20, chunk);
+		return 2;
+	}
+	if (front == NULL || next == NULL) {
+		fprintf(stderr, "bfsreuse: out of memory\n");
+		return 1;
+	}
 
 	memset(parent, 0xff, n * 4);
 	memset(level, 0xff, n * 4);
@@ -375,7 +402,7 @@ main(int argc, char **argv)
 			}
 			ne = 0;
 			nn = (up ? step_up : step_down)(t, off, adj, n, pa, le,
-			    front, next, depth, &ne);
+			    front, next, a_front, depth, &ne);
 			if (pass == 0) {
 				free(pa);
 				free(le);
@@ -385,11 +412,13 @@ main(int argc, char **argv)
 		    up ? "bottom-up" : "top-down", nn,
 		    distinct(&tc, c0, tc.n, seen, nchunks) / 1e6,
 		    distinct(&tp, p0, tp.n, seen, end >> 12) / 1e6);
+		tp.n = 0; /* pages: counted per step only */
 		nf = nn;
 		fe = ne;
 		uint64_t *x = front;
 		front = next;
 		next = x;
+		a_front ^= 1;
 	}
 	uint64_t cap = buffer / chunk, lru = lru_misses(&tc, nchunks, cap);
 	uint64_t best = opt_misses(&tc, nchunks, cap);

@@ -5,7 +5,7 @@
  *
  * Owns: each region's runs (region.ra[], region.ra_window).
  * A run: a fault just past a run's last one (or within what it read
- *   ahead) doubles its window, from 2 up to `prefetch` chunks, and absent
+ *   ahead) doubles its window, from 2 up to host_ra_max() chunks, and absent
  *   chunks in the window are fetched as read-ahead (host_fetch_start()); a
  *   fault that belongs to no run starts one, in a free slot or that of the
  *   run unused longest.
