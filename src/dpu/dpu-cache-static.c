@@ -11,7 +11,8 @@
  * Piece states (enum dpu_piece_state, in dpu.h): EMPTY -> LOADING ->
  * LOADED; LOADING -> STALE when a write lands meanwhile (its load's data
  * is not used), then EMPTY again, and loaded by the next pass over the
- * pieces (a pass that loaded something starts the next at once).
+ * pieces (a pass that loaded something starts the next at once; one
+ * that loaded nothing, up to STATIC_EMPTY_PASSES in a row).
  * A region larger than the room left in static_size gets a partial copy:
  * every piece SKIP, its reads counted per piece until they number as
  * many as its pieces, then the most read pieces that fit become EMPTY
@@ -33,6 +34,7 @@
 #include "dpu/dpu-cache.h"
 
 #define STATIC_RETRY_NS (1000ull * 1000000u) /* after a failed load */
+#define STATIC_EMPTY_PASSES 3 /* passes in a row that may load nothing */
 
 /* Claims the next piece to load and makes its load; NULL when none. */
 static struct dpu_req *
@@ -233,6 +235,25 @@ dpu_cache_advise(struct dpu *dpu, struct dpu_mregion *m, uint32_t advice,
 }
 
 /*
+ * Whether a pass that ended with pieces left starts another at once: after
+ * one that loaded something, yes; after one that loaded nothing (each of
+ * its pieces written, or torn, while it was read), only up to
+ * STATIC_EMPTY_PASSES times in a row, so that a region written all the
+ * time is not read over and over (a read that misses starts the loads
+ * again). A region written once while its only piece loaded is loaded
+ * by the next pass, not left to the next read.
+ */
+static bool
+static_pass_again(struct dpu_static *st)
+{
+	if (atomic_exchange(&st->pass_loaded, 0) > 0) {
+		atomic_store(&st->empty_passes, 0);
+		return true;
+	}
+	return atomic_fetch_add(&st->empty_passes, 1) < STATIC_EMPTY_PASSES;
+}
+
+/*
  * A load of a piece is over: the piece is there (or empty again). Returns
  * the next load, to issue at once, or NULL. Back.
  */
@@ -274,13 +295,12 @@ dpu_static_load_done(struct dpu *dpu, struct dpu_req *q)
 			next = static_load_next(dpu, m, st);
 	}
 	/*
-	 * The last load of a pass that loaded something, with pieces left
-	 * (written while loading, or torn): another pass, at once. A pass
-	 * that loaded nothing ends the loads.
+	 * The last load of a pass, with pieces left (written while loading,
+	 * or torn): another pass, at once (static_pass_again()).
 	 */
 	if (next == NULL && last && (q->status == 0 ||
 	    q->status == -EBADMSG) && atomic_load(&st->loaded) < st->want &&
-	    atomic_exchange(&st->pass_loaded, 0) > 0) {
+	    static_pass_again(st)) {
 		atomic_store(&st->next, 0);
 		next = static_load_next(dpu, m, st);
 	}
@@ -337,6 +357,7 @@ dpu_static_lookup(struct dpu *dpu, struct dpu_mregion *m,
 		    mono_ns() >= st->retry_ns) {
 			/* Loads stopped on an error: start them over. */
 			st->retry_ns = mono_ns() + STATIC_RETRY_NS;
+			atomic_store(&st->empty_passes, 0);
 			atomic_store(&st->next, 0);
 			static_fill(dpu, m, st, loads);
 		}

@@ -121,6 +121,7 @@ struct dpu_static {
 	_Atomic uint64_t loaded;      /* pieces loaded */
 	_Atomic unsigned loads_out;
 	_Atomic uint64_t pass_loaded; /* pieces loaded since the pass began */
+	_Atomic unsigned empty_passes; /* passes in a row that loaded none */
 	uint64_t retry_ns;            /* front: loads failed; restart after */
 	uint64_t want;                /* pieces to load: npieces, or fewer
 	                               * for a partial copy */

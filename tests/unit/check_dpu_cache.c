@@ -352,12 +352,48 @@ START_TEST(test_static_write_during_a_load_never_leaves_older_data)
 	host_write(CHUNK, CHUNK, 0x77);
 	memcpy(q->buf, before + q->off, q->len);
 	q->status = 0;
-	ck_assert_ptr_null(dpu_cache_load_done(t.dpu, q));
+	q = dpu_cache_load_done(t.dpu, q);
 	free(before);
-	/* Those bytes are never served: the piece is loaded again. */
+	/* Those bytes are never served: the piece is loaded again, at once. */
 	ck_assert(!host_read(CHUNK, CHUNK));
+	ck_assert_ptr_nonnull(q);
+	TAILQ_INSERT_TAIL(&loads, q, link);
+	back_run(&loads);
 	ck_assert_uint_eq(atomic_load(&t.loads), 1);
 	ck_assert(host_read(CHUNK, CHUNK));
+	ck_assert(host_read(0, MIB));
+	cache_teardown();
+}
+END_TEST
+
+START_TEST(test_static_torn_load_is_retried_a_few_passes_then_on_a_miss)
+{
+	struct dpu_reqq loads;
+	struct dpu_req *q;
+	unsigned passes = 0;
+
+	cache_setup("dynamic_cache = off", MIB);
+	TAILQ_INIT(&loads);
+	ck_assert_int_eq(dpu_cache_advise(t.dpu, t.m, FAM_ADVICE_STATIC,
+	    &loads), 0);
+	q = TAILQ_FIRST(&loads);
+	ck_assert_ptr_nonnull(q);
+	TAILQ_REMOVE(&loads, q, link);
+	ck_assert(TAILQ_EMPTY(&loads));
+	/*
+	 * Each read of the region's one piece torn by writes (a CRC
+	 * mismatch): read again at once, but not for ever.
+	 */
+	while (q != NULL) {
+		passes++;
+		ck_assert_uint_le(passes, 10);
+		q->status = -EBADMSG;
+		q = dpu_cache_load_done(t.dpu, q);
+	}
+	ck_assert_uint_eq(passes, 4); /* the first, and 3 passes again */
+	/* A read that misses starts the loads over: this one is whole. */
+	ck_assert(!host_read(0, CHUNK));
+	ck_assert_uint_eq(atomic_load(&t.loads), 1);
 	ck_assert(host_read(0, MIB));
 	cache_teardown();
 }
@@ -1295,6 +1331,7 @@ dpu_cache_suite(void)
 	tcase_add_test(st, test_static_copy_serves_reads_once_its_pieces_are_loaded);
 	tcase_add_test(st, test_static_copy_takes_acknowledged_writes);
 	tcase_add_test(st, test_static_write_during_a_load_never_leaves_older_data);
+	tcase_add_test(st, test_static_torn_load_is_retried_a_few_passes_then_on_a_miss);
 	tcase_add_test(st, test_static_copy_refused_past_static_size);
 	tcase_add_test(st, test_static_partial_copy_keeps_the_pieces_read_most);
 	tcase_add_test(dy, test_dynamic_sequential_trace_hits_after_its_prefetch);
