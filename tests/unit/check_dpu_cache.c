@@ -327,11 +327,15 @@ START_TEST(test_static_copy_takes_acknowledged_writes)
 }
 END_TEST
 
-START_TEST(test_static_write_during_a_load_never_leaves_older_data)
+/*
+ * A region of one piece advised static: its one load, taken out to be
+ * answered by the test.
+ */
+static struct dpu_req *
+static_one_load(void)
 {
 	struct dpu_reqq loads;
 	struct dpu_req *q;
-	uint8_t *before;
 
 	cache_setup("dynamic_cache = off", MIB);
 	TAILQ_INIT(&loads);
@@ -341,6 +345,17 @@ START_TEST(test_static_write_during_a_load_never_leaves_older_data)
 	ck_assert_ptr_nonnull(q);
 	TAILQ_REMOVE(&loads, q, link);
 	ck_assert(TAILQ_EMPTY(&loads));
+	return q;
+}
+
+START_TEST(test_static_write_during_a_load_never_leaves_older_data)
+{
+	struct dpu_reqq loads;
+	struct dpu_req *q;
+	uint8_t *before;
+
+	TAILQ_INIT(&loads);
+	q = static_one_load();
 	/*
 	 * The load was served by the memory node before a write, whose
 	 * acknowledgement arrives first (over verbs the two are not
@@ -368,18 +383,9 @@ END_TEST
 
 START_TEST(test_static_torn_load_is_retried_a_few_passes_then_on_a_miss)
 {
-	struct dpu_reqq loads;
-	struct dpu_req *q;
+	struct dpu_req *q = static_one_load();
 	unsigned passes = 0;
 
-	cache_setup("dynamic_cache = off", MIB);
-	TAILQ_INIT(&loads);
-	ck_assert_int_eq(dpu_cache_advise(t.dpu, t.m, FAM_ADVICE_STATIC,
-	    &loads), 0);
-	q = TAILQ_FIRST(&loads);
-	ck_assert_ptr_nonnull(q);
-	TAILQ_REMOVE(&loads, q, link);
-	ck_assert(TAILQ_EMPTY(&loads));
 	/*
 	 * Each read of the region's one piece torn by writes (a CRC
 	 * mismatch): read again at once, but not for ever.
