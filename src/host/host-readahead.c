@@ -3,7 +3,9 @@
  * host-readahead.c - read-ahead: the sequential runs of faults in each
  * region, and the chunks fetched ahead of them.
  *
- * Owns: each region's runs (region.ra[], region.ra_window).
+ * Owns: each region's runs (region.ra[], region.ra_window), and which
+ *   loops' chunks are kept (frame.kept, host.kept_pages, keep_target;
+ *   the hand honours them in host-buffer.c).
  * A run: a fault just past a run's last one (or within what it read
  *   ahead) doubles its window, from 2 up to host_ra_max() chunks, and absent
  *   chunks in the window are fetched as read-ahead (host_fetch_start()); a
@@ -134,4 +136,57 @@ host_prefetch(struct host *h, struct region *r, uint64_t c)
 		if (ch->state == CH_ABSENT && !host_fork_pending(r, st->next))
 			host_fetch_start(h, r, st->next, true, 0, 0);
 	}
+}
+
+/*
+ * Loops (clock): a sequential run that reads a region again (again: its
+ * chunk had left the buffer) makes the region a loop's for two laps of the
+ * hand. A loop's chunks that come in for its runs (read ahead, or faulted
+ * while a run's window is open) while the kept frames are under
+ * `loop_keep` percent of the buffer are kept: the hand passes
+ * them while the region still loops, so each sweep finds them in place
+ * and reads only the rest, instead of evicting each chunk just before the
+ * sweep comes back to it (a clock or an LRU over a loop larger than the
+ * buffer misses every time). A region that stopped looping loses its kept
+ * chunks as the hand meets them. What is kept leaves room for twice the
+ * read-ahead windows of HOST_RA_STREAMS runs and the write-backs in
+ * flight: in a small buffer, kept chunks would push out what was read
+ * ahead before it is used. Balanced against chunks used at random
+ * (h->keep_target): a loop's chunk read again raises the target by a
+ * chunk, a refault of one used at random lowers it (host_loop_refault()),
+ * and kept chunks past it leave as the hand meets them.
+ */
+void
+host_loop_keep(struct host *h, struct region *r, uint32_t frame, bool again)
+{
+	struct frame *fr = &h->frames[frame];
+	uint64_t max = h->npages *
+	    (uint64_t)cfg_int(h->d->cfg, CFG_HOST_LOOP_KEEP) / 100, room;
+
+	if (max == 0 ||
+	    cfg_int(h->d->cfg, CFG_HOST_EVICTION) != CFG_EVICTION_CLOCK)
+		return; /* off (the default) */
+	if (again)
+		r->loop_lap = h->hand_laps + 1;
+	room = ((uint64_t)host_ra_max(h) * 2 *
+	    HOST_RA_STREAMS + h->writebacks_inflight) * h->chunk_pages;
+	if (h->npages < room + max)
+		max = h->npages > room ? h->npages - room : 0;
+	if (again && !fr->kept && h->keep_target < max)
+		h->keep_target += fr->pages; /* more kept would have had it */
+	if (max > h->keep_target)
+		max = h->keep_target;
+	if (r->loop_lap == 0 || r->loop_lap + 2 <= h->hand_laps || fr->kept ||
+	    h->kept_pages + fr->pages > max)
+		return; /* not (or no longer) a loop's, or room for no more */
+	fr->kept = true;
+	h->kept_pages += fr->pages;
+}
+
+/* A chunk used at random came back soon after it left: less kept. */
+void
+host_loop_refault(struct host *h)
+{
+	h->keep_target -= h->keep_target < h->chunk_pages ? h->keep_target :
+	    h->chunk_pages;
 }

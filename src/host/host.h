@@ -725,6 +725,9 @@ void host_fault_fini(struct host *h);
 void host_ra_reset(struct region *r);
 unsigned host_ra_max(const struct host *h);
 void host_prefetch(struct host *h, struct region *r, uint64_t c);
+void host_loop_keep(struct host *h, struct region *r, uint32_t frame,
+    bool again);
+void host_loop_refault(struct host *h);
 void host_fetch_start(struct host *h, struct region *r, uint64_t c,
     bool prefetch, pid_t tid, uint64_t addr);
 void host_uffd_cb(int fd, short what, void *arg);
@@ -784,9 +787,6 @@ bool host_evict_for_room(struct host *h);
 enum host_admit { HOST_ADMIT_NEW, HOST_ADMIT_AGAIN, HOST_ADMIT_REFAULT };
 enum host_admit host_chunk_admitted(struct host *h, struct chunk *ch,
     bool demand);
-void host_loop_keep(struct host *h, struct region *r, uint32_t frame,
-    bool again);
-void host_loop_refault(struct host *h);
 void host_region_drop_chunks(struct host *h, struct region *r);
 void host_chunks_punch(struct host *h, struct region *r, uint64_t c,
     uint64_t n);
