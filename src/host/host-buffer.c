@@ -1017,13 +1017,17 @@ host_evict_for_room(struct host *h)
 /*
  * Background eviction: above high_watermark, evicts (and starts
  * write-backs) until the buffer, less the write-backs in flight, is at
- * low_watermark, so that faults rarely wait for room.
+ * low_watermark, so that faults rarely wait for room. At most
+ * HOST_EVICT_SLICE chunks a call: the rest in the loop's next rounds
+ * (host_evict_soon()), so that a fault's read goes out, and a reply is
+ * taken in, between slices instead of after the whole pass.
  */
 void
 host_evict_background(struct host *h)
 {
 	uint64_t high = h->npages * h->high_pct / 100;
 	uint64_t low = h->npages * h->low_pct / 100;
+	unsigned n = 0;
 
 	if (h->pages_used > high)
 		h->evicting = true;
@@ -1033,6 +1037,10 @@ host_evict_background(struct host *h)
 		    h->chunk_pages) {
 			if (h->pages_used <= low)
 				h->evicting = false;
+			break;
+		}
+		if (n++ == HOST_EVICT_SLICE) {
+			host_evict_soon(h);
 			break;
 		}
 		if (h->writebacks_inflight >= MAX_WRITEBACKS ||

@@ -837,12 +837,36 @@ fault_wake_cb(evutil_socket_t fd, short what, void *arg)
 		host_fetch_kick(h);
 }
 
-/* Creates the deferred wake-up on the host's loop; 0 or -ENOMEM. */
+/* Background eviction's next slice, then what its room lets start. */
+static void
+evict_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct host *h = arg;
+
+	host_evict_background(h);
+	host_fetch_kick(h);
+}
+
+/*
+ * Runs background eviction after the loop has polled its descriptors
+ * again (a timer of no delay): reads asked for go out first.
+ */
+void
+host_evict_soon(struct host *h)
+{
+	static const struct timeval now;
+
+	if (h->evict_ev != NULL && !evtimer_pending(h->evict_ev, NULL))
+		evtimer_add(h->evict_ev, &now);
+}
+
+/* Creates the deferred wake-up and eviction on the host's loop. */
 int
 host_fault_init(struct host *h)
 {
 	h->wake = event_new(h->base, -1, 0, fault_wake_cb, h);
-	return h->wake != NULL ? 0 : -ENOMEM;
+	h->evict_ev = evtimer_new(h->base, evict_cb, h);
+	return h->wake != NULL && h->evict_ev != NULL ? 0 : -ENOMEM;
 }
 
 /* Frees the deferred wake-up (whatever it was still asked for is dropped). */
@@ -852,6 +876,9 @@ host_fault_fini(struct host *h)
 	if (h->wake != NULL)
 		event_free(h->wake);
 	h->wake = NULL;
+	if (h->evict_ev != NULL)
+		event_free(h->evict_ev);
+	h->evict_ev = NULL;
 	h->wake_what = 0;
 }
 
@@ -1126,5 +1153,5 @@ host_uffd_cb(int fd, short what, void *arg)
 			break;
 	}
 	host_fetch_kick(h);
-	host_evict_background(h);
+	host_evict_soon(h);
 }

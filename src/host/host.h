@@ -559,6 +559,7 @@ struct host {
 	                     * is kept, on the memory nodes and in the arenas */
 	/* calls up, registered from above (lower layers call only these) */
 	struct event *wake;      /* the deferred wake-up (host_wake) */
+	struct event *evict_ev;  /* background eviction's next slice */
 	unsigned wake_what;      /* HOST_WAKE_* asked for since it last ran */
 	void (*node_up)(struct host *h, struct mnode *n, bool resumed);
 	void (*region_gone)(struct region *r); /* dying and idle: free it */
@@ -781,7 +782,9 @@ int64_t host_frame_take(struct host *h, uint32_t pages);
 void host_frame_put(struct host *h, uint32_t frame);
 int host_frame_grow(struct host *h, uint32_t frame, int64_t pages);
 unsigned host_grain_settle(struct host_client *cl);
+#define HOST_EVICT_SLICE 8u /* chunks a background pass evicts at a time */
 void host_evict_background(struct host *h);
+void host_evict_soon(struct host *h); /* host-fault.c */
 bool host_evict_for_room(struct host *h);
 /* host_chunk_admitted(): what a chunk read in was */
 enum host_admit { HOST_ADMIT_NEW, HOST_ADMIT_AGAIN, HOST_ADMIT_REFAULT };

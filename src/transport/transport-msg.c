@@ -547,6 +547,7 @@ tp_serve_read(struct tp_conn *c, const struct fam_hdr *h,
 	o->iovcnt = 2;
 	o->resp = o->notify = o->holding = true;
 	o->hold = hold;
+	o->urgent = !(h->flags & FAM_F_BACKGROUND);
 	c->tops->out_queue(c, o, true);
 }
 

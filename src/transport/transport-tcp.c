@@ -17,7 +17,11 @@
  * entries, payloads are referenced, and each entry's callback (reply sent,
  * hold released, request on the wire) fires once the kernel has all its
  * bytes. What is queued is written at the end of the loop's round
- * (ev_flush, no system call to arm it); the socket is watched for room
+ * (ev_flush, no system call to arm it), so that a burst of requests goes
+ * in one writev(); but a read a fault waits for (not FAM_F_BACKGROUND),
+ * and the data that answers it, is written at once, with what is queued
+ * before it: whatever else the round holds (an eviction pass, other
+ * connections' replies) would delay it. The socket is watched for room
  * (ev_write) only while it has none, or while connecting.
  * A read that returns fewer bytes than asked for has drained the socket:
  * input stops there until the loop says there is more (level-triggered).
@@ -387,7 +391,10 @@ tcp_want_flush(struct tcp_conn *c)
 		event_active(c->ev_flush, EV_WRITE, 0);
 }
 
-/* Appends an entry to the output queue and asks for a write. */
+/*
+ * Appends an entry to the output queue and asks for a write: at the end
+ * of the round, or now for an urgent one (a fault's read or its data).
+ */
 static void
 tcp_enqueue(struct tcp_conn *c, struct tcp_out *o)
 {
@@ -413,7 +420,10 @@ tcp_enqueue(struct tcp_conn *c, struct tcp_out *o)
 		c->paused = true;
 		c->tc.stats.input_pauses++;
 	}
-	tcp_want_flush(c);
+	if (o->out.urgent && !c->writing && c->tc.state == TPS_OPEN)
+		tcp_send_queued(c);
+	else
+		tcp_want_flush(c);
 }
 
 /* Accounts for w bytes written: finishes the entries fully sent. */

@@ -264,6 +264,30 @@ START_TEST(test_background_eviction_runs_from_high_to_low_watermark)
 }
 END_TEST
 
+/*
+ * A background pass evicts HOST_EVICT_SLICE chunks at a time: the rest in
+ * the loop's next rounds, so that faults' reads and replies go between.
+ */
+START_TEST(test_background_eviction_goes_by_slices)
+{
+	start("high_watermark = 100\nlow_watermark = 99\n");
+	ck_assert_uint_eq(chunks(0, 12, false).wrong, 0);
+	unit_run_for(u.base, 200);
+	ck_assert_uint_eq(h->used, 12);
+	h->high_pct = 50;
+	h->low_pct = 1;
+	host_evict_background(h);
+	ck_assert_uint_eq(h->stats.evictions_clean, HOST_EVICT_SLICE);
+	ck_assert(h->evicting);
+	ck_assert(evtimer_pending(h->evict_ev, NULL));
+	unit_run_for(u.base, 100);
+	ck_assert_uint_eq(h->stats.evictions_clean, 12);
+	ck_assert_uint_eq(h->used, 0);
+	ck_assert(!h->evicting);
+	ck_assert_uint_eq(chunks(0, 12, false).wrong, 0);
+}
+END_TEST
+
 /* Counts the pages of chunk c of the region in its arena's memfd. */
 static unsigned
 pages_in_memfd(uint64_t c)
@@ -454,6 +478,7 @@ host_buffer_suite(void)
 	tcase_add_test(t, test_clock_gives_a_written_chunk_a_second_chance);
 	tcase_add_test(t, test_clock_leaves_a_chunk_written_again_writable_for_a_pass);
 	tcase_add_test(t, test_background_eviction_runs_from_high_to_low_watermark);
+	tcase_add_test(t, test_background_eviction_goes_by_slices);
 	tcase_add_test(t, test_background_pass_punches_each_evicted_chunk_and_no_other);
 	tcase_add_test(t, test_occupancy_and_dirty_counters);
 	tcase_add_test(t,

@@ -1260,6 +1260,58 @@ START_TEST(test_rogue_server_without_the_secret_is_refused_before_any_request)
 }
 END_TEST
 
+/*
+ * A read a fault waits for goes on the wire inside the call, with what was
+ * queued before it; read-ahead (FAM_F_BACKGROUND) waits for the end of
+ * the loop's round, to go with the rest of its burst.
+ */
+START_TEST(test_fault_read_is_written_at_once_read_ahead_at_round_end)
+{
+	struct fam_conn_opts o = opts("s3cret", T_OP, 0);
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+		.sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t slen = sizeof sin;
+	int lfd = socket(AF_INET, SOCK_STREAM, 0), fd;
+	struct fam_hello_resp resp = { .role = FAM_WIRE_ROLE_MEMORY };
+	struct fam_remote r = { .region = 1, .size = MEM_SIZE };
+	static uint8_t dst[2][4096];
+	struct pollfd p;
+	struct fam_hdr h;
+	char *cause = NULL;
+
+	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sin, sizeof sin), 0);
+	ck_assert_int_eq(listen(lfd, 1), 0);
+	ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&sin, &slen), 0);
+	snprintf(srv_addr, sizeof srv_addr, "127.0.0.1:%u",
+	    ntohs(sin.sin_port));
+	ck_assert_int_eq(fam_connect(base, srv_addr, &o, &cli_handlers, NULL,
+	    &cli.c, &cause), 0);
+	unit_run_until(base, p_connected, 50);
+	fd = accept(lfd, NULL, NULL);
+	snprintf(resp.node, sizeof resp.node, "mem");
+	raw_serve_hello(fd, "s3cret", &resp);
+	ck_assert(unit_run_until(base, p_connected, T_WAIT));
+	ck_assert(cli.connected);
+
+	ck_assert_int_eq(fam_conn_readf(cli.c, &r, 0, 4096, dst[0], NULL,
+	    FAM_F_BACKGROUND, cli_done, (void *)0), 0);
+	p = (struct pollfd){ .fd = fd, .events = POLLIN };
+	ck_assert_int_eq(poll(&p, 1, 100), 0); /* the loop has not run */
+	ck_assert_int_eq(fam_conn_readf(cli.c, &r, 4096, 4096, dst[1], NULL,
+	    0, cli_done, (void *)1), 0);
+	ck_assert_int_eq(poll(&p, 1, T_WAIT), 1); /* nor has it now */
+	ck_assert(raw_recv(fd, &h, NULL));
+	ck_assert_uint_eq(h.type, FAM_MSG_READ);
+	ck_assert_uint_eq(h.flags & FAM_F_BACKGROUND, FAM_F_BACKGROUND);
+	ck_assert(raw_recv(fd, &h, NULL));
+	ck_assert_uint_eq(h.type, FAM_MSG_READ);
+	ck_assert_uint_eq(h.flags & FAM_F_BACKGROUND, 0);
+	srv.closed = true;
+	close(fd);
+	close(lfd);
+}
+END_TEST
+
 START_TEST(test_read_data_that_fails_its_crc_is_lost_not_delivered)
 {
 	struct fam_conn_opts o = opts("", T_OP, 0);
@@ -1648,6 +1700,7 @@ transport_suite(void)
 	tcase_add_test(t, test_resolve_errors_answered_and_stream_stays_in_sync);
 	tcase_add_test(t, test_reads_and_writes_go_to_request_without_resolve);
 	tcase_add_test(t, test_background_flag_reaches_the_request_handler);
+	tcase_add_test(t, test_fault_read_is_written_at_once_read_ahead_at_round_end);
 	tcase_add_test(t, test_api_misuse_returns_errors);
 	tcase_add_test(t, test_connect_without_node_name_refused_at_once);
 	tcase_add_test(t, test_unknown_response_id_closes_that_connection);
