@@ -18,11 +18,14 @@
  * hold released, request on the wire) fires once the kernel has all its
  * bytes. What is queued is written at the end of the loop's round
  * (ev_flush, no system call to arm it), so that a burst of requests goes
- * in one writev(); but a read a fault waits for (not FAM_F_BACKGROUND),
- * and the data that answers it, is written at once, with what is queued
- * before it: whatever else the round holds (an eviction pass, other
- * connections' replies) would delay it. The socket is watched for room
- * (ev_write) only while it has none, or while connecting.
+ * in one writev(). But a READ a fault waits for (not FAM_F_BACKGROUND) on
+ * a connection opened with urgent_reads (the host's), and the data served
+ * through resolve for such a READ (a memory famd's), are written at once,
+ * with what is queued before them (tcp_send_urgent()): whatever else the
+ * round holds (an eviction pass, other connections' replies) would delay
+ * them. Not from inside a write, nor from an API call while an entry that
+ * calls back is queued. The socket is watched for room (ev_write) only
+ * while it has none, or while connecting.
  * A read that returns fewer bytes than asked for has drained the socket:
  * input stops there until the loop says there is more (level-triggered).
  *
@@ -101,6 +104,7 @@ struct tcp_conn {
 	struct event *ev_read, *ev_write;
 	struct event *ev_flush;        /* writes the queue this loop round */
 	bool reading, writing, paused;
+	bool sending;       /* in tcp_send_queued() */
 	bool throttled;     /* the role stopped our input */
 	uint64_t rx_progress, tx_progress;
 
@@ -135,6 +139,7 @@ static struct fam_mr tcp_mr_none = { .ops = &tcp_transport_ops };
 static const struct tp_conn_ops tcp_conn_ops;
 
 static void tcp_send_queued(struct tcp_conn *c);
+static void tcp_send_some(struct tcp_conn *c);
 
 /* Returns the tcp connection behind a transport connection. */
 static struct tcp_conn *
@@ -391,10 +396,7 @@ tcp_want_flush(struct tcp_conn *c)
 		event_active(c->ev_flush, EV_WRITE, 0);
 }
 
-/*
- * Appends an entry to the output queue and asks for a write: at the end
- * of the round, or now for an urgent one (a fault's read or its data).
- */
+/* Appends an entry to the output queue and asks for a write. */
 static void
 tcp_enqueue(struct tcp_conn *c, struct tcp_out *o)
 {
@@ -420,10 +422,22 @@ tcp_enqueue(struct tcp_conn *c, struct tcp_out *o)
 		c->paused = true;
 		c->tc.stats.input_pauses++;
 	}
-	if (o->out.urgent && !c->writing && c->tc.state == TPS_OPEN)
-		tcp_send_queued(c);
-	else
-		tcp_want_flush(c);
+	tcp_want_flush(c);
+}
+
+/*
+ * Writes an urgent entry just queued at once, with what is queued before
+ * it (from the input's side, or from an API call that no callback can run
+ * inside of: nothing queued calls back once out, and no write is under
+ * way further up the stack).
+ */
+static void
+tcp_send_urgent(struct tcp_conn *c, bool api)
+{
+	if (c->writing || c->sending || c->tc.state != TPS_OPEN ||
+	    (api && c->out_notify > 0))
+		return; /* the flush at the round's end, or room, writes it */
+	tcp_send_queued(c);
 }
 
 /* Accounts for w bytes written: finishes the entries fully sent. */
@@ -493,6 +507,15 @@ tcp_linger(struct tcp_conn *c)
 static void
 tcp_send_queued(struct tcp_conn *c)
 {
+	c->sending = true;
+	tcp_send_some(c);
+	c->sending = false;
+}
+
+/* tcp_send_queued()'s work. */
+static void
+tcp_send_some(struct tcp_conn *c)
+{
 	while (!TAILQ_EMPTY(&c->outq) && c->tc.state != TPS_CLOSED &&
 	    c->tc.state != TPS_CONNECTING) {
 		struct iovec iov[TCP_IOV_BATCH];
@@ -550,9 +573,10 @@ static void
 tcp_out_queue(struct tp_conn *tc, struct tp_out *out, bool rx)
 {
 	struct tcp_conn *c = tcp_conn_of(tc);
+	bool close_after = out->close_after, urgent = out->urgent;
 
 	tcp_enqueue(c, (struct tcp_out *)out);
-	if (out->close_after) {
+	if (close_after) {
 		c->paused = false;
 		c->throttled = false;
 		c->rx = RX_HDR;
@@ -560,6 +584,8 @@ tcp_out_queue(struct tp_conn *tc, struct tp_out *out, bool rx)
 		tcp_want_read(c);
 		tcp_want_write(c);
 	}
+	if (urgent)
+		tcp_send_urgent(c, !rx);
 }
 
 /* ---- operations -------------------------------------------------------- */
@@ -569,11 +595,15 @@ static int
 tcp_op_start(struct tp_conn *tc, struct tp_op *op)
 {
 	struct tp_out *o = tp_op_out(tc, op);
+	bool urgent;
 
 	if (o == NULL)
 		return -ENOMEM;
+	urgent = o->urgent;
 	tp_table_add(tc, op);
 	tcp_enqueue(tcp_conn_of(tc), (struct tcp_out *)o);
+	if (urgent)
+		tcp_send_urgent(tcp_conn_of(tc), true);
 	return 0;
 }
 

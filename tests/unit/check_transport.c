@@ -1261,11 +1261,14 @@ START_TEST(test_rogue_server_without_the_secret_is_refused_before_any_request)
 END_TEST
 
 /*
- * A read a fault waits for goes on the wire inside the call, with what was
- * queued before it; read-ahead (FAM_F_BACKGROUND) waits for the end of
- * the loop's round, to go with the rest of its burst.
+ * On a connection with urgent_reads, a read a fault waits for goes on the
+ * wire inside the call, with what was queued before it; read-ahead
+ * (FAM_F_BACKGROUND) waits for the end of the loop's round, to go with
+ * the rest of its burst. Without urgent_reads (a dpu's batches), every
+ * read waits for the round's end.
  */
-START_TEST(test_fault_read_is_written_at_once_read_ahead_at_round_end)
+static void
+fault_read_written_at_once(bool urgent_reads)
 {
 	struct fam_conn_opts o = opts("s3cret", T_OP, 0);
 	struct sockaddr_in sin = { .sin_family = AF_INET,
@@ -1279,6 +1282,7 @@ START_TEST(test_fault_read_is_written_at_once_read_ahead_at_round_end)
 	struct fam_hdr h;
 	char *cause = NULL;
 
+	o.urgent_reads = urgent_reads;
 	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sin, sizeof sin), 0);
 	ck_assert_int_eq(listen(lfd, 1), 0);
 	ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&sin, &slen), 0);
@@ -1299,7 +1303,9 @@ START_TEST(test_fault_read_is_written_at_once_read_ahead_at_round_end)
 	ck_assert_int_eq(poll(&p, 1, 100), 0); /* the loop has not run */
 	ck_assert_int_eq(fam_conn_readf(cli.c, &r, 4096, 4096, dst[1], NULL,
 	    0, cli_done, (void *)1), 0);
-	ck_assert_int_eq(poll(&p, 1, T_WAIT), 1); /* nor has it now */
+	/* nor has it now */
+	ck_assert_int_eq(poll(&p, 1, urgent_reads ? T_WAIT : 100),
+	    urgent_reads ? 1 : 0);
 	ck_assert(raw_recv(fd, &h, NULL));
 	ck_assert_uint_eq(h.type, FAM_MSG_READ);
 	ck_assert_uint_eq(h.flags & FAM_F_BACKGROUND, FAM_F_BACKGROUND);
@@ -1309,6 +1315,17 @@ START_TEST(test_fault_read_is_written_at_once_read_ahead_at_round_end)
 	srv.closed = true;
 	close(fd);
 	close(lfd);
+}
+
+START_TEST(test_fault_read_is_written_at_once_read_ahead_at_round_end)
+{
+	fault_read_written_at_once(true);
+}
+END_TEST
+
+START_TEST(test_without_urgent_reads_every_read_waits_for_round_end)
+{
+	fault_read_written_at_once(false);
 }
 END_TEST
 
@@ -1701,6 +1718,7 @@ transport_suite(void)
 	tcase_add_test(t, test_reads_and_writes_go_to_request_without_resolve);
 	tcase_add_test(t, test_background_flag_reaches_the_request_handler);
 	tcase_add_test(t, test_fault_read_is_written_at_once_read_ahead_at_round_end);
+	tcase_add_test(t, test_without_urgent_reads_every_read_waits_for_round_end);
 	tcase_add_test(t, test_api_misuse_returns_errors);
 	tcase_add_test(t, test_connect_without_node_name_refused_at_once);
 	tcase_add_test(t, test_unknown_response_id_closes_that_connection);
