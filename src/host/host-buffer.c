@@ -1020,7 +1020,8 @@ host_evict_for_room(struct host *h)
  * low_watermark, so that faults rarely wait for room. At most
  * HOST_EVICT_SLICE chunks a call: the rest in the loop's next rounds
  * (host_evict_soon()), so that a fault's read goes out, and a reply is
- * taken in, between slices instead of after the whole pass.
+ * taken in, between slices instead of after the whole pass. The pass
+ * ends (evict_gen) when its last slice does.
  */
 void
 host_evict_background(struct host *h)
@@ -1049,7 +1050,9 @@ host_evict_background(struct host *h)
 	}
 	punch_flush(h);
 	h->punch_batch = false;
-	h->evict_gen++;
+	/* a pass's slices spare what arrived since the pass before it */
+	if (n <= HOST_EVICT_SLICE)
+		h->evict_gen++;
 }
 
 /* Takes every chunk of a region being freed out of the buffer. */

@@ -843,6 +843,8 @@ evict_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct host *h = arg;
 
+	if (h->stopping)
+		return;
 	host_evict_background(h);
 	host_fetch_kick(h);
 }
