@@ -6,7 +6,9 @@ src_libfamdcore_la_SOURCES += \
 	src/transport/transport.c \
 	src/transport/transport-conn.c \
 	src/transport/transport-msg.c \
+	src/transport/transport-tcp.h \
 	src/transport/transport-tcp.c \
+	src/transport/transport-tcp-listen.c \
 	src/transport/transport-tls.c \
 	src/transport/verbs/verbs.h \
 	src/transport/verbs/verbs-cm.c \

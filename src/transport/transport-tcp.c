@@ -4,7 +4,7 @@
  * (transport-conn.c), libevent events and non-blocking sockets.
  *
  * Owns: the socket, input framing (enum tcp_rx), the output queue
- * (struct tcp_out), the listener. States: enum tp_state (transport-int.h);
+ * (struct tcp_out); the listener's socket is transport-tcp-listen.c's. States: enum tp_state (transport-int.h);
  * tcp uses LINGER, not JOINING or DRAINING. No locks: one loop.
  *
  * Input: headers and short bodies are read through a small staging buffer;
@@ -52,6 +52,7 @@
 
 #include "base/base.h"
 #include "transport/transport-int.h"
+#include "transport/transport-tcp.h"
 
 #define TCP_STAGE_LEN    4096      /* staging buffer: headers, short bodies */
 #define TCP_INLINE_BODY  256       /* bodies up to this need no allocation */
@@ -90,12 +91,6 @@ struct tcp_out {
 };
 
 TAILQ_HEAD(tcp_outq, tcp_out);
-
-struct tcp_listener {
-	struct tp_listener tl;
-	struct evconnlistener *lev;
-	struct event *backoff;
-};
 
 struct tcp_conn {
 	struct tp_conn tc;
@@ -149,7 +144,7 @@ tcp_conn_of(void *c)
 }
 
 /* Sets the socket options every connection gets. */
-static void
+void
 tcp_sockopts(int fd)
 {
 	int one = 1, idle = TCP_KEEPIDLE_S, intvl = TCP_KEEPINTVL_S;
@@ -160,24 +155,6 @@ tcp_sockopts(int fd)
 	(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
 	(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
 	(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
-}
-
-/* Opens a non-blocking TCP socket for ss: the fd, or -errno with *cause. */
-static int
-tcp_socket(const struct sockaddr_storage *ss, const char *what,
-    const char *addr, char **cause)
-{
-	int fd, err;
-
-	fd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-	    0);
-	if (fd < 0) {
-		err = -errno;
-		*cause = xasprintf("%s %s: socket: %s", what, addr,
-		    strerror(errno));
-		return err;
-	}
-	return fd;
 }
 
 /* ---- connection life --------------------------------------------------- */
@@ -982,36 +959,13 @@ tcp_flush_cb(evutil_socket_t fd, short what, void *arg)
 	tcp_write_cb(c->fd, EV_WRITE, c);
 }
 
-/* ---- listener ---------------------------------------------------------- */
+/* ---- listener (transport-tcp-listen.c) ---------------------------------- */
 
-/* Re-enables accepting after a descriptor shortage. */
-static void
-tcp_backoff_cb(evutil_socket_t fd, short what, void *arg)
+/* A connection accepted on l's socket (fd): its own, handed to the role. */
+void
+tcp_accepted(struct tcp_listener *l, int fd, const struct sockaddr *sa,
+    socklen_t salen)
 {
-	struct tcp_listener *l = arg;
-
-	evconnlistener_enable(l->lev);
-}
-
-/* Backs off for a second when accept fails (EMFILE) instead of spinning. */
-static void
-tcp_accept_error_cb(struct evconnlistener *lev, void *arg)
-{
-	struct tcp_listener *l = arg;
-	struct timeval tv = { 1, 0 };
-
-	log_warn("tcp: accept on %s: %s; pausing for 1s", l->tl.addr,
-	    strerror(errno));
-	evconnlistener_disable(lev);
-	evtimer_add(l->backoff, &tv);
-}
-
-/* Takes a new connection and hands it to the role. */
-static void
-tcp_accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
-    struct sockaddr *sa, int salen, void *arg)
-{
-	struct tcp_listener *l = arg;
 	struct tcp_conn *c;
 
 	c = tcp_conn_new(l->tl.evb, fd, &l->tl.opts, false);
@@ -1021,7 +975,7 @@ tcp_accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
 		close(fd);
 		return;
 	}
-	tp_format_addr(sa, (socklen_t)salen, c->tc.peer, sizeof c->tc.peer);
+	tp_format_addr(sa, salen, c->tc.peer, sizeof c->tc.peer);
 	tcp_sockopts(fd);
 	c->tc.state = TPS_HELLO;
 	c->tc.deadline = mono_ns() +
@@ -1034,53 +988,6 @@ tcp_accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
 	tp_arm_timer(&c->tc);
 }
 
-/* Listens on ss for l: a bound socket under an evconnlistener. */
-static int
-tcp_bind(struct tp_listener *tl, const char *addr,
-    struct sockaddr_storage *ss, socklen_t sslen, char **cause)
-{
-	struct tcp_listener *l = (struct tcp_listener *)tl;
-	int fd, one = 1, err;
-
-	fd = tcp_socket(ss, "listen", addr, cause);
-	if (fd < 0)
-		return fd;
-	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-	if (bind(fd, (struct sockaddr *)ss, sslen) < 0) {
-		err = -errno;
-		*cause = xasprintf("listen %s: bind: %s", addr,
-		    strerror(errno));
-		close(fd);
-		return err;
-	}
-	sslen = sizeof *ss;
-	if (getsockname(fd, (struct sockaddr *)ss, &sslen) < 0) {
-		err = -errno;
-		*cause = xasprintf("listen %s: %s", addr, strerror(errno));
-		close(fd);
-		return err;
-	}
-	tp_format_addr((struct sockaddr *)ss, sslen, tl->addr,
-	    sizeof tl->addr);
-	errno = 0;
-	l->lev = evconnlistener_new(tl->evb, tcp_accept_cb, l,
-	    LEV_OPT_CLOSE_ON_FREE, 128, fd);
-	l->backoff = evtimer_new(tl->evb, tcp_backoff_cb, l);
-	if (l->lev == NULL || l->backoff == NULL) {
-		err = errno != 0 ? -errno : -ENOMEM;
-		*cause = xasprintf("listen %s: %s", addr, strerror(-err));
-		if (l->lev != NULL)
-			evconnlistener_free(l->lev);
-		else
-			close(fd);
-		if (l->backoff != NULL)
-			event_free(l->backoff);
-		return err;
-	}
-	evconnlistener_set_error_cb(l->lev, tcp_accept_error_cb);
-	return 0;
-}
-
 /* Listens on addr. */
 static int
 tcp_listen(struct event_base *base, const char *addr,
@@ -1089,18 +996,6 @@ tcp_listen(struct event_base *base, const char *addr,
 {
 	return tp_listen(&tcp_conn_ops, base, addr, opts, accept, arg, out,
 	    cause);
-}
-
-/* Stops listening. */
-static void
-tcp_listener_free(struct fam_listener *fl)
-{
-	struct tcp_listener *l = (struct tcp_listener *)fl;
-
-	evconnlistener_free(l->lev);
-	event_free(l->backoff);
-	explicit_bzero(l->tl.opts.secret, sizeof l->tl.opts.secret);
-	free(l);
 }
 
 /* ---- the API ----------------------------------------------------------- */
