@@ -4,8 +4,9 @@
  * (transport-conn.c), libevent events and non-blocking sockets.
  *
  * Owns: the socket, input framing (enum tcp_rx), the output queue
- * (struct tcp_out); the listener's socket is transport-tcp-listen.c's. States: enum tp_state (transport-int.h);
- * tcp uses LINGER, not JOINING or DRAINING. No locks: one loop.
+ * (struct tcp_out); the listener's socket is transport-tcp-listen.c's.
+ * States: enum tp_state (transport-int.h); tcp uses LINGER, not JOINING
+ * or DRAINING. No locks: one loop.
  *
  * Input: headers and short bodies are read through a small staging buffer;
  * a payload with a destination (a fam_conn_read()'s buffer, or region
@@ -144,7 +145,7 @@ tcp_conn_of(void *c)
 }
 
 /* Sets the socket options every connection gets. */
-void
+static void
 tcp_sockopts(int fd)
 {
 	int one = 1, idle = TCP_KEEPIDLE_S, intvl = TCP_KEEPINTVL_S;
@@ -484,6 +485,8 @@ tcp_linger(struct tcp_conn *c)
 static void
 tcp_send_queued(struct tcp_conn *c)
 {
+	if (c->sending)
+		return; /* a callback of a write under way: it writes on */
 	c->sending = true;
 	tcp_send_some(c);
 	c->sending = false;

@@ -27,7 +27,6 @@ int tcp_bind(struct tp_listener *tl, const char *addr,
 void tcp_listener_free(struct fam_listener *fl);
 
 /* transport-tcp.c */
-void tcp_sockopts(int fd);
 void tcp_accepted(struct tcp_listener *l, int fd, const struct sockaddr *sa,
     socklen_t salen);
 
