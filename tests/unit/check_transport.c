@@ -566,6 +566,48 @@ raw_serve_hello(int fd, const char *secret, const struct fam_hello_resp *resp)
 	    FAM_AUTH_RESP_LEN, buf, FAM_AUTH_RESP_LEN);
 }
 
+/* A listening socket on a loopback port of its own, named in srv_addr. */
+static int
+raw_listen(void)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+		.sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t slen = sizeof sin;
+	int lfd = socket(AF_INET, SOCK_STREAM, 0);
+
+	ck_assert_int_ge(lfd, 0);
+	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sin, sizeof sin), 0);
+	ck_assert_int_eq(listen(lfd, 1), 0);
+	ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&sin, &slen), 0);
+	snprintf(srv_addr, sizeof srv_addr, "127.0.0.1:%u",
+	    ntohs(sin.sin_port));
+	return lfd;
+}
+
+/*
+ * Connects the client (options o) to a raw server, which answers its
+ * hello as memory node `node` proving `secret`; returns the server's
+ * socket once the hello is over (the listener's in *lfd).
+ */
+static int
+raw_serve_client(const struct fam_conn_opts *o, const char *secret,
+    const char *node, int *lfd)
+{
+	struct fam_hello_resp resp = { .role = FAM_WIRE_ROLE_MEMORY };
+	char *cause = NULL;
+	int fd;
+
+	*lfd = raw_listen();
+	ck_assert_int_eq(fam_connect(base, srv_addr, o, &cli_handlers, NULL,
+	    &cli.c, &cause), 0);
+	unit_run_until(base, p_connected, 50);
+	fd = accept(*lfd, NULL, NULL);
+	snprintf(resp.node, sizeof resp.node, "%s", node);
+	raw_serve_hello(fd, secret, &resp);
+	ck_assert(unit_run_until(base, p_connected, T_WAIT));
+	return fd;
+}
+
 /* ---- tests -------------------------------------------------------------- */
 
 START_TEST(test_hello_then_call_round_trip)
@@ -998,25 +1040,9 @@ END_TEST
 START_TEST(test_unknown_response_id_closes_that_connection)
 {
 	struct fam_conn_opts o = opts("", T_OP, 0);
-	struct sockaddr_in sin = { .sin_family = AF_INET,
-		.sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t slen = sizeof sin;
-	int lfd = socket(AF_INET, SOCK_STREAM, 0), fd;
-	struct fam_hello_resp resp = { .role = FAM_WIRE_ROLE_MEMORY };
-	char *cause = NULL;
+	int lfd, fd;
 
-	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sin, sizeof sin), 0);
-	ck_assert_int_eq(listen(lfd, 1), 0);
-	ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&sin, &slen), 0);
-	snprintf(srv_addr, sizeof srv_addr, "127.0.0.1:%u",
-	    ntohs(sin.sin_port));
-	ck_assert_int_eq(fam_connect(base, srv_addr, &o, &cli_handlers, NULL,
-	    &cli.c, &cause), 0);
-	unit_run_until(base, p_connected, 50);
-	fd = accept(lfd, NULL, NULL);
-	snprintf(resp.node, sizeof resp.node, "raw");
-	raw_serve_hello(fd, "", &resp);
-	ck_assert(unit_run_until(base, p_connected, T_WAIT));
+	fd = raw_serve_client(&o, "", "raw", &lfd);
 	ck_assert(cli.connected);
 	ck_assert_int_eq(fam_conn_call(cli.c, FAM_MSG_STATS, NULL, 0, cli_done,
 	    (void *)0), 0);
@@ -1036,28 +1062,12 @@ END_TEST
 START_TEST(test_wrong_read_response_length_closes_that_connection)
 {
 	struct fam_conn_opts o = opts("", T_OP, 0);
-	struct sockaddr_in sin = { .sin_family = AF_INET,
-		.sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	struct fam_remote r = { .region = 1, .size = 1 << 20 };
-	socklen_t slen = sizeof sin;
-	int lfd = socket(AF_INET, SOCK_STREAM, 0), fd;
-	struct fam_hello_resp resp = { .role = FAM_WIRE_ROLE_MEMORY };
+	int lfd, fd;
 	static uint8_t buf[8192], dst[4096];
 	struct fam_hdr h;
-	char *cause = NULL;
 
-	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sin, sizeof sin), 0);
-	ck_assert_int_eq(listen(lfd, 1), 0);
-	ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&sin, &slen), 0);
-	snprintf(srv_addr, sizeof srv_addr, "127.0.0.1:%u",
-	    ntohs(sin.sin_port));
-	ck_assert_int_eq(fam_connect(base, srv_addr, &o, &cli_handlers, NULL,
-	    &cli.c, &cause), 0);
-	unit_run_until(base, p_connected, 50);
-	fd = accept(lfd, NULL, NULL);
-	snprintf(resp.node, sizeof resp.node, "raw");
-	raw_serve_hello(fd, "", &resp);
-	ck_assert(unit_run_until(base, p_connected, T_WAIT));
+	fd = raw_serve_client(&o, "", "raw", &lfd);
 	ck_assert_int_eq(fam_conn_read(cli.c, &r, 0, sizeof dst, dst, NULL,
 	    cli_done, (void *)0), 0);
 	ck_assert(raw_recv(fd, &h, buf));
@@ -1224,18 +1234,11 @@ END_TEST
 START_TEST(test_rogue_server_without_the_secret_is_refused_before_any_request)
 {
 	struct fam_conn_opts o = opts("s3cret", T_OP, 0);
-	struct sockaddr_in sin = { .sin_family = AF_INET,
-		.sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t slen = sizeof sin;
-	int lfd = socket(AF_INET, SOCK_STREAM, 0), fd;
+	int lfd, fd;
 	struct fam_hello_resp resp = { .role = FAM_WIRE_ROLE_MEMORY };
 	char *cause = NULL;
 
-	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sin, sizeof sin), 0);
-	ck_assert_int_eq(listen(lfd, 1), 0);
-	ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&sin, &slen), 0);
-	snprintf(srv_addr, sizeof srv_addr, "127.0.0.1:%u",
-	    ntohs(sin.sin_port));
+	lfd = raw_listen();
 	ck_assert_int_eq(fam_connect(base, srv_addr, &o, &cli_handlers, NULL,
 	    &cli.c, &cause), 0);
 	ck_assert_int_eq(fam_conn_call(cli.c, FAM_MSG_STATS, NULL, 0, cli_done,
@@ -1271,30 +1274,14 @@ static void
 fault_read_written_at_once(bool urgent_reads)
 {
 	struct fam_conn_opts o = opts("s3cret", T_OP, 0);
-	struct sockaddr_in sin = { .sin_family = AF_INET,
-		.sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t slen = sizeof sin;
-	int lfd = socket(AF_INET, SOCK_STREAM, 0), fd;
-	struct fam_hello_resp resp = { .role = FAM_WIRE_ROLE_MEMORY };
+	int lfd, fd;
 	struct fam_remote r = { .region = 1, .size = MEM_SIZE };
 	static uint8_t dst[2][4096];
 	struct pollfd p;
 	struct fam_hdr h;
-	char *cause = NULL;
 
 	o.urgent_reads = urgent_reads;
-	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sin, sizeof sin), 0);
-	ck_assert_int_eq(listen(lfd, 1), 0);
-	ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&sin, &slen), 0);
-	snprintf(srv_addr, sizeof srv_addr, "127.0.0.1:%u",
-	    ntohs(sin.sin_port));
-	ck_assert_int_eq(fam_connect(base, srv_addr, &o, &cli_handlers, NULL,
-	    &cli.c, &cause), 0);
-	unit_run_until(base, p_connected, 50);
-	fd = accept(lfd, NULL, NULL);
-	snprintf(resp.node, sizeof resp.node, "mem");
-	raw_serve_hello(fd, "s3cret", &resp);
-	ck_assert(unit_run_until(base, p_connected, T_WAIT));
+	fd = raw_serve_client(&o, "s3cret", "mem", &lfd);
 	ck_assert(cli.connected);
 
 	ck_assert_int_eq(fam_conn_readf(cli.c, &r, 0, 4096, dst[0], NULL,
@@ -1332,29 +1319,13 @@ END_TEST
 START_TEST(test_read_data_that_fails_its_crc_is_lost_not_delivered)
 {
 	struct fam_conn_opts o = opts("", T_OP, 0);
-	struct sockaddr_in sin = { .sin_family = AF_INET,
-		.sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	struct fam_remote r = { .region = 1, .size = 1 << 20 };
-	socklen_t slen = sizeof sin;
-	int lfd = socket(AF_INET, SOCK_STREAM, 0), fd;
-	struct fam_hello_resp resp = { .role = FAM_WIRE_ROLE_MEMORY };
+	int lfd, fd;
 	static uint8_t buf[4096], dst[4096];
 	uint8_t hb[FAM_PROTO_HDR_LEN];
 	struct fam_hdr h, rh;
-	char *cause = NULL;
 
-	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sin, sizeof sin), 0);
-	ck_assert_int_eq(listen(lfd, 1), 0);
-	ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&sin, &slen), 0);
-	snprintf(srv_addr, sizeof srv_addr, "127.0.0.1:%u",
-	    ntohs(sin.sin_port));
-	ck_assert_int_eq(fam_connect(base, srv_addr, &o, &cli_handlers, NULL,
-	    &cli.c, &cause), 0);
-	unit_run_until(base, p_connected, 50);
-	fd = accept(lfd, NULL, NULL);
-	snprintf(resp.node, sizeof resp.node, "raw");
-	raw_serve_hello(fd, "", &resp);
-	ck_assert(unit_run_until(base, p_connected, T_WAIT));
+	fd = raw_serve_client(&o, "", "raw", &lfd);
 	ck_assert_int_eq(fam_conn_read(cli.c, &r, 0, sizeof dst, dst, NULL,
 	    cli_done, (void *)0), 0);
 	ck_assert(raw_recv(fd, &h, buf));
