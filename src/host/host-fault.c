@@ -664,9 +664,12 @@ fetch_send(struct host *h, struct fetch *f, bool demand, bool urgent,
 	rc = via_dpu || f->r->ncopies > 1 ? -EAGAIN : host_fthread_read(h,
 	    f->r, f->chunk, s, remote, off, len, f->staging,
 	    urgent ? 0 : FAM_F_BACKGROUND, fetch_done, f);
-	if (rc == -EAGAIN)
+	if (rc == -EAGAIN) {
 		rc = host_hedge_read(h, f, s, conn, remote, direct ? NULL : mr,
 		    off, len, urgent ? 0 : FAM_F_BACKGROUND, fetch_done);
+		if (rc == 0 && urgent) /* a fault waits: not at the round's end */
+			(void)fam_conn_flush(conn);
+	}
 	if (rc < 0) {
 		f->r->filling -= direct;
 		f->s = NULL;

@@ -329,6 +329,8 @@ ft_read(struct fthread *t, const struct ft_msg *m)
 		    ft_read_done, ctx);
 		if (rc < 0)
 			free(ctx);
+		else if (!(m->flags & FAM_F_BACKGROUND))
+			(void)fam_conn_flush(fc->conn); /* a fault waits */
 	}
 	if (rc == 0) {
 		atomic_fetch_add_explicit(&t->reads, 1, memory_order_relaxed);

@@ -499,7 +499,6 @@ node_opts(struct mnode *n, struct fam_conn_opts *opts)
 	opts->hello.role = FAM_WIRE_ROLE_HOST;
 	opts->hello.features = n->is_dpu ? FAM_FEAT_PIECE : 0;
 	opts->hello.resume = n->session;
-	opts->urgent_reads = true; /* a fault's read goes out at once */
 	snprintf(opts->hello.node, sizeof opts->hello.node, "%s", name);
 	memcpy(opts->secret, h->secret, sizeof opts->secret);
 	opts->tls = h->tls;

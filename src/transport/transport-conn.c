@@ -490,8 +490,6 @@ tp_op_out(struct tp_conn *c, struct tp_op *op)
 	if (o->iov[1].iov_len > 0)
 		o->iovcnt = 2;
 	o->op = op;
-	o->urgent = c->opts.urgent_reads && op->kind == TP_OP_READ &&
-	    !(op->flags & FAM_F_BACKGROUND);
 	return o;
 }
 

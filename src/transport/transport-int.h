@@ -157,7 +157,7 @@ struct tp_out {
 	bool notify;              /* its end calls the user: sent, release */
 	bool holding;             /* READ data from resolve: release(hold) */
 	bool close_after;         /* the connection ends once it is out */
-	bool urgent;              /* a fault's read or its data: written at
+	bool urgent;              /* a reply a fault waits for: written at
 	                           * once, not at the loop round's end */
 	fam_sent_fn sent;         /* a reply: sent(ctx) once out */
 	void *ctx;

@@ -19,14 +19,12 @@
  * hold released, request on the wire) fires once the kernel has all its
  * bytes. What is queued is written at the end of the loop's round
  * (ev_flush, no system call to arm it), so that a burst of requests goes
- * in one writev(). But a READ a fault waits for (not FAM_F_BACKGROUND) on
- * a connection opened with urgent_reads (the host's), and the data served
- * through resolve for such a READ (a memory famd's), are written at once,
- * with what is queued before them (tcp_send_urgent()): whatever else the
- * round holds (an eviction pass, other connections' replies) would delay
- * them. Not from inside a write, nor from an API call while an entry that
- * calls back is queued. The socket is watched for room (ev_write) only
- * while it has none, or while connecting.
+ * in one writev(), or at once by fam_conn_flush() (the host's reads a
+ * fault waits for). The data served through resolve for a READ a fault
+ * waits for (not FAM_F_BACKGROUND) is written at once too, with what is
+ * queued before it: whatever else the round holds (other connections'
+ * replies) would delay it. The socket is watched for room (ev_write)
+ * only while it has none, or while connecting.
  * A read that returns fewer bytes than asked for has drained the socket:
  * input stops there until the loop says there is more (level-triggered).
  *
@@ -403,21 +401,6 @@ tcp_enqueue(struct tcp_conn *c, struct tcp_out *o)
 	tcp_want_flush(c);
 }
 
-/*
- * Writes an urgent entry just queued at once, with what is queued before
- * it (from the input's side, or from an API call that no callback can run
- * inside of: nothing queued calls back once out, and no write is under
- * way further up the stack).
- */
-static void
-tcp_send_urgent(struct tcp_conn *c, bool api)
-{
-	if (c->writing || c->sending || c->tc.state != TPS_OPEN ||
-	    (api && c->out_notify > 0))
-		return; /* the flush at the round's end, or room, writes it */
-	tcp_send_queued(c);
-}
-
 /* Accounts for w bytes written: finishes the entries fully sent. */
 static void
 tcp_out_advance(struct tcp_conn *c, size_t w)
@@ -564,8 +547,9 @@ tcp_out_queue(struct tp_conn *tc, struct tp_out *out, bool rx)
 		tcp_want_read(c);
 		tcp_want_write(c);
 	}
-	if (urgent)
-		tcp_send_urgent(c, !rx);
+	/* a reply a fault waits for, from the input's side: out now */
+	if (urgent && rx && !c->writing && c->tc.state == TPS_OPEN)
+		tcp_send_queued(c);
 }
 
 /* ---- operations -------------------------------------------------------- */
@@ -575,15 +559,11 @@ static int
 tcp_op_start(struct tp_conn *tc, struct tp_op *op)
 {
 	struct tp_out *o = tp_op_out(tc, op);
-	bool urgent;
 
 	if (o == NULL)
 		return -ENOMEM;
-	urgent = o->urgent;
 	tp_table_add(tc, op);
 	tcp_enqueue(tcp_conn_of(tc), (struct tcp_out *)o);
-	if (urgent)
-		tcp_send_urgent(tcp_conn_of(tc), true);
 	return 0;
 }
 

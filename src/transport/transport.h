@@ -142,10 +142,6 @@ struct fam_conn_opts {
 	                              * none needs the secret (the caller
 	                              * keeps them alive) */
 	size_t npeer_keys;
-	bool urgent_reads;           /* tcp: a READ without
-	                              * FAM_F_BACKGROUND (a fault waits for
-	                              * it) is written at once, not with the
-	                              * rest at the loop round's end */
 	struct fam_tls *tls;         /* tcp: TLS 1.3 with these settings
 	                              * before the hello (NULL: none); the
 	                              * caller keeps it alive meanwhile */

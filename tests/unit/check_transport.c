@@ -1264,14 +1264,13 @@ START_TEST(test_rogue_server_without_the_secret_is_refused_before_any_request)
 END_TEST
 
 /*
- * On a connection with urgent_reads, a read a fault waits for goes on the
- * wire inside the call, with what was queued before it; read-ahead
- * (FAM_F_BACKGROUND) waits for the end of the loop's round, to go with
- * the rest of its burst. Without urgent_reads (a dpu's batches), every
- * read waits for the round's end.
+ * Reads queued wait for the end of the loop's round, to go in one burst,
+ * unless fam_conn_flush() puts them on the wire inside the call (the
+ * host's reads a fault waits for): the read-ahead queued before the
+ * fault's read goes with it, in order.
  */
 static void
-fault_read_written_at_once(bool urgent_reads)
+fault_read_written_at_once(bool flush)
 {
 	struct fam_conn_opts o = opts("s3cret", T_OP, 0);
 	int lfd, fd;
@@ -1280,7 +1279,6 @@ fault_read_written_at_once(bool urgent_reads)
 	struct pollfd p;
 	struct fam_hdr h;
 
-	o.urgent_reads = urgent_reads;
 	fd = raw_serve_client(&o, "s3cret", "mem", &lfd);
 	ck_assert(cli.connected);
 
@@ -1290,9 +1288,10 @@ fault_read_written_at_once(bool urgent_reads)
 	ck_assert_int_eq(poll(&p, 1, 100), 0); /* the loop has not run */
 	ck_assert_int_eq(fam_conn_readf(cli.c, &r, 4096, 4096, dst[1], NULL,
 	    0, cli_done, (void *)1), 0);
+	if (flush)
+		ck_assert_int_eq(fam_conn_flush(cli.c), 0);
 	/* nor has it now */
-	ck_assert_int_eq(poll(&p, 1, urgent_reads ? T_WAIT : 100),
-	    urgent_reads ? 1 : 0);
+	ck_assert_int_eq(poll(&p, 1, flush ? T_WAIT : 100), flush ? 1 : 0);
 	ck_assert(raw_recv(fd, &h, NULL));
 	ck_assert_uint_eq(h.type, FAM_MSG_READ);
 	ck_assert_uint_eq(h.flags & FAM_F_BACKGROUND, FAM_F_BACKGROUND);
@@ -1304,13 +1303,13 @@ fault_read_written_at_once(bool urgent_reads)
 	close(lfd);
 }
 
-START_TEST(test_fault_read_is_written_at_once_read_ahead_at_round_end)
+START_TEST(test_flushed_fault_read_goes_at_once_with_the_read_ahead_before_it)
 {
 	fault_read_written_at_once(true);
 }
 END_TEST
 
-START_TEST(test_without_urgent_reads_every_read_waits_for_round_end)
+START_TEST(test_without_a_flush_every_read_waits_for_round_end)
 {
 	fault_read_written_at_once(false);
 }
@@ -1688,8 +1687,8 @@ transport_suite(void)
 	tcase_add_test(t, test_resolve_errors_answered_and_stream_stays_in_sync);
 	tcase_add_test(t, test_reads_and_writes_go_to_request_without_resolve);
 	tcase_add_test(t, test_background_flag_reaches_the_request_handler);
-	tcase_add_test(t, test_fault_read_is_written_at_once_read_ahead_at_round_end);
-	tcase_add_test(t, test_without_urgent_reads_every_read_waits_for_round_end);
+	tcase_add_test(t, test_flushed_fault_read_goes_at_once_with_the_read_ahead_before_it);
+	tcase_add_test(t, test_without_a_flush_every_read_waits_for_round_end);
 	tcase_add_test(t, test_api_misuse_returns_errors);
 	tcase_add_test(t, test_connect_without_node_name_refused_at_once);
 	tcase_add_test(t, test_unknown_response_id_closes_that_connection);
