@@ -21,7 +21,8 @@
  *   dirty).
  * Policy: `clock` gives a second chance to chunks faulted at random or
  * written since the hand passed (and re-protects dirty ones as it passes,
- * so later writes count), HOST_HEAT more to refaulted ones; chunks of a
+ * so later writes count), HOST_HEAT more to refaulted ones, HOST_HOT_LAPS
+ * to refaulted ones used at random (up to a third of the buffer); chunks of a
  * sequential run get none, but a loop's (a run reading its region again)
  * are kept, up to `loop_keep` percent of the buffer, while it loops. `fifo`
  * evicts in arrival order. Above high_watermark, background eviction runs
@@ -309,7 +310,10 @@ host_frame_put(struct host *h, uint32_t frame)
 {
 	if (h->frames[frame].kept)
 		h->kept_pages -= h->frames[frame].pages;
+	if (h->frames[frame].hot)
+		h->hot_pages -= h->frames[frame].pages;
 	h->frames[frame].kept = false;
+	h->frames[frame].hot = false;
 	h->frames[frame].r = NULL;
 	h->free_frames[h->nfree++] = frame;
 	h->used--;
@@ -329,9 +333,30 @@ host_frame_grow(struct host *h, uint32_t frame, int64_t pages)
 	h->pages_used = (uint64_t)((int64_t)h->pages_used + pages);
 	if (h->frames[frame].kept)
 		h->kept_pages = (uint64_t)((int64_t)h->kept_pages + pages);
+	if (h->frames[frame].hot)
+		h->hot_pages = (uint64_t)((int64_t)h->hot_pages + pages);
 	h->frames[frame].pages = (uint32_t)((int64_t)h->frames[frame].pages +
 	    pages);
 	return 0;
+}
+
+/*
+ * Frame fr's chunk came back for a fault soon after it left (a refault):
+ * HOST_HEAT more passes of the hand; HOST_HOT_LAPS when it was used at
+ * random (random: no sequential run's) and hot chunks still have room.
+ */
+void
+host_frame_heat(struct host *h, uint32_t frame, bool random)
+{
+	struct frame *fr = &h->frames[frame];
+
+	fr->heat = HOST_HEAT;
+	if (!random || fr->hot ||
+	    h->hot_pages + fr->pages > h->npages / HOST_HOT_SHARE)
+		return;
+	fr->hot = true;
+	fr->heat = HOST_HOT_LAPS;
+	h->hot_pages += fr->pages;
 }
 
 /* Punches n chunks of r from c out of its memfd (and the page tables). */
@@ -963,6 +988,10 @@ evict_one(struct host *h, bool background)
 		if (clock && fr->heat > 0) {
 			fr->heat--; /* came back soon after it left: hot */
 			continue;
+		}
+		if (fr->hot) { /* its passes are over: room for another */
+			fr->hot = false;
+			h->hot_pages -= fr->pages;
 		}
 		if (clock && (ch->flags & (CH_REF | CH_UNPROT)) ==
 		    (CH_REF | CH_UNPROT) && fr->tenure_left > 0) {

@@ -173,7 +173,7 @@ fetch_complete(struct host *h, struct fetch *f, int status)
 		ch->frame = (uint32_t)f->frame;
 		ch->fetch = NULL;
 		if (admit == HOST_ADMIT_REFAULT) /* hot */
-			h->frames[ch->frame].heat = HOST_HEAT;
+			host_frame_heat(h, ch->frame, r->ra_window == 0);
 		host_grain_installed(h, f);
 		host_grain_written(h, f);
 		/*

@@ -150,8 +150,9 @@ host_prefetch(struct host *h, struct region *r, uint64_t c)
  * buffer misses every time). A region that stopped looping loses its kept
  * chunks as the hand meets them. What is kept leaves room for twice the
  * read-ahead windows of HOST_RA_STREAMS runs and the write-backs in
- * flight: in a small buffer, kept chunks would push out what was read
- * ahead before it is used. Balanced against chunks used at random
+ * flight, and the hot chunks used at random (host_frame_heat()): in a
+ * small buffer, kept chunks would push out what was read ahead before it
+ * is used. Balanced against chunks used at random
  * (h->keep_target): a loop's chunk read again raises the target by a
  * chunk, a refault of one used at random lowers it (host_loop_refault()),
  * and kept chunks past it leave as the hand meets them.
@@ -169,7 +170,8 @@ host_loop_keep(struct host *h, struct region *r, uint32_t frame, bool again)
 	if (again)
 		r->loop_lap = h->hand_laps + 1;
 	room = ((uint64_t)host_ra_max(h) * 2 *
-	    HOST_RA_STREAMS + h->writebacks_inflight) * h->chunk_pages;
+	    HOST_RA_STREAMS + h->writebacks_inflight) * h->chunk_pages +
+	    h->hot_pages;
 	if (h->npages < room + max)
 		max = h->npages > room ? h->npages - room : 0;
 	if (again && !fr->kept && h->keep_target < max)

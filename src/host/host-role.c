@@ -396,12 +396,13 @@ role_host_status(struct famd *d, json_t *st)
 		bytes += cl->bytes;
 	}
 	json_object_set_new(st, "buffer", json_pack(
-	    "{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:s,s:i}",
+	    "{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:s,s:i}",
 	    "size_bytes", (json_int_t)(h->npages << 12),
 	    "chunk_bytes", (json_int_t)h->chunk,
 	    "used_bytes", (json_int_t)(h->pages_used << 12),
 	    "dirty_bytes", (json_int_t)(h->dirty << h->chunk_shift),
 	    "loop_kept_bytes", (json_int_t)(h->kept_pages << 12),
+	    "hot_bytes", (json_int_t)(h->hot_pages << 12),
 	    "fetches_in_flight", (json_int_t)h->inflight,
 	    "writebacks_in_flight", (json_int_t)h->writebacks_inflight,
 	    "eviction", cfg_int(d->cfg, CFG_HOST_EVICTION) ==

@@ -348,8 +348,10 @@ struct frame {
 	                   * stays writable, at most HOST_TENURE_MAX */
 	uint8_t tenure_left; /* of them, still to come */
 	bool kept;        /* clock: a loop's chunk kept (host_loop_keep()) */
+	bool hot;         /* clock: a chunk used at random that came back
+	                   * soon after it left (host_frame_heat()) */
 	uint8_t heat;     /* clock: second chances left to a chunk that came
-	                   * back soon after it left (HOST_HEAT) */
+	                   * back soon after it left (HOST_HEAT, HOST_HOT_LAPS) */
 };
 
 /*
@@ -367,6 +369,15 @@ struct frame {
  * left (a refault, host_chunk_admitted()) gets HOST_HEAT more.
  */
 #define HOST_HEAT 2
+/*
+ * ... and one used at random (no sequential run's: a vertex array, a hash
+ * table) HOST_HOT_LAPS, while such chunks hold at most 1/HOST_HOT_SHARE
+ * of the buffer (host.hot_pages), which kept loops leave them: a few laps
+ * are soon over when a sweep larger than the buffer turns the hand, and
+ * each refault is a thread waiting a round trip.
+ */
+#define HOST_HOT_LAPS 64
+#define HOST_HOT_SHARE 3
 
 /* A write-protect fault on fr's chunk, dirty already: it stays hot longer. */
 static inline void
@@ -535,6 +546,7 @@ struct host {
 	uint64_t evicted_pages; /* pages that left the buffer, the ghost clock */
 	uint64_t hand_laps;     /* times the clock hand went round */
 	uint64_t kept_pages;    /* in frames kept for loops (host_loop_keep) */
+	uint64_t hot_pages;     /* in hot frames (host_frame_heat) */
 	uint64_t keep_target;   /* ... at most (balanced against refaults) */
 	unsigned ghost_shift;   /* ... counted in units of 2^ghost_shift pages */
 	bool punch_batch;   /* a background pass gathers its punches */
@@ -781,6 +793,7 @@ int64_t host_frame_get(struct host *h);
 int64_t host_frame_take(struct host *h, uint32_t pages);
 void host_frame_put(struct host *h, uint32_t frame);
 int host_frame_grow(struct host *h, uint32_t frame, int64_t pages);
+void host_frame_heat(struct host *h, uint32_t frame, bool random);
 unsigned host_grain_settle(struct host_client *cl);
 #define HOST_EVICT_SLICE 8u /* chunks a background pass evicts at a time */
 void host_evict_background(struct host *h);

@@ -388,6 +388,52 @@ START_TEST(test_chunk_read_again_soon_after_it_left_counts_as_a_refault)
 }
 END_TEST
 
+/*
+ * A chunk used at random that comes back soon after it left is hot: the
+ * hand passes it HOST_HOT_LAPS times, while hot chunks hold at most a
+ * third of the buffer; one past that gets HOST_HEAT passes.
+ */
+/* Makes room, and reads one of chunks 20..63 in turn (none a refault). */
+static void
+read_another(void)
+{
+	static uint64_t next;
+
+	ck_assert(host_evict_for_room(h));
+	ck_assert_uint_eq(chunks(20 + next++ % 44, 1, false).wrong, 0);
+}
+
+START_TEST(test_refault_at_random_stays_hot_for_many_laps_within_a_third)
+{
+	uint64_t hot = FRAMES / HOST_HOT_SHARE, refaults;
+
+	start("eviction = clock\nhigh_watermark = 100\nlow_watermark = 99\n");
+	chunks(0, FRAMES, false);
+	/* chunks 0.. leave one by one and come back at once: refaults */
+	for (uint64_t c = 0; c <= hot; c++) {
+		ck_assert(host_evict_for_room(h));
+		ck_assert_uint_eq(state(c), CH_ABSENT);
+		ck_assert_uint_eq(chunks(c, 1, false).wrong, 0);
+		ck_assert_uint_eq(h->stats.refaults, c + 1);
+	}
+	ck_assert_uint_eq(h->hot_pages, hot * CHUNK / PAGE);
+	/* many laps of chunks read once: the hot ones stay, the last goes */
+	refaults = h->stats.refaults;
+	for (unsigned i = 0; i < 8 * FRAMES; i++)
+		read_another();
+	ck_assert_uint_eq(h->stats.refaults, refaults);
+	ck_assert_uint_gt(h->hand_laps, 2 + HOST_HEAT);
+	for (uint64_t c = 0; c < hot; c++)
+		ck_assert_uint_eq(state(c), CH_RESIDENT);
+	ck_assert_uint_eq(state(hot), CH_ABSENT);
+	/* hot no more once its laps are over: room for others */
+	while (state(0) == CH_RESIDENT)
+		read_another();
+	ck_assert_uint_gt(h->hand_laps, HOST_HOT_LAPS);
+	ck_assert_uint_lt(h->hot_pages, hot * CHUNK / PAGE);
+}
+END_TEST
+
 START_TEST(test_grain_read_into_a_written_chunk_takes_writes_without_a_fault)
 {
 	uint64_t wp;
@@ -489,6 +535,8 @@ host_buffer_suite(void)
 	tcase_add_test(t, test_occupancy_and_dirty_counters);
 	tcase_add_test(t,
 	    test_chunk_read_again_soon_after_it_left_counts_as_a_refault);
+	tcase_add_test(t,
+	    test_refault_at_random_stays_hot_for_many_laps_within_a_third);
 	tcase_add_test(t,
 	    test_grain_read_into_a_written_chunk_takes_writes_without_a_fault);
 	tcase_add_test(t,
