@@ -351,7 +351,8 @@ host_frame_heat(struct host *h, uint32_t frame, bool random)
 	struct frame *fr = &h->frames[frame];
 
 	fr->heat = HOST_HEAT;
-	if (!random || fr->hot ||
+	if (!random ||
+	    cfg_int(h->d->cfg, CFG_HOST_EVICTION) != CFG_EVICTION_CLOCK ||
 	    h->hot_pages + fr->pages > h->npages / HOST_HOT_SHARE)
 		return;
 	fr->hot = true;
@@ -964,10 +965,10 @@ static int
 evict_one(struct host *h, bool background)
 {
 	bool clock = cfg_int(h->d->cfg, CFG_HOST_EVICTION) == CFG_EVICTION_CLOCK;
+	/* two passes, and those a chunk's tenure and heat add; then hot ones */
+	uint64_t yield = (2 + HOST_TENURE_MAX + HOST_HEAT) * h->nframes;
 
-	/* two passes, and those a chunk's tenure and heat add */
-	for (uint64_t scanned = 0; scanned <
-	    (2 + HOST_TENURE_MAX + HOST_HEAT) * h->nframes;
+	for (uint64_t scanned = 0; scanned < yield + 2 * h->nframes;
 	    scanned++) {
 		struct frame *fr = &h->frames[h->hand];
 		struct region *r = fr->r;
@@ -985,6 +986,8 @@ evict_one(struct host *h, bool background)
 			continue;
 		if (clock && fr->kept && loop_kept(h, fr))
 			continue;
+		if (fr->hot && scanned >= yield)
+			fr->heat = 0; /* nothing else could leave */
 		if (clock && fr->heat > 0) {
 			fr->heat--; /* came back soon after it left: hot */
 			continue;

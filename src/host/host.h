@@ -347,8 +347,8 @@ struct frame {
 	uint8_t tenure;   /* clock: passes a dirty chunk found written again
 	                   * stays writable, at most HOST_TENURE_MAX */
 	uint8_t tenure_left; /* of them, still to come */
-	bool kept;        /* clock: a loop's chunk kept (host_loop_keep()) */
-	bool hot;         /* clock: a chunk used at random that came back
+	bool kept : 1;    /* clock: a loop's chunk kept (host_loop_keep()) */
+	bool hot : 1;     /* clock: a chunk used at random that came back
 	                   * soon after it left (host_frame_heat()) */
 	uint8_t heat;     /* clock: second chances left to a chunk that came
 	                   * back soon after it left (HOST_HEAT, HOST_HOT_LAPS) */

@@ -427,9 +427,37 @@ START_TEST(test_refault_at_random_stays_hot_for_many_laps_within_a_third)
 		ck_assert_uint_eq(state(c), CH_RESIDENT);
 	ck_assert_uint_eq(state(hot), CH_ABSENT);
 	/* hot no more once its laps are over: room for others */
-	while (state(0) == CH_RESIDENT)
+	for (unsigned i = 0; i < 100 * FRAMES && state(0) == CH_RESIDENT; i++)
 		read_another();
+	ck_assert_uint_eq(state(0), CH_ABSENT);
 	ck_assert_uint_gt(h->hand_laps, HOST_HOT_LAPS);
+	ck_assert_uint_lt(h->hot_pages, hot * CHUNK / PAGE);
+}
+END_TEST
+
+/* Hot chunks leave when nothing else in the buffer can. */
+START_TEST(test_hot_chunks_leave_when_nothing_else_can)
+{
+	struct chunk *chs;
+	uint64_t hot = FRAMES / HOST_HOT_SHARE;
+
+	start("eviction = clock\nhigh_watermark = 100\nlow_watermark = 99\n");
+	chs = h->clients->regions->chunks;
+	chunks(0, FRAMES, false);
+	for (uint64_t c = 0; c < hot; c++) {
+		ck_assert(host_evict_for_room(h));
+		ck_assert_uint_eq(chunks(c, 1, false).wrong, 0);
+	}
+	ck_assert_uint_eq(h->hot_pages, hot * CHUNK / PAGE);
+	/* the others cannot leave (as while a partial chunk grows) */
+	for (uint64_t c = hot; c < FRAMES; c++)
+		chs[c].flags |= CH_GROWING;
+	ck_assert(host_evict_for_room(h));
+	for (uint64_t c = hot; c < FRAMES; c++) {
+		ck_assert_uint_eq(state(c), CH_RESIDENT);
+		chs[c].flags &= ~CH_GROWING;
+	}
+	ck_assert_uint_eq(state(0), CH_ABSENT);
 	ck_assert_uint_lt(h->hot_pages, hot * CHUNK / PAGE);
 }
 END_TEST
@@ -537,6 +565,7 @@ host_buffer_suite(void)
 	    test_chunk_read_again_soon_after_it_left_counts_as_a_refault);
 	tcase_add_test(t,
 	    test_refault_at_random_stays_hot_for_many_laps_within_a_third);
+	tcase_add_test(t, test_hot_chunks_leave_when_nothing_else_can);
 	tcase_add_test(t,
 	    test_grain_read_into_a_written_chunk_takes_writes_without_a_fault);
 	tcase_add_test(t,
