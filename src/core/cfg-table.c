@@ -483,12 +483,14 @@ const struct cfg_key_def cfg_keys[CFG_NKEYS] = {
 		    "sweep longer than the buffer (iterative solvers, graph "
 		    "analytics). Their chunks are kept while they loop, so each "
 		    "sweep reads only the rest, balanced against chunks used at "
-		    "random; the room of the read-ahead windows, the "
-		    "write-backs and the hot chunks used at random is left "
-		    "free. 0 turns it off: programs that sweep some "
-		    "arrays and read others at random (diff, a compiler) moved "
-		    "a third more with it. famctl status shows "
-		    "buffer.loop_kept_bytes.",
+		    "random: one read again soon after it left is hot, passed "
+		    "over by the clock for many laps, up to a third of the "
+		    "buffer. The room of the read-ahead windows, the "
+		    "write-backs and the hot chunks is left free. 0 turns it "
+		    "off: programs that sweep some arrays and read others at "
+		    "random (diff, a compiler, a sort) moved a third more with "
+		    "it. famctl status shows buffer.loop_kept_bytes and "
+		    "buffer.hot_bytes.",
 	},
 	[CFG_HOST_MAX_FETCHES] = {
 		.section = "host", .name = "max_fetches", .type = CFG_T_INT,

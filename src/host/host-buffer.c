@@ -21,10 +21,11 @@
  *   dirty).
  * Policy: `clock` gives a second chance to chunks faulted at random or
  * written since the hand passed (and re-protects dirty ones as it passes,
- * so later writes count), HOST_HEAT more to refaulted ones, HOST_HOT_LAPS
- * to refaulted ones used at random (up to a third of the buffer); chunks of a
- * sequential run get none, but a loop's (a run reading its region again)
- * are kept, up to `loop_keep` percent of the buffer, while it loops. `fifo`
+ * so later writes count), HOST_HEAT more to refaulted ones (with kept
+ * loops, HOST_HOT_LAPS to those used at random, up to a third of the
+ * buffer); chunks of a sequential run get none, but a loop's (a run
+ * reading its region again) are kept, up to `loop_keep` percent of the
+ * buffer, while it loops. `fifo`
  * evicts in arrival order. Above high_watermark, background eviction runs
  * down to low_watermark.
  * Refaults: a chunk read in for a fault less than a buffer's worth of
@@ -343,7 +344,8 @@ host_frame_grow(struct host *h, uint32_t frame, int64_t pages)
 /*
  * Frame fr's chunk came back for a fault soon after it left (a refault):
  * HOST_HEAT more passes of the hand; HOST_HOT_LAPS when it was used at
- * random (random: no sequential run's) and hot chunks still have room.
+ * random (random: no sequential run's), loops are kept (`loop_keep`: the
+ * operator runs iterative programs) and hot chunks still have room.
  */
 void
 host_frame_heat(struct host *h, uint32_t frame, bool random)
@@ -351,7 +353,7 @@ host_frame_heat(struct host *h, uint32_t frame, bool random)
 	struct frame *fr = &h->frames[frame];
 
 	fr->heat = HOST_HEAT;
-	if (!random ||
+	if (!random || cfg_int(h->d->cfg, CFG_HOST_LOOP_KEEP) == 0 ||
 	    cfg_int(h->d->cfg, CFG_HOST_EVICTION) != CFG_EVICTION_CLOCK ||
 	    h->hot_pages + fr->pages > h->npages / HOST_HOT_SHARE)
 		return;

@@ -370,11 +370,13 @@ struct frame {
  */
 #define HOST_HEAT 2
 /*
- * ... and one used at random (no sequential run's: a vertex array, a hash
- * table) HOST_HOT_LAPS, while such chunks hold at most 1/HOST_HOT_SHARE
- * of the buffer (host.hot_pages), which kept loops leave them: a few laps
- * are soon over when a sweep larger than the buffer turns the hand, and
- * each refault is a thread waiting a round trip.
+ * ... and, with loops kept (`loop_keep`), one used at random (no
+ * sequential run's: a vertex array) HOST_HOT_LAPS, while such chunks hold
+ * at most 1/HOST_HOT_SHARE of the buffer (host.hot_pages), which kept
+ * loops leave them: a few laps are soon over when a sweep larger than the
+ * buffer turns the hand, and each refault is a thread waiting a round
+ * trip. Without kept loops the hand turns slower, and a program whose
+ * reuse moves on (a sort's merges) moved more with hot chunks.
  */
 #define HOST_HOT_LAPS 64
 #define HOST_HOT_SHARE 3

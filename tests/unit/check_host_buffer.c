@@ -389,9 +389,9 @@ START_TEST(test_chunk_read_again_soon_after_it_left_counts_as_a_refault)
 END_TEST
 
 /*
- * A chunk used at random that comes back soon after it left is hot: the
- * hand passes it HOST_HOT_LAPS times, while hot chunks hold at most a
- * third of the buffer; one past that gets HOST_HEAT passes.
+ * With loops kept, a chunk used at random that comes back soon after it
+ * left is hot: the hand passes it HOST_HOT_LAPS times, while hot chunks
+ * hold at most a third of the buffer; one past that gets HOST_HEAT passes.
  */
 /* Makes room, and reads one of chunks 20..63 in turn (none a refault). */
 static void
@@ -407,7 +407,8 @@ START_TEST(test_refault_at_random_stays_hot_for_many_laps_within_a_third)
 {
 	uint64_t hot = FRAMES / HOST_HOT_SHARE, refaults;
 
-	start("eviction = clock\nhigh_watermark = 100\nlow_watermark = 99\n");
+	start("eviction = clock\nloop_keep = 50\nhigh_watermark = 100\n"
+	    "low_watermark = 99\n");
 	chunks(0, FRAMES, false);
 	/* chunks 0.. leave one by one and come back at once: refaults */
 	for (uint64_t c = 0; c <= hot; c++) {
@@ -435,13 +436,29 @@ START_TEST(test_refault_at_random_stays_hot_for_many_laps_within_a_third)
 }
 END_TEST
 
+/* Without kept loops (the default), a refault gets HOST_HEAT passes. */
+START_TEST(test_refault_without_kept_loops_is_not_hot)
+{
+	start("eviction = clock\nhigh_watermark = 100\nlow_watermark = 99\n");
+	chunks(0, FRAMES, false);
+	ck_assert(host_evict_for_room(h));
+	ck_assert_uint_eq(chunks(0, 1, false).wrong, 0);
+	ck_assert_uint_eq(h->stats.refaults, 1);
+	ck_assert_uint_eq(h->hot_pages, 0);
+	ck_assert(!h->frames[h->clients->regions->chunks[0].frame].hot);
+	ck_assert_uint_eq(h->frames[h->clients->regions->chunks[0].frame].heat,
+	    HOST_HEAT);
+}
+END_TEST
+
 /* Hot chunks leave when nothing else in the buffer can. */
 START_TEST(test_hot_chunks_leave_when_nothing_else_can)
 {
 	struct chunk *chs;
 	uint64_t hot = FRAMES / HOST_HOT_SHARE;
 
-	start("eviction = clock\nhigh_watermark = 100\nlow_watermark = 99\n");
+	start("eviction = clock\nloop_keep = 50\nhigh_watermark = 100\n"
+	    "low_watermark = 99\n");
 	chs = h->clients->regions->chunks;
 	chunks(0, FRAMES, false);
 	for (uint64_t c = 0; c < hot; c++) {
@@ -566,6 +583,7 @@ host_buffer_suite(void)
 	tcase_add_test(t,
 	    test_refault_at_random_stays_hot_for_many_laps_within_a_third);
 	tcase_add_test(t, test_hot_chunks_leave_when_nothing_else_can);
+	tcase_add_test(t, test_refault_without_kept_loops_is_not_hot);
 	tcase_add_test(t,
 	    test_grain_read_into_a_written_chunk_takes_writes_without_a_fault);
 	tcase_add_test(t,
