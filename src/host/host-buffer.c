@@ -4,7 +4,8 @@
  * shared by every region of every program, the staging slots reads land
  * in, and the eviction that keeps room.
  *
- * Owns: frames (free list, hand, evict_gen), staging slots, write-backs in
+ * Owns: frames (free list, hand, evict_gen, hot ones: frame.hot,
+ * host.hot_pages), staging slots, write-backs in
  * flight (at most MAX_WRITEBACKS; one write per copy of the chunk, a copy
  * it cannot reach marked stale), the late write-backs (h->late: below),
  * the clean/dirty counts.
@@ -25,13 +26,12 @@
  * loops, HOST_HOT_LAPS to those used at random, up to a third of the
  * buffer); chunks of a sequential run get none, but a loop's (a run
  * reading its region again) are kept, up to `loop_keep` percent of the
- * buffer, while it loops. `fifo`
- * evicts in arrival order. Above high_watermark, background eviction runs
- * down to low_watermark.
+ * buffer, while it loops. `fifo` evicts in arrival order. Above
+ * high_watermark, background eviction runs down to low_watermark.
  * Refaults: a chunk read in for a fault less than a buffer's worth of
  * evicted pages after it left (chunk.ghost: when it left, on a 16-bit
  * clock of evicted pages) is counted, to tell how well the hand chooses,
- * and is hot: HOST_HEAT more passes.
+ * and is heated: HOST_HEAT more passes (host_frame_heat()).
  * Locks: none; everything runs on the control loop.
  */
 #include "config.h"
@@ -967,11 +967,17 @@ static int
 evict_one(struct host *h, bool background)
 {
 	bool clock = cfg_int(h->d->cfg, CFG_HOST_EVICTION) == CFG_EVICTION_CLOCK;
-	/* two passes, and those a chunk's tenure and heat add; then hot ones */
-	uint64_t yield = (2 + HOST_TENURE_MAX + HOST_HEAT) * h->nframes;
+	bool hot_on = clock && cfg_int(h->d->cfg, CFG_HOST_LOOP_KEEP) != 0;
+	/*
+	 * Two passes, and those a chunk's tenure and heat add; past them no
+	 * chunk is spared its heat or tenure: for a fault, two more passes
+	 * find a hot chunk (its reference, then it) before nothing is found.
+	 */
+	uint64_t spare = (2 + HOST_TENURE_MAX + HOST_HEAT) * h->nframes;
+	uint64_t end = spare +
+	    (!background && h->hot_pages > 0 ? 2 * h->nframes : 0);
 
-	for (uint64_t scanned = 0; scanned < yield + 2 * h->nframes;
-	    scanned++) {
+	for (uint64_t scanned = 0; scanned < end; scanned++) {
 		struct frame *fr = &h->frames[h->hand];
 		struct region *r = fr->r;
 		struct chunk *ch;
@@ -988,19 +994,19 @@ evict_one(struct host *h, bool background)
 			continue;
 		if (clock && fr->kept && loop_kept(h, fr))
 			continue;
-		if (fr->hot && scanned >= yield)
-			fr->heat = 0; /* nothing else could leave */
-		if (clock && fr->heat > 0) {
-			fr->heat--; /* came back soon after it left: hot */
-			continue;
-		}
-		if (fr->hot) { /* its passes are over: room for another */
-			fr->hot = false;
+		if (fr->hot && (fr->heat == 0 || !hot_on)) {
+			fr->hot = false; /* its passes are over: room for another */
+			fr->heat = 0;
 			h->hot_pages -= fr->pages;
 		}
+		if (clock && fr->heat > 0 && scanned < spare) {
+			fr->heat--; /* came back soon after it left: heated */
+			continue;
+		}
 		if (clock && (ch->flags & (CH_REF | CH_UNPROT)) ==
-		    (CH_REF | CH_UNPROT) && fr->tenure_left > 0) {
-			fr->tenure_left--; /* hot: taken as written again */
+		    (CH_REF | CH_UNPROT) && fr->tenure_left > 0 &&
+		    scanned < spare) {
+			fr->tenure_left--; /* taken as written again */
 			continue;
 		}
 		if (clock && (ch->flags & CH_REF)) {

@@ -172,7 +172,7 @@ fetch_complete(struct host *h, struct fetch *f, int status)
 		ch->state = CH_RESIDENT;
 		ch->frame = (uint32_t)f->frame;
 		ch->fetch = NULL;
-		if (admit == HOST_ADMIT_REFAULT) /* hot */
+		if (admit == HOST_ADMIT_REFAULT) /* heated */
 			host_frame_heat(h, ch->frame, r->ra_window == 0);
 		host_grain_installed(h, f);
 		host_grain_written(h, f);

@@ -347,6 +347,7 @@ struct frame {
 	uint8_t tenure;   /* clock: passes a dirty chunk found written again
 	                   * stays writable, at most HOST_TENURE_MAX */
 	uint8_t tenure_left; /* of them, still to come */
+	/* (one bit each: a frame stays 32 bytes, two to a cache line) */
 	bool kept : 1;    /* clock: a loop's chunk kept (host_loop_keep()) */
 	bool hot : 1;     /* clock: a chunk used at random that came back
 	                   * soon after it left (host_frame_heat()) */
@@ -372,11 +373,12 @@ struct frame {
 /*
  * ... and, with loops kept (`loop_keep`), one used at random (no
  * sequential run's: a vertex array) HOST_HOT_LAPS, while such chunks hold
- * at most 1/HOST_HOT_SHARE of the buffer (host.hot_pages), which kept
- * loops leave them: a few laps are soon over when a sweep larger than the
- * buffer turns the hand, and each refault is a thread waiting a round
- * trip. Without kept loops the hand turns slower, and a program whose
- * reuse moves on (a sort's merges) moved more with hot chunks.
+ * at most 1/HOST_HOT_SHARE of the buffer as they come in (host.hot_pages;
+ * a partial chunk may grow after), which kept loops leave them: a few
+ * laps are soon over when a sweep larger than the buffer turns the hand,
+ * and each refault is a thread waiting a round trip. Without kept loops
+ * the hand turns slower, and a sort, whose merges reuse a chunk a while
+ * and move on, moved a third more with hot chunks.
  */
 #define HOST_HOT_LAPS 64
 #define HOST_HOT_SHARE 3

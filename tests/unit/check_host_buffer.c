@@ -395,17 +395,15 @@ END_TEST
  */
 /* Makes room, and reads one of chunks 20..63 in turn (none a refault). */
 static void
-read_another(void)
+read_another(uint64_t *next)
 {
-	static uint64_t next;
-
 	ck_assert(host_evict_for_room(h));
-	ck_assert_uint_eq(chunks(20 + next++ % 44, 1, false).wrong, 0);
+	ck_assert_uint_eq(chunks(20 + (*next)++ % 44, 1, false).wrong, 0);
 }
 
 START_TEST(test_refault_at_random_stays_hot_for_many_laps_within_a_third)
 {
-	uint64_t hot = FRAMES / HOST_HOT_SHARE, refaults;
+	uint64_t hot = FRAMES / HOST_HOT_SHARE, refaults, next = 0;
 
 	start("eviction = clock\nloop_keep = 50\nhigh_watermark = 100\n"
 	    "low_watermark = 99\n");
@@ -421,7 +419,7 @@ START_TEST(test_refault_at_random_stays_hot_for_many_laps_within_a_third)
 	/* many laps of chunks read once: the hot ones stay, the last goes */
 	refaults = h->stats.refaults;
 	for (unsigned i = 0; i < 8 * FRAMES; i++)
-		read_another();
+		read_another(&next);
 	ck_assert_uint_eq(h->stats.refaults, refaults);
 	ck_assert_uint_gt(h->hand_laps, 2 + HOST_HEAT);
 	for (uint64_t c = 0; c < hot; c++)
@@ -429,7 +427,7 @@ START_TEST(test_refault_at_random_stays_hot_for_many_laps_within_a_third)
 	ck_assert_uint_eq(state(hot), CH_ABSENT);
 	/* hot no more once its laps are over: room for others */
 	for (unsigned i = 0; i < 100 * FRAMES && state(0) == CH_RESIDENT; i++)
-		read_another();
+		read_another(&next);
 	ck_assert_uint_eq(state(0), CH_ABSENT);
 	ck_assert_uint_gt(h->hand_laps, HOST_HOT_LAPS);
 	ck_assert_uint_lt(h->hot_pages, hot * CHUNK / PAGE);
@@ -451,31 +449,64 @@ START_TEST(test_refault_without_kept_loops_is_not_hot)
 }
 END_TEST
 
-/* Hot chunks leave when nothing else in the buffer can. */
-START_TEST(test_hot_chunks_leave_when_nothing_else_can)
+/*
+ * Makes chunks 0.. hot (written again, with `written`: dirty, and as if
+ * found written at every pass), and every other chunk in the buffer
+ * unable to leave (marked growing, as a partial chunk is: a state whole
+ * resident chunks never have, set here by hand).
+ */
+static void
+hot_alone(bool written)
 {
 	struct chunk *chs;
-	uint64_t hot = FRAMES / HOST_HOT_SHARE;
 
 	start("eviction = clock\nloop_keep = 50\nhigh_watermark = 100\n"
 	    "low_watermark = 99\n");
 	chs = h->clients->regions->chunks;
 	chunks(0, FRAMES, false);
-	for (uint64_t c = 0; c < hot; c++) {
+	for (uint64_t c = 0; c < FRAMES / HOST_HOT_SHARE; c++) {
 		ck_assert(host_evict_for_room(h));
-		ck_assert_uint_eq(chunks(c, 1, false).wrong, 0);
+		ck_assert_uint_eq(chunks(c, 1, written).wrong, 0);
+		h->frames[chs[c].frame].tenure_left = written ?
+		    HOST_TENURE_MAX : 0;
 	}
-	ck_assert_uint_eq(h->hot_pages, hot * CHUNK / PAGE);
-	/* the others cannot leave (as while a partial chunk grows) */
-	for (uint64_t c = hot; c < FRAMES; c++)
+	ck_assert_uint_eq(h->hot_pages,
+	    FRAMES / HOST_HOT_SHARE * CHUNK / PAGE);
+	for (uint64_t c = FRAMES / HOST_HOT_SHARE; c < FRAMES; c++)
 		chs[c].flags |= CH_GROWING;
-	ck_assert(host_evict_for_room(h));
-	for (uint64_t c = hot; c < FRAMES; c++) {
+}
+
+/* Ends hot_alone(): every chunk may leave again. */
+static void
+hot_alone_end(void)
+{
+	for (uint64_t c = FRAMES / HOST_HOT_SHARE; c < FRAMES; c++) {
 		ck_assert_uint_eq(state(c), CH_RESIDENT);
-		chs[c].flags &= ~CH_GROWING;
+		h->clients->regions->chunks[c].flags &= ~CH_GROWING;
 	}
+}
+
+/* Hot chunks leave when nothing else in the buffer can. */
+START_TEST(test_hot_chunks_leave_when_nothing_else_can)
+{
+	hot_alone(false);
+	ck_assert(host_evict_for_room(h));
+	hot_alone_end();
 	ck_assert_uint_eq(state(0), CH_ABSENT);
-	ck_assert_uint_lt(h->hot_pages, hot * CHUNK / PAGE);
+	ck_assert_uint_lt(h->hot_pages, FRAMES / HOST_HOT_SHARE * CHUNK / PAGE);
+}
+END_TEST
+
+/* ... written again at every pass too: their write-backs start. */
+START_TEST(test_hot_chunks_written_again_leave_when_nothing_else_can)
+{
+	hot_alone(true);
+	ck_assert_uint_eq(h->writebacks_inflight, 0);
+	host_evict_for_room(h); /* false: room comes from the write-backs */
+	ck_assert_uint_gt(h->writebacks_inflight, 0);
+	ck_assert(unit_run_until(u.base, no_writebacks, 5000));
+	hot_alone_end();
+	ck_assert_uint_eq(state(0), CH_ABSENT);
 }
 END_TEST
 
@@ -583,6 +614,8 @@ host_buffer_suite(void)
 	tcase_add_test(t,
 	    test_refault_at_random_stays_hot_for_many_laps_within_a_third);
 	tcase_add_test(t, test_hot_chunks_leave_when_nothing_else_can);
+	tcase_add_test(t,
+	    test_hot_chunks_written_again_leave_when_nothing_else_can);
 	tcase_add_test(t, test_refault_without_kept_loops_is_not_hot);
 	tcase_add_test(t,
 	    test_grain_read_into_a_written_chunk_takes_writes_without_a_fault);
